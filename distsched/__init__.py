@@ -1,0 +1,3 @@
+"""distsched: kube-scheduler's scheduling queue and framework, distributed over Redis."""
+
+__version__ = "0.1.0"

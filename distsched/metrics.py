@@ -1,0 +1,161 @@
+"""Every Prometheus metric of distsched, in one place (like kube-scheduler's metrics.go).
+
+Names follow kube-scheduler's where one applies, under the single prefix ``distsched_``
+(never doubled). Counters end in ``_total``, durations in ``_seconds``. Gauges that
+describe shared state (pending pods per sub-queue, unschedulable pods per plugin,
+dead-lettered pods) are read from Redis at scrape time by :class:`QueueCollector`, so
+every replica reports the same cluster-wide figure.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+
+import redis
+from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from distsched.keys import Keys
+
+log = logging.getLogger(__name__)
+
+PREFIX = "distsched"
+REGISTRY = CollectorRegistry(auto_describe=True)
+
+# Scheduling attempts take 0.1 ms (batch of simple pods) to seconds (preemption on 5k
+# nodes), so buckets start at 100 µs and grow by 2x up to ~3 s.
+ATTEMPT_BUCKETS = tuple(0.0001 * 2**i for i in range(16))
+# Created → bound spans milliseconds (idle cluster) to minutes (unschedulable for a while).
+SLI_BUCKETS = (0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900)
+# Extension points are short: 10 µs .. 0.3 s.
+EXTENSION_BUCKETS = tuple(0.00001 * 2**i for i in range(16))
+
+schedule_attempts = Counter(
+    "schedule_attempts",
+    "Scheduling attempts by result (scheduled, unschedulable, error).",
+    ["result", "profile"],
+    namespace=PREFIX,
+    registry=REGISTRY,
+)
+scheduling_attempt_duration = Histogram(
+    "scheduling_attempt_duration_seconds",
+    "Scheduling attempt latency (algorithm + reserve), by result.",
+    ["result", "profile"],
+    namespace=PREFIX,
+    buckets=ATTEMPT_BUCKETS,
+    registry=REGISTRY,
+)
+queue_incoming_pods = Counter(
+    "queue_incoming_pods",
+    "Pods added to a scheduling sub-queue, by sub-queue and the event that moved them.",
+    ["queue", "event"],
+    namespace=PREFIX,
+    registry=REGISTRY,
+)
+pod_scheduling_sli_duration = Histogram(
+    "pod_scheduling_sli_duration_seconds",
+    "From the pod's first entry into the queue to its binding, by attempts.",
+    ["attempts"],
+    namespace=PREFIX,
+    buckets=SLI_BUCKETS,
+    registry=REGISTRY,
+)
+framework_extension_point_duration = Histogram(
+    "framework_extension_point_duration_seconds",
+    "Latency of running all plugins of one extension point.",
+    ["extension_point", "status", "profile"],
+    namespace=PREFIX,
+    buckets=EXTENSION_BUCKETS,
+    registry=REGISTRY,
+)
+preemption_attempts = Counter(
+    "preemption_attempts",
+    "Preemption attempts (PostFilter runs).",
+    namespace=PREFIX,
+    registry=REGISTRY,
+)
+preemption_victims = Histogram(
+    "preemption_victims",
+    "Number of victims chosen by one successful preemption.",
+    namespace=PREFIX,
+    buckets=(1, 2, 4, 8, 16, 32, 64),
+    registry=REGISTRY,
+)
+reserve_conflicts = Counter(
+    "reserve_conflicts",
+    "Optimistic reservations refused by the ledger (another worker won the node).",
+    ["reason"],
+    namespace=PREFIX,
+    registry=REGISTRY,
+)
+binding_duration = Histogram(
+    "binding_duration_seconds",
+    "Binding cycle latency (PreBind + Bind + PostBind) per pod.",
+    ["result"],
+    namespace=PREFIX,
+    buckets=ATTEMPT_BUCKETS,
+    registry=REGISTRY,
+)
+bindings = Counter(
+    "bindings",
+    "Binding results: bound, duplicate (already bound to that node), failed.",
+    ["result"],
+    namespace=PREFIX,
+    registry=REGISTRY,
+)
+lease_reclaims = Counter(
+    "lease_reclaims",
+    "Pods returned to the queue by the reaper: expired inflight leases and assumed pods.",
+    ["kind"],
+    namespace=PREFIX,
+    registry=REGISTRY,
+)
+redis_retries = Counter(
+    "redis_retries",
+    "Redis connection failures that a process waited out and retried.",
+    ["role"],
+    namespace=PREFIX,
+    registry=REGISTRY,
+)
+
+SUB_QUEUES = ("active", "backoff", "unschedulable", "gated", "inflight", "dead")
+
+
+class QueueCollector(Collector):
+    """Reads cluster-wide queue gauges from Redis when Prometheus scrapes."""
+
+    def __init__(self, client: redis.Redis, keys: Keys) -> None:
+        self._client = client
+        self._keys = keys
+
+    def collect(self) -> Iterable[GaugeMetricFamily]:
+        pending = GaugeMetricFamily(
+            f"{PREFIX}_pending_pods", "Pods waiting in each scheduling sub-queue.", labels=["queue"]
+        )
+        dead = GaugeMetricFamily(f"{PREFIX}_dead_lettered_pods", "Pods in the dead-letter set.")
+        try:
+            pipe = self._client.pipeline(transaction=False)
+            for name in SUB_QUEUES:
+                pipe.zcard(getattr(self._keys, name))
+            counts = dict(zip(SUB_QUEUES, pipe.execute(), strict=True))
+        except redis.RedisError as exc:
+            log.warning("metrics: cannot read queue sizes from Redis: %s", exc)
+            return
+        for name in SUB_QUEUES:
+            if name != "dead":
+                pending.add_metric([name], counts[name])
+        dead.add_metric([], counts["dead"])
+        yield pending
+        yield dead
+
+
+def serve(port: int, *, addr: str = "127.0.0.1") -> None:
+    """Expose REGISTRY on http://addr:port/metrics (loopback unless told otherwise)."""
+    start_http_server(port, addr=addr, registry=REGISTRY)
+    log.info("metrics on http://%s:%d/metrics", addr, port)
+
+
+def register_queue_collector(client: redis.Redis, keys: Keys) -> None:
+    REGISTRY.register(QueueCollector(client, keys))

@@ -1,0 +1,236 @@
+"""Typed Kubernetes v1 Pod and Node objects (the subset the scheduler reads).
+
+Objects are frozen dataclasses. ``from_dict`` / ``to_dict`` convert to and from the
+Kubernetes JSON shape (camelCase keys), which is also what the store keeps (msgpack).
+Resource amounts are kept as integers in canonical units: cpu in millicores, memory and
+ephemeral-storage in bytes, every other resource (pods, extended resources) in units
+(see quantity.py). A ``ResourceList`` is ``dict[str, int]`` in those units.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+ResourceList = dict[str, int]
+
+DEFAULT_SCHEDULER_NAME = "default-scheduler"
+DEFAULT_NAMESPACE = "default"
+
+
+@dataclass(frozen=True, slots=True)
+class ObjectMeta:
+    name: str
+    namespace: str = DEFAULT_NAMESPACE  # "" for cluster-scoped objects (nodes)
+    uid: str = ""
+    labels: dict[str, str] = field(default_factory=dict)
+    annotations: dict[str, str] = field(default_factory=dict)
+    creation_timestamp: str = ""  # RFC 3339, set by the store
+    resource_version: str = ""  # set by the store
+
+
+@dataclass(frozen=True, slots=True)
+class LabelSelectorRequirement:
+    key: str
+    operator: str  # In, NotIn, Exists, DoesNotExist
+    values: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class LabelSelector:
+    match_labels: dict[str, str] = field(default_factory=dict)
+    match_expressions: tuple[LabelSelectorRequirement, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class NodeSelectorRequirement:
+    key: str
+    operator: str  # In, NotIn, Exists, DoesNotExist, Gt, Lt
+    values: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class NodeSelectorTerm:
+    match_expressions: tuple[NodeSelectorRequirement, ...] = ()
+    match_fields: tuple[NodeSelectorRequirement, ...] = ()  # only metadata.name
+
+
+@dataclass(frozen=True, slots=True)
+class PreferredSchedulingTerm:
+    weight: int
+    preference: NodeSelectorTerm
+
+
+@dataclass(frozen=True, slots=True)
+class NodeAffinity:
+    # requiredDuringSchedulingIgnoredDuringExecution.nodeSelectorTerms (ORed); None = absent
+    required: tuple[NodeSelectorTerm, ...] | None = None
+    preferred: tuple[PreferredSchedulingTerm, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class PodAffinityTerm:
+    topology_key: str
+    label_selector: LabelSelector | None = None
+    namespaces: tuple[str, ...] = ()
+    namespace_selector: LabelSelector | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class WeightedPodAffinityTerm:
+    weight: int
+    term: PodAffinityTerm
+
+
+@dataclass(frozen=True, slots=True)
+class PodAffinity:
+    required: tuple[PodAffinityTerm, ...] = ()
+    preferred: tuple[WeightedPodAffinityTerm, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Affinity:
+    node_affinity: NodeAffinity | None = None
+    pod_affinity: PodAffinity | None = None
+    pod_anti_affinity: PodAffinity | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Toleration:
+    key: str = ""
+    operator: str = "Equal"  # Equal, Exists
+    value: str = ""
+    effect: str = ""  # "", NoSchedule, PreferNoSchedule, NoExecute
+    toleration_seconds: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Taint:
+    key: str
+    effect: str  # NoSchedule, PreferNoSchedule, NoExecute
+    value: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class TopologySpreadConstraint:
+    max_skew: int
+    topology_key: str
+    when_unsatisfiable: str  # DoNotSchedule, ScheduleAnyway
+    label_selector: LabelSelector | None = None
+    min_domains: int | None = None
+    match_label_keys: tuple[str, ...] = ()
+    node_affinity_policy: str = "Honor"  # Honor, Ignore
+    node_taints_policy: str = "Ignore"  # Honor, Ignore
+
+
+@dataclass(frozen=True, slots=True)
+class ContainerPort:
+    container_port: int
+    host_port: int = 0
+    protocol: str = "TCP"
+    host_ip: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceRequirements:
+    requests: ResourceList = field(default_factory=dict)
+    limits: ResourceList = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Container:
+    name: str
+    image: str = ""
+    resources: ResourceRequirements = field(default_factory=ResourceRequirements)
+    ports: tuple[ContainerPort, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class PodSpec:
+    containers: tuple[Container, ...] = ()
+    init_containers: tuple[Container, ...] = ()
+    scheduler_name: str = DEFAULT_SCHEDULER_NAME
+    priority: int | None = None
+    priority_class_name: str = ""
+    preemption_policy: str = "PreemptLowerPriority"  # or Never
+    overhead: ResourceList = field(default_factory=dict)
+    node_selector: dict[str, str] = field(default_factory=dict)
+    affinity: Affinity | None = None
+    tolerations: tuple[Toleration, ...] = ()
+    topology_spread_constraints: tuple[TopologySpreadConstraint, ...] = ()
+    node_name: str = ""
+    scheduling_gates: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class PodCondition:
+    type: str
+    status: str
+    reason: str = ""
+    message: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class PodStatus:
+    phase: str = "Pending"
+    conditions: tuple[PodCondition, ...] = ()
+    nominated_node_name: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Pod:
+    metadata: ObjectMeta
+    spec: PodSpec = field(default_factory=PodSpec)
+    status: PodStatus = field(default_factory=PodStatus)
+    kind = "Pod"
+
+    @property
+    def key(self) -> str:
+        """``namespace/name``: the pod's name in queues, the store and the cache."""
+        return f"{self.metadata.namespace}/{self.metadata.name}"
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Pod:  # implemented in manifest parsing
+        raise NotImplementedError
+
+    def to_dict(self) -> dict[str, Any]:
+        raise NotImplementedError
+
+
+@dataclass(frozen=True, slots=True)
+class NodeCondition:
+    type: str
+    status: str
+
+
+@dataclass(frozen=True, slots=True)
+class ContainerImage:
+    names: tuple[str, ...]
+    size_bytes: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class NodeSpec:
+    unschedulable: bool = False
+    taints: tuple[Taint, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class NodeStatus:
+    capacity: ResourceList = field(default_factory=dict)
+    allocatable: ResourceList = field(default_factory=dict)
+    conditions: tuple[NodeCondition, ...] = ()
+    images: tuple[ContainerImage, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    metadata: ObjectMeta
+    spec: NodeSpec = field(default_factory=NodeSpec)
+    status: NodeStatus = field(default_factory=NodeStatus)
+    kind = "Node"
+
+    @property
+    def key(self) -> str:
+        """The node's name (nodes are cluster-scoped)."""
+        return self.metadata.name
