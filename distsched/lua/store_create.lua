@@ -1,0 +1,67 @@
+-- store_create.lua: create one or more objects, all or nothing.
+--
+-- KEYS[1]        string  global resourceVersion counter
+-- KEYS[2]        stream  event stream
+-- KEYS[3]        string  store epoch (set to ARGV[2] if missing)
+-- KEYS[2+2s]     hash    objects of kind slot s (s = 1, 2, ...): key -> msgpack blob
+-- KEYS[3+2s]     hash    meta of kind slot s: key -> JSON {"rv", "uid", "node"}
+--
+-- ARGV[1]        int     stream cap (XADD MAXLEN ~)
+-- ARGV[2]        string  epoch candidate (a fresh random id; used only if KEYS[3] is missing)
+-- ARGV[3]        int     n, the number of objects
+-- then 7 ARGV per object i (0-based), from ARGV[4 + 7i]:
+--   slot         int     kind slot s of this object (selects its two hashes)
+--   kind         string  "Pod" | "Node"
+--   key          string  "ns/name" for pods, "name" for nodes
+--   uid          string  metadata.uid
+--   node         string  spec.nodeName ("" when unbound or not a pod)
+--   prefix       bytes   msgpack of the object up to its metadata.resourceVersion value
+--   suffix       bytes   msgpack of the object after that value
+--
+-- The stored blob is prefix .. msgpack-str(rv) .. suffix: a complete msgpack object whose
+-- metadata.resourceVersion is the rv assigned here (Python packed a placeholder there).
+--
+-- Returns {"ok", first_rv}: object i got resourceVersion first_rv + i, and one ADDED event
+--         with stream id "<rv>-0";
+--         {"exists", i} or {"duplicate", i}: object i (1-based) already exists or appears
+--         twice in the batch; nothing was written.
+
+local n = tonumber(ARGV[3])
+local seen = {}
+for i = 0, n - 1 do
+  local base = 4 + 7 * i
+  local slot = tonumber(ARGV[base])
+  local key = ARGV[base + 2]
+  local meta_key = KEYS[3 + 2 * slot]
+  if redis.call('HEXISTS', meta_key, key) == 1 then
+    return {'exists', i + 1}
+  end
+  local id = slot .. '\0' .. key
+  if seen[id] then
+    return {'duplicate', i + 1}
+  end
+  seen[id] = true
+end
+
+local epoch = redis.call('GET', KEYS[3])
+if not epoch then
+  epoch = ARGV[2]
+  redis.call('SET', KEYS[3], epoch)
+end
+local last = redis.call('INCRBY', KEYS[1], n)
+local first = last - n + 1
+
+for i = 0, n - 1 do
+  local base = 4 + 7 * i
+  local slot = tonumber(ARGV[base])
+  local kind = ARGV[base + 1]
+  local key = ARGV[base + 2]
+  local rv = string.format('%d', first + i)
+  local blob = ARGV[base + 5] .. string.char(0xa0 + #rv) .. rv .. ARGV[base + 6]
+  redis.call('HSET', KEYS[2 + 2 * slot], key, blob)
+  redis.call('HSET', KEYS[3 + 2 * slot], key,
+    cjson.encode({rv = rv, uid = ARGV[base + 3], node = ARGV[base + 4]}))
+  redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[1], rv .. '-0',
+    'type', 'ADDED', 'kind', kind, 'key', key, 'rv', rv, 'epoch', epoch, 'obj', blob)
+end
+return {'ok', first}

@@ -1,0 +1,65 @@
+"""The "API server": objects in Redis, resourceVersion, an event stream, and an informer.
+
+``Store`` writes and reads Kubernetes-shaped Pod/Node dicts (layout and trade-offs in
+:mod:`distsched.store.redis_store`). ``Informer`` (:mod:`distsched.store.informer`, also
+importable from :mod:`distsched.informer`) tails the event stream into a local indexer and
+calls event handlers.
+"""
+
+from distsched.store.codec import (
+    ADDED,
+    DELETED,
+    KINDS,
+    MODIFIED,
+    Event,
+    decode_event,
+    decode_object,
+    object_key,
+    pod_key,
+)
+from distsched.store.errors import (
+    AlreadyExists,
+    BindConflict,
+    Conflict,
+    InvalidObject,
+    NotFound,
+    StoreError,
+    UidMismatch,
+)
+from distsched.store.informer import EventHandler, FuncHandler, Informer
+from distsched.store.redis_store import (
+    ApplyAction,
+    Binding,
+    BindResult,
+    BindStatus,
+    Snapshot,
+    Store,
+)
+
+__all__ = [
+    "ADDED",
+    "DELETED",
+    "KINDS",
+    "MODIFIED",
+    "AlreadyExists",
+    "ApplyAction",
+    "BindConflict",
+    "BindResult",
+    "BindStatus",
+    "Binding",
+    "Conflict",
+    "Event",
+    "EventHandler",
+    "FuncHandler",
+    "Informer",
+    "InvalidObject",
+    "NotFound",
+    "Snapshot",
+    "Store",
+    "StoreError",
+    "UidMismatch",
+    "decode_event",
+    "decode_object",
+    "object_key",
+    "pod_key",
+]

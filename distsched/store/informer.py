@@ -1,0 +1,279 @@
+"""Informer: a local, event-driven copy of the store (client-go's SharedInformer, reduced).
+
+It lists the watched kinds together with the store's resourceVersion and epoch (one MULTI),
+then tails the event stream from entry ``<rv>-0`` with ``XREAD BLOCK``. It keeps an
+indexer (kind -> key -> object) and calls each kind's handlers (:class:`EventHandler`).
+
+Relist. Event ids are ``<rv>-0`` and every rv has an event, so the next entry must be
+``position + 1``; anything else means entries were trimmed past us. An event or store whose
+epoch differs means Redis lost its data and rvs restarted. An idle read also checks the
+store's rv: lower than our position means a reset, higher with no entry to read means
+the stream was trimmed empty. In all these cases, and after a Redis connection error (a
+restart may have dropped the last writes), the informer relists and reconciles: deletes
+for vanished objects (``final_state_unknown=True``, like ``DeletedFinalStateUnknown``),
+updates for changed ones, adds for new ones; an object re-created under the same key (new
+uid) is a delete then an add.
+
+Handlers run in the informer's thread (or the caller's, with :meth:`Informer.poll_once`;
+never both), under the informer's lock; an exception in a handler is logged and does not
+stop delivery. Objects are shared between the indexer and handlers: never mutate them.
+
+Client: ``block_ms`` must stay below its socket timeout (redis-py's default is 5 s).
+redis-py's default retries (10, backoff capped at 1 s) hide outages shorter than ~3 s from
+the informer: reads just stall, and the epoch and rv checks still catch lost data. Give it
+a client with ``retry=Retry(NoBackoff(), 0)`` to have its own capped backoff take over.
+"""
+
+from __future__ import annotations
+
+import builtins
+import logging
+import threading
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import redis
+
+from distsched.keys import Keys
+from distsched.store.codec import DELETED, KINDS, Event, Obj, decode_event, uid_of
+from distsched.store.redis_store import Store
+
+log = logging.getLogger(__name__)
+
+
+class EventHandler(Protocol):
+    """Per-kind callbacks, like client-go's ResourceEventHandler."""
+
+    def on_add(self, obj: Obj, initial_list: bool) -> None: ...
+
+    def on_update(self, old: Obj, new: Obj) -> None: ...
+
+    def on_delete(self, obj: Obj, final_state_unknown: bool) -> None: ...
+
+
+@dataclass
+class FuncHandler:
+    """An :class:`EventHandler` from optional functions."""
+
+    add: Callable[[Obj, bool], None] | None = None
+    update: Callable[[Obj, Obj], None] | None = None
+    delete: Callable[[Obj, bool], None] | None = None
+
+    def on_add(self, obj: Obj, initial_list: bool) -> None:
+        if self.add is not None:
+            self.add(obj, initial_list)
+
+    def on_update(self, old: Obj, new: Obj) -> None:
+        if self.update is not None:
+            self.update(old, new)
+
+    def on_delete(self, obj: Obj, final_state_unknown: bool) -> None:
+        if self.delete is not None:
+            self.delete(obj, final_state_unknown)
+
+
+def _entries(reply: Any) -> list[tuple[bytes, dict[bytes, bytes]]]:
+    """Entries of a single-stream XREAD reply, RESP2 (list) or RESP3 (dict)."""
+    if not reply:
+        return []
+    if isinstance(reply, dict):
+        return [(e[0], e[1]) for e in next(iter(reply.values()))]
+    return [(e[0], e[1]) for e in reply[0][1]]
+
+
+class Informer:
+    def __init__(
+        self,
+        client: redis.Redis,
+        keys: Keys,
+        kinds: Iterable[str] = KINDS,
+        *,
+        block_ms: int = 1000,
+        batch: int = 1000,
+        backoff_initial_s: float = 0.1,
+        backoff_max_s: float = 5.0,
+    ) -> None:
+        self._client = client
+        self._keys = keys
+        self._store = Store(client, keys)
+        self._kinds = tuple(kinds)
+        self._block_ms = block_ms
+        self._batch = batch
+        self._backoff_initial_s = backoff_initial_s
+        self._backoff_max_s = backoff_max_s
+        self._handlers: dict[str, builtins.list[EventHandler]] = {k: [] for k in self._kinds}
+        self._indexer: dict[str, dict[str, Obj]] = {k: {} for k in self._kinds}
+        self._lock = threading.RLock()
+        self._rv = 0
+        self._epoch = ""
+        self._need_relist = True
+        self._synced = threading.Event()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.relists = 0
+
+    # --- handlers and the indexer -----------------------------------------------------
+    def add_handler(self, kind: str, handler: EventHandler) -> None:
+        """Register ``handler`` for ``kind``; if already synced it first gets an add for
+        every object in the indexer (``initial_list=True``), as client-go does."""
+        with self._lock:
+            self._handlers[kind].append(handler)
+            if self._synced.is_set():
+                for obj in list(self._indexer[kind].values()):
+                    self._call(handler.on_add, obj, True)
+
+    def get(self, kind: str, key: str) -> Obj | None:
+        with self._lock:
+            return self._indexer[kind].get(key)
+
+    def list(self, kind: str) -> builtins.list[Obj]:
+        with self._lock:
+            return list(self._indexer[kind].values())
+
+    @property
+    def resource_version(self) -> int:
+        """The rv of the last event (or list) the indexer reflects."""
+        return self._rv
+
+    @property
+    def has_synced(self) -> bool:
+        return self._synced.is_set()
+
+    def wait_synced(self, timeout: float | None = None) -> bool:
+        return self._synced.wait(timeout)
+
+    # --- running ----------------------------------------------------------------------
+    def start(self) -> None:
+        if self._thread is not None:
+            raise RuntimeError("informer already started")
+        self._stop.clear()
+        self._thread = threading.Thread(target=self._run, name="distsched-informer", daemon=True)
+        self._thread.start()
+
+    def stop(self, timeout: float | None = 10.0) -> None:
+        """Stop the thread; returns after its current read (at most ``block_ms``)."""
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout)
+            self._thread = None
+
+    def _run(self) -> None:
+        failures = 0
+        while not self._stop.is_set():
+            try:
+                self.poll_once(self._block_ms)
+                failures = 0
+            except Exception as exc:
+                delay = min(self._backoff_max_s, self._backoff_initial_s * 2**failures)
+                failures += 1
+                if isinstance(exc, redis.ConnectionError | redis.TimeoutError):
+                    log.warning("informer: Redis unavailable (%s); retry in %.2fs", exc, delay)
+                else:
+                    log.exception("informer: unexpected error; relisting in %.2fs", delay)
+                self._need_relist = True
+                self._stop.wait(delay)
+
+    def poll_once(self, block_ms: int = 0) -> int:
+        """Do one step synchronously: relist if needed, else read one batch of events
+        (waiting up to ``block_ms``; 0 = do not wait). Returns the number of handler
+        deliveries made (per object, not per handler)."""
+        if self._need_relist:
+            return self._relist()
+        reply = self._client.xread(
+            {self._keys.events: f"{self._rv}-0"},
+            count=self._batch,
+            block=block_ms if block_ms > 0 else None,
+        )
+        entries = _entries(reply)
+        if not entries:
+            return self._check_idle()
+        delivered = 0
+        for entry_id, fields in entries:
+            rv = int(entry_id.split(b"-", 1)[0])
+            epoch = fields[b"epoch"].decode()
+            first_ever = self._rv == 0 and not self._epoch
+            if rv != self._rv + 1 or (epoch != self._epoch and not first_ever):
+                log.info("informer: stream gap at rv %d (next entry %d); relisting", self._rv, rv)
+                return delivered + self._relist()
+            kind = fields[b"kind"].decode()
+            if kind in self._indexer:
+                self._deliver(decode_event(fields))
+                delivered += 1
+            self._rv, self._epoch = rv, epoch
+        return delivered
+
+    def _check_idle(self) -> int:
+        """Nothing to read: make sure that is because nothing happened."""
+        pipe = self._client.pipeline(transaction=True)
+        pipe.get(self._keys.resource_version)
+        pipe.get(self._keys.store_epoch)
+        raw_rv, raw_epoch = pipe.execute()
+        rv, epoch = int(raw_rv or 0), raw_epoch.decode() if raw_epoch else ""
+        if rv < self._rv or (epoch and self._epoch and epoch != self._epoch):
+            log.info("informer: store was reset (rv %d < %d or new epoch); relisting", rv, self._rv)
+            return self._relist()
+        if rv > self._rv:
+            nxt = self._client.xrange(self._keys.events, min=f"{self._rv + 1}-0", count=1)
+            if not nxt:
+                log.info("informer: events after rv %d were trimmed; relisting", self._rv)
+                return self._relist()
+        return 0
+
+    # --- delivery ---------------------------------------------------------------------
+    def _deliver(self, event: Event) -> None:
+        with self._lock:
+            index = self._indexer[event.kind]
+            handlers = self._handlers[event.kind]
+            previous = index.get(event.key)
+            if event.type == DELETED:
+                index.pop(event.key, None)
+                for h in handlers:
+                    self._call(h.on_delete, event.obj, False)
+                return
+            index[event.key] = event.obj
+            for h in handlers:
+                if previous is None:
+                    self._call(h.on_add, event.obj, False)
+                else:
+                    self._call(h.on_update, previous, event.obj)
+
+    def _relist(self) -> int:
+        snap = self._store.snapshot(self._kinds)
+        with self._lock:
+            initial = not self._synced.is_set()
+            delivered = 0
+            for kind in self._kinds:
+                index, fresh = self._indexer[kind], snap.objects[kind]
+                for key, old in list(index.items()):
+                    new = fresh.get(key)
+                    if new is None or uid_of(new) != uid_of(old):
+                        del index[key]
+                        delivered += 1
+                        for h in self._handlers[kind]:
+                            self._call(h.on_delete, old, True)
+            for kind in self._kinds:
+                index, fresh = self._indexer[kind], snap.objects[kind]
+                for key, new in fresh.items():
+                    known = index.get(key)
+                    if known == new:
+                        continue
+                    index[key] = new
+                    delivered += 1
+                    for h in self._handlers[kind]:
+                        if known is None:
+                            self._call(h.on_add, new, initial)
+                        else:
+                            self._call(h.on_update, known, new)
+            self._rv, self._epoch = snap.rv, snap.epoch
+            self._need_relist = False
+            self.relists += 1
+        self._synced.set()
+        return delivered
+
+    @staticmethod
+    def _call(fn: Callable[..., None], *args: Any) -> None:
+        try:
+            fn(*args)
+        except Exception:
+            log.exception("informer: event handler %r failed", fn)

@@ -1,0 +1,546 @@
+"""The "API server": Pod and Node objects in Redis, a global resourceVersion, an event stream.
+
+Layout (key names from :mod:`distsched.keys`, ``T`` = the scheduler's hash tag):
+
+=====================  ======  ===================================================================
+key                    type    holds
+=====================  ======  ===================================================================
+T:store:obj:<Kind>     hash    key -> msgpack of the whole object, resourceVersion and (pods)
+                               spec.nodeName included; ``get``/``list`` need no merging
+T:store:meta:<Kind>    hash    key -> JSON ``{"rv": "<decimal>", "uid": str, "node": str}``:
+                               what Lua checks preconditions against without decoding a blob
+                               (rv is a string so cjson never rounds it)
+T:store:rv             string  global resourceVersion, +1 per object written
+T:store:epoch          string  random id of this history, set by the first write; a Redis that
+                               lost its data gets a new one, which tells informers to relist
+T:store:events         stream  one entry per object write, entry id ``<rv>-0`` (so ids are
+                               contiguous and a gap means trimmed entries), capped with
+                               ``XADD MAXLEN ~ max_events``. Fields: type (ADDED, MODIFIED,
+                               DELETED), kind, key, rv, epoch, obj (msgpack of the new object;
+                               for DELETED the last state), old (MODIFIED only: the previous one)
+=====================  ======  ===================================================================
+
+Every write is one Lua script (``distsched/lua/store_*.lua``) that checks its preconditions,
+writes the object and its meta, increments the rv and appends the event.
+
+Trade-off: Lua cannot merge msgpack safely, so Python computes every new object. Writes that
+depend on the current state (update, apply, bind, update_pod_status) read the object, build
+the new one, and the script refuses it if the stored rv moved since that read (for bind it
+first checks uid and node itself, so a conflicting bind is refused definitively); Python then
+re-reads and retries up to ``retries`` times. That costs one read round trip per such write
+(bind_many: one HMGET per batch) and a retry under contention, and keeps objects bit-exact.
+
+resourceVersion semantics: ``update`` with a non-empty metadata.resourceVersion is optimistic
+(stale -> :class:`Conflict`); an empty one means an unconditional replace of the current
+object (what ``kubectl replace``/``apply`` does without a precondition). Updates that change
+nothing write nothing (no rv, no event), as in Kubernetes.
+"""
+
+from __future__ import annotations
+
+import builtins
+import secrets
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal, NamedTuple, cast
+
+import redis
+
+from distsched.clock import SYSTEM_CLOCK, Clock
+from distsched.keys import Keys
+from distsched.lua import ScriptSet
+from distsched.store.codec import (
+    DEFAULT_NAMESPACE,
+    KINDS,
+    Obj,
+    decode_object,
+    node_name_of,
+    object_key,
+    pack_with_rv_slot,
+    rfc3339,
+    rv_of,
+    uid_of,
+    with_rv,
+)
+from distsched.store.errors import (
+    AlreadyExists,
+    BindConflict,
+    Conflict,
+    InvalidObject,
+    NotFound,
+    StoreError,
+    UidMismatch,
+)
+
+DEFAULT_MAX_EVENTS = 1_000_000
+DEFAULT_RETRIES = 8
+
+BindStatus = Literal["bound", "already-bound", "conflict", "not-found", "uid-mismatch", "stale"]
+ApplyAction = Literal["created", "configured", "unchanged"]
+
+
+class Binding(NamedTuple):
+    pod_key: str
+    uid: str | None
+    node_name: str
+
+
+class BindResult(str):
+    """Outcome of one binding: the status string itself (so ``result == "bound"`` works),
+    plus details. ``node`` is the pod's node afterwards ("" if not found or uid-mismatch);
+    ``rv`` the pod's new resourceVersion when bound; ``detail`` the current uid
+    (uid-mismatch) or rv (stale)."""
+
+    pod_key: str
+    node: str
+    rv: int | None
+    detail: str
+
+    def __new__(
+        cls,
+        pod_key: str,
+        status: BindStatus,
+        node: str = "",
+        rv: int | None = None,
+        detail: str = "",
+    ) -> BindResult:
+        self = super().__new__(cls, status)
+        self.pod_key, self.node, self.rv, self.detail = pod_key, node, rv, detail
+        return self
+
+    def __getnewargs__(self) -> tuple[str, str, str, int | None, str]:  # type: ignore[override]
+        return (self.pod_key, str(self), self.node, self.rv, self.detail)
+
+    def __repr__(self) -> str:
+        return f"BindResult({self.pod_key!r}, {self.status!r}, node={self.node!r}, rv={self.rv})"
+
+    @property
+    def status(self) -> BindStatus:
+        return cast(BindStatus, str(self))
+
+    @property
+    def ok(self) -> bool:
+        return self in ("bound", "already-bound")
+
+    def error(self, wanted: str, uid: str | None) -> StoreError | None:
+        """The exception :meth:`Store.bind` raises for this outcome (None when ok)."""
+        if self == "conflict":
+            return BindConflict(self.pod_key, self.node, wanted)
+        if self == "not-found":
+            return NotFound("Pod", self.pod_key)
+        if self == "uid-mismatch":
+            return UidMismatch("Pod", self.pod_key, uid or "", self.detail)
+        if self == "stale":
+            return Conflict("Pod", self.pod_key, "", self.detail)
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    """Objects of some kinds and the resourceVersion/epoch they were read at, atomically."""
+
+    objects: dict[str, dict[str, Obj]]
+    rv: int
+    epoch: str
+
+
+def _set_condition(conditions: list[Obj], cond: Mapping[str, Any], now: str) -> list[Obj]:
+    """``conditions`` with ``cond`` set (by type); lastTransitionTime moves only when the
+    status changes. Returns the same list object when nothing changes."""
+    for i, existing in enumerate(conditions):
+        if existing.get("type") != cond["type"]:
+            continue
+        same_status = existing.get("status") == cond["status"]
+        if same_status and all(existing.get(f) == cond.get(f) for f in ("reason", "message")):
+            return conditions
+        merged = {k: v for k, v in cond.items() if v is not None}
+        kept = existing.get("lastTransitionTime") if same_status else None
+        merged["lastTransitionTime"] = kept or now
+        return [*conditions[:i], merged, *conditions[i + 1 :]]
+    added = {k: v for k, v in cond.items() if v is not None}
+    added["lastTransitionTime"] = now
+    return [*conditions, added]
+
+
+class Store:
+    """Pods and nodes in Redis. Objects are Kubernetes-shaped dicts; returned objects are new
+    dicts but may share nested values with the caller's input (never mutate either)."""
+
+    def __init__(
+        self,
+        client: redis.Redis,
+        keys: Keys,
+        clock: Clock = SYSTEM_CLOCK,
+        *,
+        max_events: int = DEFAULT_MAX_EVENTS,
+        retries: int = DEFAULT_RETRIES,
+    ) -> None:
+        if client.get_connection_kwargs().get("decode_responses"):
+            raise ValueError("Store needs a client with decode_responses=False (msgpack values)")
+        self._client = client
+        self._keys = keys
+        self._clock = clock
+        self._max_events = max_events
+        self._retries = retries
+        self._scripts = ScriptSet(client)
+
+    @property
+    def keys(self) -> Keys:
+        return self._keys
+
+    # --- reads ------------------------------------------------------------------------
+    def get(self, kind: str, key: str) -> Obj | None:
+        blob = self._client.hget(self._keys.objects(kind), key)
+        return None if blob is None else decode_object(blob)
+
+    def resource_version(self) -> int:
+        return int(self._client.get(self._keys.resource_version) or 0)
+
+    def list(self, kind: str, namespace: str | None = None) -> tuple[builtins.list[Obj], int]:
+        """Objects of ``kind`` (pods optionally of one namespace), sorted by key, and the
+        resourceVersion they were read at."""
+        snap = self.snapshot([kind])
+        items = snap.objects[kind]
+        if namespace is not None:
+            prefix = namespace + "/"
+            return [o for k, o in sorted(items.items()) if k.startswith(prefix)], snap.rv
+        return [o for _, o in sorted(items.items())], snap.rv
+
+    def snapshot(self, kinds: Iterable[str] = KINDS) -> Snapshot:
+        """All objects of ``kinds`` with the rv and epoch, read in one MULTI. Since event ids
+        are ``<rv>-0``, watching from ``rv`` misses nothing and repeats nothing."""
+        kinds = list(kinds)
+        pipe = self._client.pipeline(transaction=True)
+        for kind in kinds:
+            pipe.hgetall(self._keys.objects(kind))
+        pipe.get(self._keys.resource_version)
+        pipe.get(self._keys.store_epoch)
+        *hashes, rv, epoch = pipe.execute()
+        objects = {
+            kind: {k.decode(): decode_object(v) for k, v in h.items()}
+            for kind, h in zip(kinds, hashes, strict=True)
+        }
+        return Snapshot(objects, int(rv or 0), epoch.decode() if epoch else "")
+
+    # --- create -----------------------------------------------------------------------
+    def create(self, obj: Obj) -> Obj:
+        """Store a new object; :class:`AlreadyExists` if its key is taken. Assigns
+        metadata.uid (unless given), creationTimestamp and resourceVersion."""
+        return self.create_many([obj])[0]
+
+    def create_many(self, objs: Sequence[Obj]) -> builtins.list[Obj]:
+        """Create objects of any kinds in one script call, all or nothing: if one exists
+        (or a key repeats in the batch) :class:`AlreadyExists` and nothing is written."""
+        if not objs:
+            return []
+        now = rfc3339(self._clock.now_ms())
+        slots: dict[str, int] = {}
+        keys = [self._keys.resource_version, self._keys.events, self._keys.store_epoch]
+        argv: builtins.list[Any] = [self._max_events, secrets.token_hex(8), len(objs)]
+        prepared: builtins.list[tuple[str, str, Obj]] = []
+        for obj in objs:
+            kind, key = object_key(obj)
+            new = self._new_object(obj, kind, now)
+            slot = slots.get(kind)
+            if slot is None:
+                slot = slots[kind] = len(slots) + 1
+                keys += [self._keys.objects(kind), self._keys.store_meta(kind)]
+            prefix, suffix = pack_with_rv_slot(new)
+            argv += [slot, kind, key, uid_of(new), node_name_of(new), prefix, suffix]
+            prepared.append((kind, key, new))
+        status, value = self._scripts.get("store_create")(keys=keys, args=argv)
+        if status != b"ok":
+            kind, key, _ = prepared[int(value) - 1]
+            raise AlreadyExists(kind, key)
+        first = int(value)
+        return [with_rv(new, first + i) for i, (_, _, new) in enumerate(prepared)]
+
+    @staticmethod
+    def _new_object(obj: Obj, kind: str, now: str) -> Obj:
+        meta = {**obj["metadata"], "creationTimestamp": now}
+        meta.pop("resourceVersion", None)
+        if not meta.get("uid"):
+            meta["uid"] = str(uuid.uuid4())
+        if kind == "Pod":
+            meta["namespace"] = meta.get("namespace") or DEFAULT_NAMESPACE
+        else:
+            meta.pop("namespace", None)
+        return {"apiVersion": "v1", **obj, "kind": kind, "metadata": meta}
+
+    # --- update / apply ---------------------------------------------------------------
+    def update(self, obj: Obj) -> Obj:
+        """Replace an existing object. A non-empty metadata.resourceVersion must equal the
+        stored one (else :class:`Conflict`); an empty one replaces unconditionally.
+        uid and creationTimestamp are kept; a given uid must match (:class:`UidMismatch`).
+        status is kept when ``obj`` has none; a bound pod keeps its spec.nodeName and
+        moving it elsewhere raises :class:`BindConflict`. No change -> no write."""
+        kind, key = object_key(obj)
+        wanted_rv = rv_of(obj)
+        for _ in range(self._retries):
+            current = self.get(kind, key)
+            if current is None:
+                raise NotFound(kind, key)
+            if wanted_rv and wanted_rv != rv_of(current):
+                raise Conflict(kind, key, wanted_rv, rv_of(current))
+            new = self._merge_update(current, obj, kind, key)
+            if new == current:
+                return current
+            stored = self._replace(kind, key, current, new)
+            if stored is not None:
+                return stored
+        raise Conflict(kind, key, wanted_rv, "(changed on every retry)")
+
+    def apply(self, obj: Obj) -> tuple[Obj, ApplyAction]:
+        """Create the object, or replace it unconditionally (its resourceVersion is ignored)."""
+        kind, key = object_key(obj)
+        unconditional = with_rv(obj, "")
+        for _ in range(self._retries):
+            current = self.get(kind, key)
+            if current is None:
+                try:
+                    return self.create(obj), "created"
+                except AlreadyExists:
+                    continue
+            new = self._merge_update(current, unconditional, kind, key)
+            if new == current:
+                return current, "unchanged"
+            try:
+                stored = self._replace(kind, key, current, new)
+            except NotFound:
+                continue  # deleted since our read: create it
+            if stored is not None:
+                return stored, "configured"
+        raise Conflict(kind, key, "", "(changed on every retry)")
+
+    def apply_many(self, objs: Sequence[Obj]) -> builtins.list[ApplyAction]:
+        """:meth:`apply` for a batch (one action per object, in order): the objects that do
+        not exist yet are created with one :meth:`create_many` call, the others applied
+        one by one (and everything one by one if the batch create lost a race)."""
+        located = [object_key(obj) for obj in objs]
+        pipe = self._client.pipeline(transaction=False)
+        for kind, key in located:
+            pipe.hexists(self._keys.store_meta(kind), key)
+        exists = pipe.execute()
+        actions: builtins.list[ApplyAction | None] = [None] * len(objs)
+        new = [i for i, there in enumerate(exists) if not there]
+        if new and len({located[i] for i in new}) == len(new):
+            try:
+                self.create_many([objs[i] for i in new])
+                for i in new:
+                    actions[i] = "created"
+            except AlreadyExists:
+                pass
+        for i, obj in enumerate(objs):
+            if actions[i] is None:
+                actions[i] = self.apply(obj)[1]
+        return [a for a in actions if a is not None]
+
+    @staticmethod
+    def _merge_update(current: Obj, obj: Obj, kind: str, key: str) -> Obj:
+        cur_meta = current["metadata"]
+        given_uid = uid_of(obj)
+        if given_uid and given_uid != cur_meta["uid"]:
+            raise UidMismatch(kind, key, given_uid, cur_meta["uid"])
+        meta = {
+            **obj["metadata"],
+            "uid": cur_meta["uid"],
+            "creationTimestamp": cur_meta.get("creationTimestamp", ""),
+            "resourceVersion": cur_meta["resourceVersion"],
+        }
+        if kind == "Pod":
+            meta["namespace"] = cur_meta["namespace"]
+        new: Obj = {"apiVersion": "v1", **obj, "kind": kind, "metadata": meta}
+        if "status" not in obj and "status" in current:
+            new["status"] = current["status"]
+        cur_node, new_node = node_name_of(current), node_name_of(new)
+        if cur_node and new_node != cur_node:
+            if new_node:
+                raise BindConflict(key, cur_node, new_node)
+            new["spec"] = {**(new.get("spec") or {}), "nodeName": cur_node}
+        return new
+
+    def _replace(self, kind: str, key: str, current: Obj, new: Obj) -> Obj | None:
+        """Write ``new`` if ``current`` is still stored; None when it moved (retry)."""
+        prefix, suffix = pack_with_rv_slot(new)
+        reply = self._scripts.get("store_update")(
+            keys=[
+                self._keys.resource_version,
+                self._keys.events,
+                self._keys.store_epoch,
+                self._keys.objects(kind),
+                self._keys.store_meta(kind),
+            ],
+            args=[
+                self._max_events,
+                secrets.token_hex(8),
+                kind,
+                key,
+                rv_of(current),
+                uid_of(new),
+                node_name_of(new),
+                prefix,
+                suffix,
+            ],
+        )
+        if reply[0] == b"ok":
+            return with_rv(new, reply[1])
+        if reply[0] == b"notfound":
+            raise NotFound(kind, key)
+        return None
+
+    def update_pod_status(
+        self,
+        pod_key: str,
+        *,
+        nominated_node_name: str | None = None,
+        conditions: Sequence[Mapping[str, Any]] = (),
+        uid: str | None = None,
+    ) -> Obj:
+        """Set status.nominatedNodeName (None: leave, "": clear) and status conditions (by
+        type, e.g. ``{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+        "message": ...}``) without touching spec. No change -> no write."""
+        for cond in conditions:
+            if not cond.get("type") or not cond.get("status"):
+                raise InvalidObject(f"pod {pod_key}: a condition needs a type and a status")
+        for _ in range(self._retries):
+            current = self.get("Pod", pod_key)
+            if current is None:
+                raise NotFound("Pod", pod_key)
+            if uid and uid_of(current) != uid:
+                raise UidMismatch("Pod", pod_key, uid, uid_of(current))
+            status = dict(current.get("status") or {})
+            if nominated_node_name == "":
+                status.pop("nominatedNodeName", None)
+            elif nominated_node_name is not None:
+                status["nominatedNodeName"] = nominated_node_name
+            if conditions:
+                now = rfc3339(self._clock.now_ms())
+                merged = list(status.get("conditions") or [])
+                for cond in conditions:
+                    merged = _set_condition(merged, cond, now)
+                status["conditions"] = merged
+            if status == (current.get("status") or {}):
+                return current
+            stored = self._replace("Pod", pod_key, current, {**current, "status": status})
+            if stored is not None:
+                return stored
+        raise Conflict("Pod", pod_key, "", "(changed on every retry)")
+
+    # --- delete -----------------------------------------------------------------------
+    def delete(self, kind: str, key: str, *, uid: str | None = None) -> Obj:
+        """Delete an object (:class:`NotFound` if absent; with ``uid``, :class:`UidMismatch`
+        if the stored object is another incarnation). Returns its last state."""
+        if kind not in KINDS:
+            raise InvalidObject(f"kind must be one of {', '.join(KINDS)}, got {kind!r}")
+        reply = self._scripts.get("store_delete")(
+            keys=[
+                self._keys.resource_version,
+                self._keys.events,
+                self._keys.store_epoch,
+                self._keys.objects(kind),
+                self._keys.store_meta(kind),
+            ],
+            args=[self._max_events, secrets.token_hex(8), kind, key, uid or ""],
+        )
+        if reply[0] == b"notfound":
+            raise NotFound(kind, key)
+        if reply[0] == b"uid-mismatch":
+            raise UidMismatch(kind, key, uid or "", reply[1].decode())
+        return with_rv(decode_object(reply[2]), reply[1])
+
+    # --- bind -------------------------------------------------------------------------
+    def bind(
+        self, pod_key: str, uid: str | None, node_name: str
+    ) -> Literal["bound", "already-bound"]:
+        """Set the pod's spec.nodeName (and condition PodScheduled=True). Binding to the node
+        it is already on is a no-op ("already-bound", no event). Raises :class:`BindConflict`
+        (bound elsewhere), :class:`NotFound`, :class:`UidMismatch`."""
+        result = self.bind_many([Binding(pod_key, uid, node_name)])[0]
+        error = result.error(node_name, uid)
+        if error is not None:
+            raise error
+        return "bound" if result.status == "bound" else "already-bound"
+
+    def bind_many(
+        self, bindings: Sequence[Binding | tuple[str, str | None, str]]
+    ) -> builtins.list[BindResult]:
+        """Bind a batch in one script call per attempt; one :class:`BindResult` per binding,
+        in order. Pods whose rv moved between our read and the script are re-read and retried."""
+        items = [Binding(*b) for b in bindings]
+        results: builtins.list[BindResult | None] = [None] * len(items)
+        pending = list(range(len(items)))
+        for _ in range(self._retries):
+            if not pending:
+                break
+            pending = self._bind_attempt(items, pending, results)
+        for i in pending:
+            results[i] = BindResult(items[i].pod_key, "stale", "", None, "(changed on every retry)")
+        return [r for r in results if r is not None]
+
+    def _bind_attempt(
+        self,
+        items: builtins.list[Binding],
+        pending: builtins.list[int],
+        results: builtins.list[BindResult | None],
+    ) -> builtins.list[int]:
+        blobs = self._client.hmget(self._keys.objects("Pod"), [items[i].pod_key for i in pending])
+        now = rfc3339(self._clock.now_ms())
+        writes: builtins.list[int] = []
+        argv: builtins.list[Any] = [self._max_events, secrets.token_hex(8), 0]
+        for i, blob in zip(pending, blobs, strict=True):
+            b = items[i]
+            if blob is None:
+                results[i] = BindResult(b.pod_key, "not-found")
+                continue
+            pod = decode_object(blob)
+            node = node_name_of(pod)
+            if b.uid and uid_of(pod) != b.uid:
+                results[i] = BindResult(b.pod_key, "uid-mismatch", node, None, uid_of(pod))
+            elif node == b.node_name:
+                results[i] = BindResult(b.pod_key, "already-bound", node)
+            elif node:
+                results[i] = BindResult(b.pod_key, "conflict", node)
+            else:
+                prefix, suffix = pack_with_rv_slot(self._bound_pod(pod, b.node_name, now))
+                argv += [b.pod_key, b.uid or "", b.node_name, rv_of(pod), prefix, suffix]
+                writes.append(i)
+        if not writes:
+            return []
+        argv[2] = len(writes)
+        reply = self._scripts.get("store_bind")(
+            keys=[
+                self._keys.resource_version,
+                self._keys.events,
+                self._keys.store_epoch,
+                self._keys.objects("Pod"),
+                self._keys.store_meta("Pod"),
+            ],
+            args=argv,
+        )
+        retry: builtins.list[int] = []
+        for n, i in enumerate(writes):
+            status, detail = reply[2 * n].decode(), reply[2 * n + 1].decode()
+            key, wanted = items[i].pod_key, items[i].node_name
+            if status == "stale":
+                retry.append(i)
+            elif status == "bound":
+                results[i] = BindResult(key, "bound", wanted, int(detail))
+            elif status == "already-bound":
+                results[i] = BindResult(key, "already-bound", wanted)
+            elif status == "conflict":
+                results[i] = BindResult(key, "conflict", detail)
+            elif status == "uid-mismatch":
+                results[i] = BindResult(key, "uid-mismatch", "", None, detail)
+            else:
+                results[i] = BindResult(key, "not-found")
+        return retry
+
+    @staticmethod
+    def _bound_pod(pod: Obj, node_name: str, now: str) -> Obj:
+        status = dict(pod.get("status") or {})
+        conditions = list(status.get("conditions") or [])
+        status["conditions"] = _set_condition(
+            conditions, {"type": "PodScheduled", "status": "True"}, now
+        )
+        return {**pod, "spec": {**(pod.get("spec") or {}), "nodeName": node_name}, "status": status}

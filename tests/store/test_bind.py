@@ -1,0 +1,178 @@
+"""bind / bind_many: idempotence, conflicts, races between the read and the script."""
+
+from __future__ import annotations
+
+import pickle
+
+import msgpack
+import pytest
+import redis
+
+from distsched.clock import FakeClock
+from distsched.keys import Keys
+from distsched.store import BindConflict, Binding, NotFound, Store, UidMismatch
+from tests.store.helpers import events, make_pod
+
+
+def test_bind_sets_node_name_and_pod_scheduled(store: Store, r: redis.Redis, keys: Keys) -> None:
+    pod = store.create(make_pod("a"))
+    store.update_pod_status(
+        "default/a",
+        conditions=[{"type": "PodScheduled", "status": "False", "reason": "Unschedulable"}],
+    )
+    assert store.bind("default/a", pod["metadata"]["uid"], "n1") == "bound"
+    bound = store.get("Pod", "default/a")
+    assert bound is not None
+    assert bound["spec"]["nodeName"] == "n1"
+    assert bound["spec"]["containers"] == pod["spec"]["containers"]
+    assert bound["status"]["conditions"] == [
+        {"type": "PodScheduled", "status": "True", "lastTransitionTime": "2023-11-14T22:13:20Z"}
+    ]
+    ev = events(r, keys)[-1]
+    assert ev[b"type"] == b"MODIFIED"
+    assert msgpack.unpackb(ev[b"old"])["spec"].get("nodeName") is None
+    assert msgpack.unpackb(ev[b"obj"]) == bound
+
+
+def test_bind_same_node_twice_is_one_event(store: Store, r: redis.Redis, keys: Keys) -> None:
+    store.create(make_pod("a"))
+    assert store.bind("default/a", None, "n1") == "bound"
+    assert store.bind("default/a", None, "n1") == "already-bound"
+    assert [e[b"type"] for e in events(r, keys)] == [b"ADDED", b"MODIFIED"]
+    assert store.resource_version() == 2
+
+
+def test_bind_to_another_node_is_refused(store: Store) -> None:
+    store.create(make_pod("a"))
+    store.bind("default/a", None, "n1")
+    with pytest.raises(BindConflict) as exc:
+        store.bind("default/a", None, "n2")
+    assert (exc.value.node, exc.value.wanted) == ("n1", "n2")
+    assert store.get("Pod", "default/a")["spec"]["nodeName"] == "n1"  # type: ignore[index]
+    assert store.resource_version() == 2
+
+
+def test_bind_deleted_pod_is_not_found(store: Store) -> None:
+    store.create(make_pod("a"))
+    store.delete("Pod", "default/a")
+    with pytest.raises(NotFound):
+        store.bind("default/a", None, "n1")
+    assert store.get("Pod", "default/a") is None
+    assert store.resource_version() == 2
+
+
+def test_bind_other_incarnation_is_uid_mismatch(store: Store) -> None:
+    old = store.create(make_pod("a"))
+    store.delete("Pod", "default/a")
+    store.create(make_pod("a"))
+    with pytest.raises(UidMismatch):
+        store.bind("default/a", old["metadata"]["uid"], "n1")
+    assert store.get("Pod", "default/a")["spec"].get("nodeName") is None  # type: ignore[index]
+
+
+def test_bind_many_reports_each_item(store: Store, r: redis.Redis, keys: Keys) -> None:
+    pods = store.create_many([make_pod(n) for n in ("a", "b", "c", "d", "e")])
+    store.bind("default/b", None, "n1")
+    store.bind("default/c", None, "n1")
+    uid_a = pods[0]["metadata"]["uid"]
+    before = len(events(r, keys))
+    results = store.bind_many(
+        [
+            Binding("default/a", uid_a, "n2"),
+            ("default/b", None, "n1"),
+            ("default/c", None, "n2"),
+            ("default/missing", None, "n2"),
+            ("default/d", "not-its-uid", "n2"),
+            ("default/e", None, "n3"),
+        ]
+    )
+    assert [(x.pod_key, x.status, x.node) for x in results] == [
+        ("default/a", "bound", "n2"),
+        ("default/b", "already-bound", "n1"),
+        ("default/c", "conflict", "n1"),
+        ("default/missing", "not-found", ""),
+        ("default/d", "uid-mismatch", ""),
+        ("default/e", "bound", "n3"),
+    ]
+    assert [x.ok for x in results] == [True, True, False, False, False, True]
+    new = events(r, keys)[before:]
+    assert [(e[b"key"], int(e[b"rv"])) for e in new] == [
+        (b"default/a", results[0].rv),
+        (b"default/e", results[5].rv),
+    ]
+    assert results[5].rv == results[0].rv + 1  # type: ignore[operator]
+
+
+def test_bind_many_same_pod_twice_in_a_batch(store: Store) -> None:
+    store.create(make_pod("a"))
+    results = store.bind_many([("default/a", None, "n1"), ("default/a", None, "n2")])
+    assert [(x.status, x.node) for x in results] == [("bound", "n1"), ("conflict", "n1")]
+
+
+def _race_before_script(
+    monkeypatch: pytest.MonkeyPatch, store: Store, action: object, times: int = 1
+) -> list[str]:
+    """Run ``action()`` between ``store``'s bind read and its script, ``times`` times."""
+    original = Store._bound_pod
+    seen: list[str] = []
+
+    def racing(pod: dict, node_name: str, now: str) -> dict:
+        seen.append(pod["metadata"]["resourceVersion"])
+        if len(seen) <= times:
+            action()  # type: ignore[operator]
+        return original(pod, node_name, now)
+
+    monkeypatch.setattr(store, "_bound_pod", racing)
+    return seen
+
+
+def test_bind_retries_when_the_pod_changed_after_the_read(
+    store: Store, r: redis.Redis, keys: Keys, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store.create(make_pod("a"))
+    other = Store(r, keys, clock)
+    seen = _race_before_script(
+        monkeypatch, store, lambda: other.update_pod_status("default/a", nominated_node_name="n5")
+    )
+    assert store.bind("default/a", None, "n1") == "bound"
+    assert seen == ["1", "2"], "stale in the script, re-read, bound on the second attempt"
+    pod = store.get("Pod", "default/a")
+    assert pod is not None
+    assert pod["spec"]["nodeName"] == "n1"
+    assert pod["status"]["nominatedNodeName"] == "n5", "the racing status write is kept"
+
+
+@pytest.mark.parametrize(
+    ("race", "error"),
+    [
+        (lambda s: s.bind("default/a", None, "n9"), BindConflict),
+        (lambda s: s.delete("Pod", "default/a"), NotFound),
+        (lambda s: (s.delete("Pod", "default/a"), s.create(make_pod("a"))), UidMismatch),
+    ],
+)
+def test_the_script_itself_refuses_binds_that_lost_a_race(
+    store: Store,
+    r: redis.Redis,
+    keys: Keys,
+    clock: FakeClock,
+    monkeypatch: pytest.MonkeyPatch,
+    race: object,
+    error: type[Exception],
+) -> None:
+    pod = store.create(make_pod("a"))
+    other = Store(r, keys, clock)
+    seen = _race_before_script(monkeypatch, store, lambda: race(other))  # type: ignore[operator]
+    with pytest.raises(error):
+        store.bind("default/a", pod["metadata"]["uid"], "n1")
+    assert len(seen) == 1, "refused by the script, no retry"
+    for ev in events(r, keys):
+        assert msgpack.unpackb(ev[b"obj"])["spec"].get("nodeName") != "n1"
+
+
+def test_bind_result_is_its_status_string_and_pickles(store: Store) -> None:
+    store.create(make_pod("a"))
+    (result,) = store.bind_many([("default/a", None, "n1")])
+    assert result == "bound" and result.status == "bound" and result.ok
+    assert (result.pod_key, result.node, result.rv) == ("default/a", "n1", 2)
+    copy = pickle.loads(pickle.dumps(result))
+    assert (copy, copy.pod_key, copy.node, copy.rv) == ("bound", "default/a", "n1", 2)

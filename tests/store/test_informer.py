@@ -1,0 +1,250 @@
+"""Informer: list + watch, handlers, relist after trimmed or lost history."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from typing import Any
+
+import pytest
+import redis
+
+from distsched.keys import Keys
+from distsched.store import FuncHandler, Informer, Store
+from tests.store.helpers import make_node, make_pod
+
+
+class Recorder:
+    """An EventHandler that records (what, name, rv, flag) tuples."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[Any, ...]] = []
+        self.changed = threading.Condition()
+
+    def _record(self, *call: Any) -> None:
+        with self.changed:
+            self.calls.append(call)
+            self.changed.notify_all()
+
+    def on_add(self, obj: dict, initial_list: bool) -> None:
+        self._record(
+            "add", obj["metadata"]["name"], obj["metadata"]["resourceVersion"], initial_list
+        )
+
+    def on_update(self, old: dict, new: dict) -> None:
+        self._record(
+            "update",
+            new["metadata"]["name"],
+            old["metadata"]["resourceVersion"],
+            new["metadata"]["resourceVersion"],
+        )
+
+    def on_delete(self, obj: dict, final_state_unknown: bool) -> None:
+        self._record(
+            "delete",
+            obj["metadata"]["name"],
+            obj["metadata"]["resourceVersion"],
+            final_state_unknown,
+        )
+
+    def wait_for(self, n: int, timeout: float = 5.0) -> list[tuple[Any, ...]]:
+        with self.changed:
+            assert self.changed.wait_for(lambda: len(self.calls) >= n, timeout), self.calls
+            return list(self.calls)
+
+
+def informer_with(r: redis.Redis, keys: Keys, **kw: Any) -> tuple[Informer, Recorder, Recorder]:
+    informer = Informer(r, keys, **kw)
+    pods, nodes = Recorder(), Recorder()
+    informer.add_handler("Pod", pods)
+    informer.add_handler("Node", nodes)
+    return informer, pods, nodes
+
+
+def test_initial_list_then_add_update_delete(store: Store, r: redis.Redis, keys: Keys) -> None:
+    store.create_many([make_pod("a"), make_node("n1")])
+    informer, pods, nodes = informer_with(r, keys)
+    assert not informer.has_synced
+    assert informer.poll_once() == 2
+    assert informer.has_synced and informer.resource_version == 2
+    assert pods.calls == [("add", "a", "1", True)]
+    assert nodes.calls == [("add", "n1", "2", True)]
+
+    store.create(make_pod("b"))
+    store.bind("default/a", None, "n1")
+    store.delete("Pod", "default/b")
+    store.apply(make_node("n1", cpu="8"))
+    assert informer.poll_once() == 4
+    assert pods.calls[1:] == [
+        ("add", "b", "3", False),
+        ("update", "a", "1", "4"),
+        ("delete", "b", "5", False),
+    ]
+    assert nodes.calls[1:] == [("update", "n1", "2", "6")]
+    assert informer.get("Pod", "default/a")["spec"]["nodeName"] == "n1"  # type: ignore[index]
+    assert informer.get("Pod", "default/b") is None
+    assert informer.list("Node")[0]["status"]["allocatable"]["cpu"] == "8"
+    assert informer.poll_once() == 0
+    assert informer.relists == 1
+
+
+def test_informer_for_one_kind_skips_others(store: Store, r: redis.Redis, keys: Keys) -> None:
+    informer = Informer(r, keys, kinds=["Node"])
+    seen = Recorder()
+    informer.add_handler("Node", seen)
+    informer.poll_once()
+    store.create_many([make_pod("a"), make_node("n1"), make_pod("b")])
+    assert informer.poll_once() == 1
+    assert seen.calls == [("add", "n1", "2", False)]
+    assert informer.resource_version == 3
+
+
+def test_late_handler_gets_the_indexer_as_initial_adds(
+    store: Store, r: redis.Redis, keys: Keys
+) -> None:
+    store.create(make_pod("a"))
+    informer = Informer(r, keys)
+    informer.poll_once()
+    late = Recorder()
+    informer.add_handler("Pod", late)
+    assert late.calls == [("add", "a", "1", True)]
+
+
+def test_a_failing_handler_does_not_stop_delivery(
+    store: Store, r: redis.Redis, keys: Keys, caplog: pytest.LogCaptureFixture
+) -> None:
+    informer = Informer(r, keys)
+
+    def boom(obj: dict, initial: bool) -> None:
+        raise RuntimeError("handler bug")
+
+    ok = Recorder()
+    informer.add_handler("Pod", FuncHandler(add=boom))
+    informer.add_handler("Pod", ok)
+    informer.poll_once()
+    store.create_many([make_pod("a"), make_pod("b")])
+    with caplog.at_level(logging.ERROR):
+        assert informer.poll_once() == 2
+    assert [c[1] for c in ok.calls] == ["a", "b"]
+    assert "handler bug" in caplog.text
+
+
+def test_relist_after_trim_synthesizes_deletes_updates_adds(
+    store: Store, r: redis.Redis, keys: Keys
+) -> None:
+    store.create_many([make_pod("keep"), make_pod("change"), make_pod("gone"), make_pod("again")])
+    informer, pods, _ = informer_with(r, keys)
+    informer.poll_once()
+    old_uid = informer.get("Pod", "default/again")["metadata"]["uid"]  # type: ignore[index]
+    pods.calls.clear()
+
+    store.delete("Pod", "default/gone")  # rv 5
+    store.bind("default/change", None, "n1")  # rv 6
+    store.delete("Pod", "default/again")  # rv 7
+    store.create(make_pod("again"))  # rv 8
+    store.create(make_pod("new"))  # rv 9
+    r.xtrim(keys.events, maxlen=2, approximate=False)  # keeps rv 8, 9
+
+    informer.poll_once()
+    assert informer.relists == 2
+    assert informer.resource_version == 9
+    assert sorted(pods.calls) == sorted(
+        [
+            ("delete", "gone", "3", True),
+            ("delete", "again", "4", True),
+            ("update", "change", "2", "6"),
+            ("add", "again", "8", False),
+            ("add", "new", "9", False),
+        ]
+    )
+    deletes_first = [c[0] for c in pods.calls]
+    assert deletes_first[:2] == ["delete", "delete"]
+    assert informer.get("Pod", "default/again")["metadata"]["uid"] != old_uid  # type: ignore[index]
+    assert sorted(p["metadata"]["name"] for p in informer.list("Pod")) == [
+        "again",
+        "change",
+        "keep",
+        "new",
+    ]
+    store.create(make_pod("after"))
+    assert informer.poll_once() == 1
+    assert pods.calls[-1] == ("add", "after", "10", False)
+
+
+def test_relist_when_every_entry_was_trimmed(store: Store, r: redis.Redis, keys: Keys) -> None:
+    store.create(make_pod("a"))
+    informer, pods, _ = informer_with(r, keys)
+    informer.poll_once()
+    store.delete("Pod", "default/a")
+    r.xtrim(keys.events, maxlen=0, approximate=False)
+    assert r.xlen(keys.events) == 0
+    informer.poll_once()
+    assert pods.calls[-1] == ("delete", "a", "1", True)
+    assert informer.resource_version == 2
+    assert informer.relists == 2
+
+
+def test_relist_when_redis_lost_the_data(store: Store, r: redis.Redis, keys: Keys) -> None:
+    store.create_many([make_pod("a"), make_pod("b"), make_pod("c")])
+    informer, pods, _ = informer_with(r, keys)
+    informer.poll_once()
+    r.flushdb()
+    informer.poll_once()  # idle check: store rv 0 < 3
+    assert sorted(c[0:2] for c in pods.calls[3:]) == [
+        ("delete", "a"),
+        ("delete", "b"),
+        ("delete", "c"),
+    ]
+    assert informer.resource_version == 0
+
+
+def test_new_history_past_our_position_is_detected_by_epoch(
+    store: Store, r: redis.Redis, keys: Keys
+) -> None:
+    store.create_many([make_pod("a"), make_pod("b")])
+    informer, pods, _ = informer_with(r, keys)
+    informer.poll_once()
+    r.flushdb()
+    store.create_many([make_pod(f"x{i}") for i in range(5)])  # rv 1..5 in a new epoch
+    informer.poll_once()  # reads entries 3.. : contiguous rvs, but another epoch
+    assert informer.relists == 2
+    assert sorted(p["metadata"]["name"] for p in informer.list("Pod")) == [
+        f"x{i}" for i in range(5)
+    ]
+    assert ("delete", "a", "1", True) in pods.calls
+
+
+def test_informer_on_an_empty_store_adopts_the_first_epoch(
+    store: Store, r: redis.Redis, keys: Keys
+) -> None:
+    informer, pods, _ = informer_with(r, keys)
+    assert informer.poll_once() == 0
+    store.create(make_pod("a"))
+    assert informer.poll_once() == 1
+    assert informer.relists == 1
+    assert pods.calls == [("add", "a", "1", False)]
+
+
+def test_threaded_informer_delivers_events(store: Store, r: redis.Redis, keys: Keys) -> None:
+    store.create(make_node("n1"))
+    informer, pods, nodes = informer_with(r, keys, block_ms=100)
+    informer.start()
+    try:
+        assert informer.wait_synced(5)
+        assert nodes.calls == [("add", "n1", "1", True)]
+        store.create(make_pod("a"))
+        store.bind("default/a", None, "n1")
+        store.delete("Pod", "default/a")
+        assert pods.wait_for(3) == [
+            ("add", "a", "2", False),
+            ("update", "a", "2", "3"),
+            ("delete", "a", "4", False),
+        ]
+    finally:
+        informer.stop()
+    informer.start()  # restartable after stop()
+    try:
+        with pytest.raises(RuntimeError):
+            informer.start()
+    finally:
+        informer.stop()
