@@ -143,6 +143,7 @@ class Container:
     image: str = ""
     resources: ResourceRequirements = field(default_factory=ResourceRequirements)
     ports: tuple[ContainerPort, ...] = ()
+    restart_policy: str = ""  # init containers only: "Always" makes a sidecar
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,11 +191,17 @@ class Pod:
         return f"{self.metadata.namespace}/{self.metadata.name}"
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Pod:  # implemented in manifest parsing
-        raise NotImplementedError
+    def from_dict(cls, data: dict[str, Any]) -> Pod:
+        """Decode, default and validate Kubernetes v1 Pod JSON (ManifestError if invalid)."""
+        from distsched.model.decode import pod_from_dict
+
+        return pod_from_dict(data)
 
     def to_dict(self) -> dict[str, Any]:
-        raise NotImplementedError
+        """Kubernetes v1 Pod JSON; ``Pod.from_dict(p.to_dict()) == p``."""
+        from distsched.model.encode import pod_to_dict
+
+        return pod_to_dict(self)
 
 
 @dataclass(frozen=True, slots=True)
@@ -234,3 +241,16 @@ class Node:
     def key(self) -> str:
         """The node's name (nodes are cluster-scoped)."""
         return self.metadata.name
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Node:
+        """Decode, default and validate Kubernetes v1 Node JSON (ManifestError if invalid)."""
+        from distsched.model.decode import node_from_dict
+
+        return node_from_dict(data)
+
+    def to_dict(self) -> dict[str, Any]:
+        """Kubernetes v1 Node JSON; ``Node.from_dict(n.to_dict()) == n``."""
+        from distsched.model.encode import node_to_dict
+
+        return node_to_dict(self)
