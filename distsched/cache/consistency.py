@@ -1,0 +1,90 @@
+"""The DESIGN invariant "the ledger equals the sum of requests of assumed + bound pods".
+
+:func:`ledger_differences` compares what the ledger keeps per node (requested amounts,
+host-port holders, pod membership) with what its pod records add up to. The data comes
+from one atomic read (see ``Ledger.check_consistency``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from distsched.cache.ledger_types import Difference, decode_ports, encode_ports
+
+
+def _s(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _node_fields(node_hash: Mapping[Any, Any]) -> tuple[bool, dict[str, int]]:
+    live = False
+    requested: dict[str, int] = {}
+    for field, value in node_hash.items():
+        field, value = _s(field), _s(value)
+        if field == "live":
+            live = value == "1"
+        elif field.startswith("req:"):
+            requested[field[4:]] = int(value)
+    return live, requested
+
+
+def ledger_differences(
+    nodes: Mapping[str, tuple[Mapping[Any, Any], Mapping[Any, Any], Iterable[Any]]],
+    raw_pods: Mapping[Any, Any],
+    assumed: Iterable[Any],
+    aapods: Mapping[Any, Any],
+) -> list[Difference]:
+    """``nodes``: name -> (node hash, ports hash, pod set); ``raw_pods``: the pods hash;
+    ``assumed``: members of the assumed zset; ``aapods``: the anti-affinity pods hash."""
+    records = {_s(k): json.loads(v) for k, v in raw_pods.items()}
+    by_node: dict[str, list[str]] = defaultdict(list)
+    for key, rec in records.items():
+        by_node[rec["node"]].append(key)
+
+    diffs: list[Difference] = []
+    for name, (node_hash, ports_hash, members) in sorted(nodes.items()):
+        live, requested = _node_fields(node_hash)
+        want_req: Counter[str] = Counter()
+        want_ports: Counter[str] = Counter()
+        for key in by_node.get(name, []):
+            rec = records[key]
+            want_req.update({res: int(amount) for res, amount in rec["req"].items()})
+            for ip, proto, port in decode_ports(rec["ports"]):
+                want_ports[f"{proto}|{port}"] += 1
+                want_ports[encode_ports([(ip, proto, port)])] += 1
+        for res in sorted(set(requested) | set(want_req)):
+            if requested.get(res, 0) != want_req[res]:
+                diffs.append(Difference(name, res, requested.get(res, 0), want_req[res]))
+        have_ports = {_s(k): int(v) for k, v in ports_hash.items()}
+        for field in sorted(set(have_ports) | set(want_ports)):
+            have = have_ports.get(field, 0)
+            if have != want_ports[field]:
+                diffs.append(Difference(name, f"port {field}", have, want_ports[field]))
+        have_members = {_s(m) for m in members}
+        want_members = set(by_node.get(name, []))
+        for key in sorted(have_members ^ want_members):
+            diffs.append(
+                Difference(
+                    name, f"member {key}", int(key in have_members), int(key in want_members)
+                )
+            )
+        if not live and not have_members:
+            diffs.append(Difference(name, "ghost node without pods", 1, 0))
+
+    for name in sorted(set(by_node) - set(nodes)):
+        for key in by_node[name]:
+            diffs.append(Difference(name, f"member {key}", 0, 1))
+    for key in sorted({_s(k) for k in assumed} - set(records)):
+        diffs.append(Difference("", f"assumed {key}", 1, 0))
+    want_aa = {key: rec["node"] for key, rec in records.items() if rec.get("ak")}
+    have_aa = {_s(k): _s(v) for k, v in aapods.items()}
+    for key in sorted(set(want_aa) | set(have_aa)):
+        if want_aa.get(key) != have_aa.get(key):
+            node = want_aa.get(key) or have_aa.get(key) or ""
+            diffs.append(
+                Difference(node, f"anti-affinity {key}", int(key in have_aa), int(key in want_aa))
+            )
+    return diffs

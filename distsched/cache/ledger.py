@@ -1,0 +1,501 @@
+"""The authoritative reservation ledger in Redis, shared by all scheduling workers.
+
+Workers schedule on local snapshots and then reserve optimistically: one Lua script call
+checks a whole batch of decisions against the ledger and records the winners as assumed
+pods. Whatever the number of racing workers, no node goes over its allocatable and no host
+port is taken twice, because every check and every write of a reservation happen inside one
+script and Redis runs scripts one at a time.
+
+Layout (``C`` = ``{ds:<scheduler>}:cache``; everything is readable with redis-cli):
+
+=======================  ======  ========================================================
+key                      type    holds
+=======================  ======  ========================================================
+C:node:<name>            hash    ``alloc:<res>`` allocatable, ``req:<res>`` requested by
+                                 assumed + bound pods (cpu millicores, memory and
+                                 ephemeral-storage bytes, pods, extended resources in
+                                 units), ``gen`` generation (+1 per reservation, release
+                                 and update), ``live`` 1, or 0 for a removed node that
+                                 still has bound pods (a ghost), ``topo:<topologyKey>``
+                                 the node's value for each of its topology domains
+C:ports:<name>           hash    used host ports: ``<proto>|<port>|<ip>`` -> holders, and
+                                 ``<proto>|<port>`` -> holders over all ips
+C:nodepods:<name>        set     assumed and bound pods on the node (ns/name)
+C:nodes                  set     names of every node hash (live or ghost)
+C:pods                   hash    ns/name -> record JSON ``{"node", "uid", "req": {res:
+                                 amount}, "ports": "proto|port|ip,...", "token", "ak":
+                                 "topologyKey,..."}`` (never rewritten after creation)
+C:assumed                zset    assumed pods, score = assume deadline (ms). A record in
+                                 C:pods without an entry here is a bound pod.
+C:domgen                 hash    ``<topologyKey>=<value>`` -> generation of the domain
+C:aagen                  hash    ``<topologyKey>=<value>`` -> anti-affinity generation
+C:aapods                 hash    ns/name -> node, for pods carrying required anti-affinity
+=======================  ======  ========================================================
+
+Fencing: a decision carries the lease epoch of the pop that gave the worker the pod. It is
+reserved only while the pod is still in the queue's inflight zset and the queue info's
+``e`` equals that epoch; otherwise the result is :class:`Stale` and nothing is written
+(the lease expired and another worker may own the pod now). On success the pod leaves
+inflight and its info says ``w = "assumed"``; the reservation token is the epoch.
+
+Inter-pod constraints cannot be evaluated in Lua. Instead, every reservation or release on
+a node bumps the generation of each of the node's topology domains (its ``topo:`` values,
+including ``kubernetes.io/hostname=<node>``); a pod with affinity, anti-affinity or spread
+constraints sends the generations its snapshot had for the chosen node's domains of the
+keys it uses, and any change since is a conflict. A release elsewhere can still lower a
+spread constraint's global minimum, exactly as a pod deletion can in kube-scheduler.
+
+The symmetric case needs more: pod Q with required anti-affinity against P is reserved by
+worker A; worker B, whose snapshot does not have Q yet, places P (no constraints of its
+own, so no domain checks) into Q's domain. Checking every domain generation on every
+decision would close it, but then any two reservations in one zone would conflict. So the
+ledger keeps a second, narrower generation: when a pod whose own required anti-affinity
+terms use topology key K is reserved (or added bound) on a node with K=v, ``aagen[K=v]``
+goes up by one (a departure cannot create a violation, so releases leave it alone).
+Every decision carries the sum of ``aagen`` over the chosen node's domains as its worker
+saw it (:attr:`NodeState.anti_affinity_gen`); the script recomputes the sum and rejects on
+any difference. The generations only grow, so an unchanged sum means no anti-affinity pod
+arrived in any of the node's domains; pods without anti-affinity (the common case) never
+bump it, so unrelated reservations do not conflict. A counter of such pods would miss a
+release followed by another arrival; a generation does not. The domains of a node must
+include every label key pods use as a topologyKey (passing all node labels is always right).
+
+A worker's view must read generations before the data they cover: :meth:`Ledger.node_state`
+first, then :meth:`Ledger.anti_affinity_pods` and the pod objects. Then every pod counted
+in a generation it sends is also in the data it decided on; the reverse order could send
+a generation that already counts a pod the worker never saw.
+
+Binding: :meth:`Ledger.confirm_bound` turns an assumed pod into a bound one and deletes its
+queue info (the pod has left the queue). A binder failure releases under the token and
+then requeues through the queue's failure handler, which accepts ``w = "assumed"``.
+
+Crash safety: an assumed pod has a deadline (``assume_ttl_ms``); :meth:`Ledger.
+reap_expired_assumed` releases expired ones and puts them back into backoffQ in one script,
+so a worker or binder killed after reserving loses no pod. Its deliveries stay counted, so
+a pod that keeps killing binders ends up dead-lettered by the queue's pop.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, cast
+
+import redis
+
+from distsched.cache.consistency import ledger_differences
+from distsched.cache.ledger_types import (
+    HOSTNAME_KEY,
+    Decision,
+    Difference,
+    HostPort,
+    LedgerConfig,
+    NodeState,
+    PodRecord,
+    Rejected,
+    Reserved,
+    ReserveResult,
+    Stale,
+    check_count,
+    check_domain,
+    check_name,
+    decode_ports,
+    decode_record,
+    encode_record,
+    normalize_ports,
+    normalize_requests,
+)
+from distsched.clock import Clock
+from distsched.keys import Keys
+from distsched.lua import ScriptSet
+from distsched.model.objects import Node
+from distsched.queue_types import WAKE_CAP
+
+_RETRIES = 8
+MAX_BATCH = 1000  # cache_reserve unpacks one argument per pod in its bulk reads and writes
+
+
+def _s(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _pairs(flat: Sequence[Any]) -> Iterable[tuple[str, str]]:
+    return ((_s(flat[i]), _s(flat[i + 1])) for i in range(0, len(flat), 2))
+
+
+def _parse_node_hash(flat: Sequence[Any]) -> tuple[bool, int, dict, dict, dict]:
+    live, gen = False, 0
+    alloc: dict[str, int] = {}
+    req: dict[str, int] = {}
+    topo: dict[str, str] = {}
+    for field, value in _pairs(flat):
+        kind, _, name = field.partition(":")
+        if field == "live":
+            live = value == "1"
+        elif field == "gen":
+            gen = int(value)
+        elif kind == "alloc":
+            alloc[name] = int(value)
+        elif kind == "req":
+            req[name] = int(value)
+        elif kind == "topo":
+            topo[name] = value
+    return live, gen, alloc, req, topo
+
+
+def _parse_ports(flat: Sequence[Any]) -> tuple[HostPort, ...]:
+    used = [field for field, value in _pairs(flat) if field.count("|") == 2 and int(value) > 0]
+    return decode_ports(",".join(sorted(used)))
+
+
+class Ledger:
+    """The cache ledger of one scheduler deployment (see the module docstring)."""
+
+    def __init__(
+        self,
+        client: redis.Redis,
+        keys: Keys,
+        clock: Clock,
+        config: LedgerConfig | None = None,
+    ) -> None:
+        self._r = client
+        self._keys = keys
+        self._clock = clock
+        self.config = config or LedgerConfig()
+        self._scripts = ScriptSet(client)
+        self.pods_key = keys.cache("pods")
+        self.assumed_key = keys.cache("assumed")
+        self.nodes_key = keys.cache("nodes")
+        self.domgen_key = keys.cache("domgen")
+        self.aagen_key = keys.cache("aagen")
+        self.aapods_key = keys.cache("aapods")
+
+    def node_keys(self, name: str) -> list[str]:
+        """The node hash, ports hash and pod set of one node, in script KEYS order."""
+        return [
+            self._keys.cache("node", name),
+            self._keys.cache("ports", name),
+            self._keys.cache("nodepods", name),
+        ]
+
+    # --- nodes ---------------------------------------------------------------------------
+    def set_node(
+        self, name: str, allocatable: Mapping[str, int], domains: Mapping[str, str] | None = None
+    ) -> bool:
+        """Add or update a node; ``domains`` maps topology keys to the node's values (the
+        hostname domain is added). Returns True when the node was new or removed before."""
+        check_name("node name", name, ":")
+        alloc = {check_name("resource", r, ":"): check_count(r, v) for r, v in allocatable.items()}
+        doms = {HOSTNAME_KEY: name, **(domains or {})}
+        for key, value in doms.items():
+            check_name("topology key", key, "=,")
+            if not isinstance(value, str):
+                raise ValueError(f"topology value of {key} must be a string: {value!r}")
+        node_key, _, pods_key = self.node_keys(name)
+        keys = [
+            self.nodes_key,
+            self.domgen_key,
+            self.aagen_key,
+            node_key,
+            pods_key,
+            self.aapods_key,
+        ]
+        args = [name, json.dumps(alloc), json.dumps(doms)]
+        return bool(self._scripts.get("cache_node_set")(keys=keys, args=args))
+
+    def set_node_from(self, node: Node) -> bool:
+        """:meth:`set_node` for a Node object: its allocatable, and all its labels as
+        topology domains (every label key may serve as a topologyKey)."""
+        return self.set_node(node.metadata.name, node.status.allocatable, node.metadata.labels)
+
+    def remove_node(self, name: str) -> list[str]:
+        """Remove a node: it takes no more reservations, its assumed pods are released and
+        requeued (returned), its bound pods stay until deleted."""
+        keys = [self.nodes_key, self.domgen_key, self.assumed_key, *self.node_keys(name)]
+        assumed = self._scripts.get("cache_node_remove")(keys=keys, args=[name])
+        if not assumed:
+            return []
+        wanted = {_s(k) for k in assumed}
+        return [k for k in self.reap_expired_assumed(self._clock.now_ms()) if k in wanted]
+
+    def node_names(self) -> list[str]:
+        return sorted(_s(n) for n in self._r.smembers(self.nodes_key))
+
+    def node_state(self, names: Iterable[str]) -> dict[str, NodeState]:
+        """The current state of the named nodes, read atomically (unknown nodes: not live)."""
+        names = list(dict.fromkeys(names))
+        if not names:
+            return {}
+        keys = [self.domgen_key, self.aagen_key]
+        for name in names:
+            keys += self.node_keys(name)
+        raw = self._scripts.get("cache_node_state")(keys=keys, args=[])
+        out = {}
+        for name, (flat, ports, pods, doms, gens, aagens) in zip(names, raw, strict=True):
+            live, gen, alloc, req, topo = _parse_node_hash(flat)
+            doms = [_s(d) for d in doms]
+            out[name] = NodeState(
+                name=name,
+                live=live,
+                generation=gen,
+                allocatable=alloc,
+                requested={k: v for k, v in req.items() if v},
+                ports=_parse_ports(ports),
+                domains=topo,
+                domain_gens={d: int(g) for d, g in zip(doms, gens, strict=True)},
+                anti_affinity_gens={d: int(g) for d, g in zip(doms, aagens, strict=True)},
+                pods=tuple(sorted(_s(p) for p in pods)),
+            )
+        return out
+
+    # --- reservations --------------------------------------------------------------------
+    def reserve(self, decision: Decision) -> ReserveResult:
+        return self.reserve_batch([decision])[0]
+
+    def reserve_batch(self, decisions: Sequence[Decision]) -> list[ReserveResult]:
+        """Check and reserve the decisions in order, in one script call (see module doc)."""
+        if not decisions:
+            return []
+        if len(decisions) > MAX_BATCH:
+            raise ValueError(f"at most {MAX_BATCH} decisions per batch, got {len(decisions)}")
+        index: dict[str, int] = {}
+        checks: list[list[Any]] = []
+        records: list[str] = []
+        for d in decisions:
+            check_name("pod key", d.pod_key)
+            check_name("node name", d.node, ":")
+            if not isinstance(d.uid, str):
+                raise ValueError(f"uid must be a string: {d.uid!r}")
+            node_index = index.setdefault(d.node, len(index) + 1)
+            domain_checks = {
+                check_domain(dom): check_count(f"generation of {dom}", gen)
+                for dom, gen in d.domain_checks.items()
+            }
+            checks.append(
+                [
+                    d.pod_key,
+                    d.uid,
+                    check_count("epoch", d.epoch),
+                    node_index,
+                    domain_checks,
+                    check_count("anti_affinity_gen", d.anti_affinity_gen),
+                ]
+            )
+            records.append(
+                encode_record(
+                    node=d.node,
+                    uid=d.uid,
+                    requests=normalize_requests(d.requests),
+                    ports=normalize_ports(d.host_ports),
+                    token=str(d.epoch),
+                    anti_affinity_keys=d.anti_affinity_keys,
+                )
+            )
+        deadline = self._clock.now_ms() + self.config.assume_ttl_ms
+        keys = [
+            self._keys.inflight,
+            self._keys.info,
+            self.pods_key,
+            self.assumed_key,
+            self.domgen_key,
+            self.aagen_key,
+            self.aapods_key,
+        ]
+        for name in index:
+            keys += self.node_keys(name)
+        args: list[str | int] = [deadline, json.dumps(list(index)), json.dumps(checks), *records]
+        raw = self._scripts.get("cache_reserve")(keys=keys, args=args)
+        kinds = [(_s(kind), _s(detail)) for kind, detail in raw]
+        pairs = list(zip(decisions, kinds, strict=True))
+        rejected_nodes = {d.node for d, (kind, _) in pairs if kind == "X"}
+        states = self.node_state(rejected_nodes) if rejected_nodes else {}
+        results: list[ReserveResult] = []
+        for d, (kind, detail) in pairs:
+            if kind == "R":
+                results.append(Reserved(detail))
+            elif kind == "S":
+                results.append(Stale(detail))
+            else:
+                results.append(Rejected(detail, states.get(d.node)))
+        return results
+
+    def confirm_bound(self, pod_key: str, token: str) -> bool:
+        """The binder bound the pod: assumed -> bound (the ledger keeps its requests).
+        False when the reservation under ``token`` no longer exists."""
+        keys = [self.pods_key, self.assumed_key, self._keys.info]
+        return bool(self._scripts.get("cache_confirm")(keys=keys, args=[pod_key, token]))
+
+    def confirm_bound_many(self, bound: Iterable[tuple[str, str]]) -> list[bool]:
+        """:meth:`confirm_bound` for many ``(pod_key, token)`` pairs in one round trip."""
+        script = self._scripts.get("cache_confirm")
+        keys = [self.pods_key, self.assumed_key, self._keys.info]
+        with self._r.pipeline(transaction=False) as pipe:
+            for pod_key, token in bound:
+                script(keys=keys, args=[pod_key, token], client=pipe)
+            return [bool(x) for x in pipe.execute()]
+
+    def release(self, pod_key: str, token: str | None = None) -> bool:
+        """Unreserve / forget an assumed pod (only under ``token`` when given). Idempotent:
+        False when there was nothing to release. The caller requeues the pod."""
+        return bool(self._release("forget", [pod_key], token=token or ""))
+
+    def pod_deleted(self, pod_key: str) -> bool:
+        """The pod was deleted: release it whether assumed or bound."""
+        return bool(self._release("delete", [pod_key]))
+
+    def reap_expired_assumed(self, now_ms: int | None = None) -> list[str]:
+        """Release the assumed pods whose deadline passed and requeue them (backoffQ for
+        the backoff of their attempts). Returns their keys."""
+        now = self._clock.now_ms() if now_ms is None else check_count("now_ms", now_ms)
+        reaped: list[str] = []
+        while True:
+            due = self._r.zrangebyscore(
+                self.assumed_key, "-inf", now, start=0, num=self.config.reap_batch
+            )
+            if not due:
+                return reaped
+            released = self._release("expire", [_s(k) for k in due], now=now)
+            if not released:
+                return reaped
+            reaped += released
+
+    def _release(
+        self, mode: str, pod_keys: list[str], *, token: str = "", now: int | None = None
+    ) -> list[str]:
+        now = self._clock.now_ms() if now is None else now
+        config = self.config
+        for _ in range(_RETRIES):
+            raw_records = self._r.hmget(self.pods_key, pod_keys)
+            nodes = sorted({json.loads(raw)["node"] for raw in raw_records if raw is not None})
+            keys = [
+                self.pods_key,
+                self.assumed_key,
+                self.domgen_key,
+                self.aapods_key,
+                self.nodes_key,
+                self._keys.info,
+                self._keys.backoff,
+                self._keys.active,
+                self._keys.wake,
+            ]
+            for name in nodes:
+                keys += self.node_keys(name)
+            args: list[str | int] = [
+                now,
+                mode,
+                token,
+                config.backoff_initial_ms,
+                config.backoff_max_ms,
+                WAKE_CAP,
+                json.dumps(nodes),
+                *pod_keys,
+            ]
+            status, *released = self._scripts.get("cache_release")(keys=keys, args=args)
+            if _s(status) == "OK":
+                return [_s(k) for k in released]
+        raise RuntimeError(f"cache_release kept seeing pods move between nodes: {pod_keys}")
+
+    def add_bound_pod(
+        self,
+        pod_key: str,
+        uid: str,
+        node: str,
+        req: Mapping[str, int],
+        ports: Iterable[HostPort] = (),
+        *,
+        anti_affinity_keys: Iterable[str] = (),
+    ) -> str:
+        """Record a pod already bound to ``node`` (informer sync); idempotent. A record of
+        another uid or node under the same name is replaced. Returns "added", "confirmed"
+        (it was assumed there) or "present"."""
+        check_name("pod key", pod_key)
+        check_name("node name", node, ":")
+        record = encode_record(
+            node=node,
+            uid=uid,
+            requests=normalize_requests(req),
+            ports=normalize_ports(ports),
+            token="bound",
+            anti_affinity_keys=anti_affinity_keys,
+        )
+        keys = [
+            self.pods_key,
+            self.assumed_key,
+            self.domgen_key,
+            self.aagen_key,
+            self.aapods_key,
+            self.nodes_key,
+            self._keys.info,
+            *self.node_keys(node),
+        ]
+        for _ in range(_RETRIES):
+            script = self._scripts.get("cache_add_bound")
+            outcome = _s(script(keys=keys, args=[pod_key, node, record]))
+            if outcome != "conflict":
+                return outcome
+            self._release("delete", [pod_key])
+        raise RuntimeError(f"add_bound_pod kept finding another record of {pod_key}")
+
+    # --- reading -------------------------------------------------------------------------
+    def pod(self, pod_key: str) -> PodRecord | None:
+        pipe = self._r.pipeline(transaction=True)
+        pipe.hget(self.pods_key, pod_key)
+        pipe.zscore(self.assumed_key, pod_key)
+        raw, deadline = pipe.execute()
+        return None if raw is None else decode_record(pod_key, raw, deadline)
+
+    def assumed_pods(self) -> dict[str, int]:
+        """ns/name -> assume deadline (ms)."""
+        entries = cast(
+            list[tuple[Any, float]], self._r.zrange(self.assumed_key, 0, -1, withscores=True)
+        )
+        return {_s(key): int(deadline) for key, deadline in entries}
+
+    def anti_affinity_pods(self) -> dict[str, str]:
+        """Assumed and bound pods carrying required anti-affinity terms: ns/name -> node.
+        A worker rejected for an anti-affinity generation change reads these (and the pod
+        objects from the store) to bring its snapshot up to date."""
+        return {_s(k): _s(v) for k, v in self._r.hgetall(self.aapods_key).items()}
+
+    def check_consistency(self) -> list[Difference]:
+        """Where the ledger differs from the sum of its assumed + bound pods (empty = none)."""
+        while True:
+            try:
+                return self._check_consistency_once()
+            except redis.WatchError:
+                continue
+
+    def _check_consistency_once(self) -> list[Difference]:
+        with self._r.pipeline(transaction=True) as pipe:
+            pipe.watch(self.nodes_key)
+            names = sorted(_s(n) for n in pipe.smembers(self.nodes_key))
+            pipe.multi()
+            for name in names:
+                node_key, ports_key, pods_key = self.node_keys(name)
+                pipe.hgetall(node_key)
+                pipe.hgetall(ports_key)
+                pipe.smembers(pods_key)
+            pipe.hgetall(self.pods_key)
+            pipe.zrange(self.assumed_key, 0, -1)
+            pipe.hgetall(self.aapods_key)
+            *per_node, raw_pods, assumed, aapods = pipe.execute()
+
+        nodes = {
+            name: (dict(per_node[3 * i]), dict(per_node[3 * i + 1]), per_node[3 * i + 2])
+            for i, name in enumerate(names)
+        }
+        return ledger_differences(nodes, raw_pods, assumed, aapods)
+
+
+__all__ = [
+    "Decision",
+    "Difference",
+    "Ledger",
+    "LedgerConfig",
+    "NodeState",
+    "PodRecord",
+    "Rejected",
+    "ReserveResult",
+    "Reserved",
+    "Stale",
+]

@@ -1,0 +1,228 @@
+"""Values exchanged with the cache ledger (see :mod:`distsched.cache.ledger`).
+
+Resource amounts are integers in canonical units (cpu millicores, memory and
+ephemeral-storage bytes, pods and extended resources in units), as in ``model.objects``.
+A host port is ``(ip, protocol, port)``; ``normalize_ports`` applies kube-scheduler's
+defaults (empty ip = ``0.0.0.0``, empty protocol = ``TCP``) and drops ports <= 0.
+A topology domain is the string ``"<topologyKey>=<value>"`` (see :func:`domain`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+HOSTNAME_KEY = "kubernetes.io/hostname"
+WILDCARD_IP = "0.0.0.0"
+PROTOCOLS = frozenset({"TCP", "UDP", "SCTP"})
+MAX_INT = 2**53 - 1  # Lua numbers are doubles: larger integers would lose precision
+
+HostPort = tuple[str, str, int]
+
+
+def domain(topology_key: str, value: str) -> str:
+    """The name of a topology domain, e.g. ``domain("topology.kubernetes.io/zone", "a")``."""
+    return f"{topology_key}={value}"
+
+
+@dataclass(frozen=True, slots=True)
+class LedgerConfig:
+    assume_ttl_ms: int = 30_000
+    """How long a reservation may stay assumed before the reaper releases and requeues it;
+    it must exceed the slowest binding cycle (PreBind + Bind)."""
+    backoff_initial_ms: int = 1_000
+    backoff_max_ms: int = 10_000
+    reap_batch: int = 256
+    """Pods released per reaper script call (bounds the script's run time)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Decision:
+    """A worker's choice of node for one popped pod, to be checked against the ledger.
+
+    ``domain_checks`` maps domains to the generation the worker's view had for them (only
+    for pods with inter-pod constraints, over the chosen node's domains of the topology
+    keys they use). ``anti_affinity_gen`` is the sum of the anti-affinity generations of
+    the chosen node's domains in the worker's view (``NodeState.anti_affinity_gen``);
+    every decision carries it. ``anti_affinity_keys`` are the topology keys of the pod's
+    own required anti-affinity terms. A worker that already counts earlier decisions of
+    the same batch in its view adds their bumps (+1 per reservation on a node of the
+    domain, +1 anti-affinity per key of a pod with such terms) to what it expects.
+    """
+
+    pod_key: str
+    uid: str
+    epoch: int
+    node: str
+    requests: Mapping[str, int]
+    host_ports: Sequence[HostPort] = ()
+    domain_checks: Mapping[str, int] = field(default_factory=dict)
+    anti_affinity_gen: int = 0
+    anti_affinity_keys: Sequence[str] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class NodeState:
+    """The ledger's view of one node (what a worker refreshes its snapshot with)."""
+
+    name: str
+    live: bool
+    generation: int
+    allocatable: dict[str, int]
+    requested: dict[str, int]
+    ports: tuple[HostPort, ...]
+    domains: dict[str, str]
+    """topologyKey -> value"""
+    domain_gens: dict[str, int]
+    """domain -> generation"""
+    anti_affinity_gens: dict[str, int]
+    """domain -> anti-affinity generation"""
+    pods: tuple[str, ...]
+    """assumed and bound pods on the node (ns/name), sorted"""
+
+    @property
+    def anti_affinity_gen(self) -> int:
+        """What a :class:`Decision` for this node carries as ``anti_affinity_gen``."""
+        return sum(self.anti_affinity_gens.values())
+
+
+@dataclass(frozen=True, slots=True)
+class Reserved:
+    token: str
+
+
+@dataclass(frozen=True, slots=True)
+class Rejected:
+    reason: str
+    node_state: NodeState | None
+
+
+@dataclass(frozen=True, slots=True)
+class Stale:
+    reason: str
+
+
+ReserveResult = Reserved | Rejected | Stale
+
+
+@dataclass(frozen=True, slots=True)
+class PodRecord:
+    pod_key: str
+    node: str
+    uid: str
+    state: str  # "assumed" | "bound"
+    requests: dict[str, int]
+    ports: tuple[HostPort, ...]
+    token: str
+    deadline_ms: int | None  # assume deadline; None when bound
+    anti_affinity_keys: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Difference:
+    """One way the ledger disagrees with the assumed + bound pods it records."""
+
+    node: str
+    item: str  # a resource name, "port <proto|port|ip>", "member <ns/name>", "assumed <ns/name>"
+    ledger: int
+    expected: int
+
+
+def check_count(what: str, value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_INT:
+        raise ValueError(f"{what} must be an integer in [0, 2**53), got {value!r}")
+    return value
+
+
+def check_name(what: str, value: object, forbidden: str = "") -> str:
+    if not isinstance(value, str) or not value or any(c in value for c in forbidden):
+        raise ValueError(f"{what} must be a non-empty string without {forbidden!r}: {value!r}")
+    return value
+
+
+def normalize_requests(requests: Mapping[str, int]) -> dict[str, int]:
+    """Drop zero amounts and count the pod itself (``pods: 1``)."""
+    out: dict[str, int] = {}
+    for res, amount in requests.items():
+        check_name("resource name", res, ":")
+        if check_count(f"request {res}", amount) > 0:
+            out[res] = amount
+    out["pods"] = 1
+    return out
+
+
+def normalize_ports(ports: Iterable[HostPort]) -> tuple[HostPort, ...]:
+    out: dict[HostPort, None] = {}
+    for ip, protocol, port in ports:
+        check_count("host port", port)
+        if port <= 0:
+            continue
+        if port > 65535:
+            raise ValueError(f"host port out of range: {port}")
+        protocol = protocol or "TCP"
+        if protocol not in PROTOCOLS:
+            raise ValueError(f"unknown protocol {protocol!r}")
+        ip = ip or WILDCARD_IP
+        check_name("host ip", ip, "|,")
+        out[(ip, protocol, port)] = None
+    return tuple(out)
+
+
+def encode_ports(ports: Iterable[HostPort]) -> str:
+    return ",".join(f"{proto}|{port}|{ip}" for ip, proto, port in ports)
+
+
+def decode_ports(text: str) -> tuple[HostPort, ...]:
+    out = []
+    for item in text.split(","):
+        if item:
+            proto, port, ip = item.split("|", 2)
+            out.append((ip, proto, int(port)))
+    return tuple(out)
+
+
+def check_domain(name: str) -> str:
+    key, sep, _ = name.partition("=")
+    if not sep or not key:
+        raise ValueError(f"a topology domain is '<topologyKey>=<value>', got {name!r}")
+    return name
+
+
+def encode_record(
+    *,
+    node: str,
+    uid: str,
+    requests: Mapping[str, int],
+    ports: Iterable[HostPort],
+    token: str,
+    anti_affinity_keys: Iterable[str],
+) -> str:
+    keys = [check_name("anti-affinity topology key", k, ",=") for k in anti_affinity_keys]
+    return json.dumps(
+        {
+            "node": node,
+            "uid": uid,
+            "req": dict(requests),
+            "ports": encode_ports(ports),
+            "token": token,
+            "ak": ",".join(dict.fromkeys(keys)),
+        },
+        separators=(",", ":"),
+    )
+
+
+def decode_record(pod_key: str, raw: str | bytes, deadline: float | None) -> PodRecord:
+    data = json.loads(raw)
+    req = data.get("req") or {}
+    return PodRecord(
+        pod_key=pod_key,
+        node=data["node"],
+        uid=data["uid"],
+        state="bound" if deadline is None else "assumed",
+        requests={k: int(v) for k, v in req.items()},
+        ports=decode_ports(data.get("ports", "")),
+        token=data.get("token", ""),
+        deadline_ms=None if deadline is None else int(deadline),
+        anti_affinity_keys=tuple(k for k in data.get("ak", "").split(",") if k),
+    )

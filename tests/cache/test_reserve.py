@@ -1,0 +1,381 @@
+"""cache_reserve: fit, ports, fencing, batches, domain and anti-affinity generations."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import redis
+
+from distsched.cache.ledger import Ledger, Rejected, Reserved, Stale
+from distsched.cache.ledger_types import domain
+from distsched.clock import FakeClock
+from distsched.keys import Keys
+from distsched.lua import ScriptSet
+from tests.cache.ledger_helpers import (
+    SMALL,
+    ZONE,
+    decision,
+    info_of,
+    make_ledger,
+    pop_like_queue,
+    snapshot_db,
+)
+
+
+@pytest.fixture
+def ledger(r: redis.Redis, keys: Keys, clock: FakeClock) -> Ledger:
+    led = make_ledger(r, keys, clock, assume_ttl_ms=30_000)
+    led.set_node("n1", SMALL, {ZONE: "a"})
+    led.set_node("n2", SMALL, {ZONE: "a"})
+    led.set_node("n3", SMALL, {ZONE: "b"})
+    return led
+
+
+def popped(r: redis.Redis, keys: Keys, clock: FakeClock, *pods: str, epoch: int = 1) -> None:
+    for pod in pods:
+        pop_like_queue(r, keys, pod, epoch=epoch, now_ms=clock.now_ms())
+
+
+def test_reserve_records_assumed_pod_and_charges_the_node(
+    r: redis.Redis, keys: Keys, clock: FakeClock, ledger: Ledger
+) -> None:
+    popped(r, keys, clock, "ns/p1", epoch=7)
+    before = ledger.node_state(["n1"])["n1"]
+    [result] = ledger.reserve_batch(
+        [decision("ns/p1", "n1", epoch=7, ports=[("", "", 8080)], anti_affinity_keys=[ZONE])]
+    )
+    assert result == Reserved("7")
+    after = ledger.node_state(["n1"])["n1"]
+    assert after.requested == {"cpu": 100, "memory": 1 << 20, "pods": 1}
+    assert after.ports == (("0.0.0.0", "TCP", 8080),)
+    assert after.pods == ("ns/p1",)
+    assert after.generation == before.generation + 1
+    for dom, gen in before.domain_gens.items():
+        assert after.domain_gens[dom] == gen + 1
+    assert after.anti_affinity_gens[domain(ZONE, "a")] == 1
+    record = ledger.pod("ns/p1")
+    assert record is not None
+    assert (record.state, record.node, record.token) == ("assumed", "n1", "7")
+    assert record.deadline_ms == clock.now_ms() + 30_000
+    assert r.zscore(keys.inflight, "ns/p1") is None
+    info = info_of(r, keys, "ns/p1")
+    assert info is not None and info["w"] == "assumed" and info["e"] == 7
+    assert ledger.anti_affinity_pods() == {"ns/p1": "n1"}
+    assert ledger.check_consistency() == []
+
+
+def test_resource_fit_is_checked_for_every_resource(
+    r: redis.Redis, keys: Keys, clock: FakeClock, ledger: Ledger
+) -> None:
+    popped(r, keys, clock, "ns/big", "ns/gpu", "ns/zero", "ns/ok")
+    results = ledger.reserve_batch(
+        [
+            decision("ns/big", "n1", requests={"cpu": 1001, "memory": 2 << 30}),
+            decision("ns/gpu", "n1", requests={"example.com/gpu": 1}),
+            decision("ns/ok", "n1", requests={"cpu": 1000}),
+            # nothing requested but the pod slot: fits although all cpu is taken
+            decision("ns/zero", "n1", requests={}),
+        ]
+    )
+    big, gpu, ok, zero = results
+    assert isinstance(big, Rejected) and big.reason == "Insufficient cpu, Insufficient memory"
+    assert isinstance(gpu, Rejected) and gpu.reason == "Insufficient example.com/gpu"
+    assert isinstance(ok, Reserved) and isinstance(zero, Reserved)
+    state = big.node_state
+    assert state is not None and state.requested["cpu"] == 1000 and state.allocatable == SMALL
+    assert r.zscore(keys.inflight, "ns/big") is not None  # still the worker's to retry
+
+
+def test_pod_count_is_a_resource(
+    r: redis.Redis, keys: Keys, clock: FakeClock, ledger: Ledger
+) -> None:
+    ledger.set_node("tiny", {"cpu": 10_000, "pods": 2})
+    pods = [f"ns/p{i}" for i in range(3)]
+    popped(r, keys, clock, *pods)
+    results = ledger.reserve_batch([decision(p, "tiny", requests={"cpu": 1}) for p in pods])
+    assert [type(x) for x in results] == [Reserved, Reserved, Rejected]
+    assert isinstance(results[2], Rejected) and results[2].reason == "Insufficient pods"
+
+
+def test_batch_sees_its_own_earlier_decisions(
+    r: redis.Redis, keys: Keys, clock: FakeClock, ledger: Ledger
+) -> None:
+    popped(r, keys, clock, "ns/a", "ns/b", "ns/c", "ns/d")
+    half = {"cpu": 500}
+    results = ledger.reserve_batch(
+        [
+            decision("ns/a", "n1", requests=half),
+            decision("ns/b", "n1", requests=half),
+            decision("ns/c", "n1", requests=half),  # third half-node pod: over by 500
+            decision("ns/d", "n2", requests=half),
+            decision("ns/a", "n2", requests=half),  # same pod twice: already taken
+        ]
+    )
+    assert [type(x) for x in results] == [Reserved, Reserved, Rejected, Reserved, Stale]
+    state = ledger.node_state(["n1", "n2"])
+    assert state["n1"].requested["cpu"] == 1000 and state["n1"].pods == ("ns/a", "ns/b")
+    assert state["n2"].requested["cpu"] == 500 and state["n2"].pods == ("ns/d",)
+    assert ledger.check_consistency() == []
+
+
+def test_stale_epoch_writes_nothing(
+    r: redis.Redis, keys: Keys, clock: FakeClock, ledger: Ledger
+) -> None:
+    popped(r, keys, clock, "ns/p", epoch=5)
+    pop_like_queue(r, keys, "ns/q", epoch=6, now_ms=clock.now_ms(), uid="new-uid")
+    before = snapshot_db(r)
+    results = ledger.reserve_batch(
+        [
+            decision("ns/p", "n1", epoch=4),  # a lease that expired and was re-popped
+            decision("ns/q", "n1", epoch=6, uid="old-uid"),  # pod recreated under the name
+            decision("ns/gone", "n1"),  # never popped
+        ]
+    )
+    assert [type(x) for x in results] == [Stale, Stale, Stale]
+    assert snapshot_db(r) == before
+
+
+def test_stale_and_fresh_in_one_batch(
+    r: redis.Redis, keys: Keys, clock: FakeClock, ledger: Ledger
+) -> None:
+    popped(r, keys, clock, "ns/p", epoch=5)
+    popped(r, keys, clock, "ns/q", epoch=9)
+    stale, fresh = ledger.reserve_batch(
+        [decision("ns/p", "n1", epoch=4), decision("ns/q", "n1", epoch=9)]
+    )
+    assert isinstance(stale, Stale) and fresh == Reserved("9")
+    assert ledger.node_state(["n1"])["n1"].pods == ("ns/q",)
+    assert r.zscore(keys.inflight, "ns/p") is not None
+
+
+def test_pod_already_holding_a_reservation_is_not_reserved_twice(
+    r: redis.Redis, keys: Keys, clock: FakeClock, ledger: Ledger
+) -> None:
+    ledger.add_bound_pod("ns/p", "uid-ns/p", "n1", {"cpu": 100})
+    popped(r, keys, clock, "ns/p")
+    [result] = ledger.reserve_batch([decision("ns/p", "n2")])
+    assert isinstance(result, Stale)
+    ledger.add_bound_pod("ns/q", "old", "n1", {"cpu": 100})
+    popped(r, keys, clock, "ns/q")
+    [result] = ledger.reserve_batch([decision("ns/q", "n2")])
+    assert isinstance(result, Rejected) and "previous pod" in result.reason
+    assert ledger.node_state(["n2"])["n2"].pods == ()
+
+
+@pytest.mark.parametrize(
+    ("held", "wanted", "conflict"),
+    [
+        (("10.0.0.1", "TCP", 80), ("10.0.0.1", "TCP", 80), True),
+        (("10.0.0.1", "TCP", 80), ("10.0.0.2", "TCP", 80), False),
+        (("10.0.0.1", "TCP", 80), ("10.0.0.1", "UDP", 80), False),
+        (("10.0.0.1", "TCP", 80), ("10.0.0.1", "TCP", 81), False),
+        (("10.0.0.1", "TCP", 80), ("0.0.0.0", "TCP", 80), True),
+        (("0.0.0.0", "TCP", 80), ("10.0.0.1", "TCP", 80), True),
+        (("", "", 80), ("10.0.0.9", "TCP", 80), True),  # defaults: 0.0.0.0 and TCP
+        (("0.0.0.0", "UDP", 53), ("", "TCP", 53), False),
+    ],
+)
+def test_host_ports(
+    r: redis.Redis,
+    keys: Keys,
+    clock: FakeClock,
+    ledger: Ledger,
+    held: tuple[str, str, int],
+    wanted: tuple[str, str, int],
+    conflict: bool,
+) -> None:
+    popped(r, keys, clock, "ns/a", "ns/b", "ns/c")
+    first, second, elsewhere = ledger.reserve_batch(
+        [
+            decision("ns/a", "n1", ports=[held]),
+            decision("ns/b", "n1", ports=[wanted]),
+            decision("ns/c", "n2", ports=[wanted]),
+        ]
+    )
+    assert isinstance(first, Reserved) and isinstance(elsewhere, Reserved)
+    if conflict:
+        assert isinstance(second, Rejected) and "free ports" in second.reason
+        assert second.node_state is not None and len(second.node_state.ports) == 1
+    else:
+        assert isinstance(second, Reserved)
+    assert ledger.check_consistency() == []
+
+
+def test_released_port_is_free_again_and_one_pod_may_hold_several(
+    r: redis.Redis, keys: Keys, clock: FakeClock, ledger: Ledger
+) -> None:
+    popped(r, keys, clock, "ns/a")
+    ports = [("0.0.0.0", "TCP", 80), ("10.0.0.1", "TCP", 80), ("", "UDP", 80)]
+    assert ledger.reserve(decision("ns/a", "n1", ports=ports)) == Reserved("1")
+    assert len(ledger.node_state(["n1"])["n1"].ports) == 3
+    assert ledger.release("ns/a")
+    assert ledger.node_state(["n1"])["n1"].ports == ()
+    assert r.hgetall(keys.cache("ports", "n1")) == {}
+    popped(r, keys, clock, "ns/b", epoch=2)
+    assert ledger.reserve(decision("ns/b", "n1", epoch=2, ports=[("", "TCP", 80)])) == Reserved("2")
+
+
+def test_domain_generation_conflict(
+    r: redis.Redis, keys: Keys, clock: FakeClock, ledger: Ledger
+) -> None:
+    zone_a, zone_b = domain(ZONE, "a"), domain(ZONE, "b")
+    seen = ledger.node_state(["n1", "n3"])
+    gen_a, gen_b = seen["n1"].domain_gens[zone_a], seen["n3"].domain_gens[zone_b]
+    popped(r, keys, clock, "ns/other", "ns/spread-a", "ns/spread-b")
+    # another worker reserves on n2, in zone a
+    assert isinstance(ledger.reserve(decision("ns/other", "n2")), Reserved)
+    in_a, in_b = ledger.reserve_batch(
+        [
+            decision("ns/spread-a", "n1", domain_checks={zone_a: gen_a}),
+            decision("ns/spread-b", "n3", domain_checks={zone_b: gen_b}),
+        ]
+    )
+    assert isinstance(in_a, Rejected) and zone_a in in_a.reason
+    assert in_a.node_state is not None and in_a.node_state.domain_gens[zone_a] == gen_a + 1
+    assert isinstance(in_b, Reserved)
+    retry = ledger.reserve(
+        decision("ns/spread-a", "n1", domain_checks={zone_a: in_a.node_state.domain_gens[zone_a]})
+    )
+    assert isinstance(retry, Reserved)
+
+
+def test_hostname_domain_and_release_bump_generations(
+    r: redis.Redis, keys: Keys, clock: FakeClock, ledger: Ledger
+) -> None:
+    host = domain("kubernetes.io/hostname", "n1")
+    popped(r, keys, clock, "ns/a", "ns/b")
+    assert isinstance(ledger.reserve(decision("ns/a", "n1")), Reserved)
+    gen = ledger.node_state(["n1"])["n1"].domain_gens[host]
+    ledger.release("ns/a")
+    [result] = ledger.reserve_batch([decision("ns/b", "n1", domain_checks={host: gen})])
+    assert isinstance(result, Rejected)  # the release changed what affinity saw on n1
+
+
+def test_symmetric_anti_affinity_race_is_closed(
+    r: redis.Redis, keys: Keys, clock: FakeClock, ledger: Ledger
+) -> None:
+    """Q (anti-affinity against app=web, per zone) and P (app=web, no constraints) are
+    scheduled by two workers from the same snapshot, in which zone a is empty. Each choice
+    is valid alone; together they violate Q's anti-affinity. Whichever reserves second is
+    rejected."""
+    zone_a = domain(ZONE, "a")
+    snapshot = ledger.node_state(["n1", "n2"])  # both workers' view
+    popped(r, keys, clock, "ns/q", "ns/p")
+
+    def reserve_q() -> object:
+        return ledger.reserve(
+            decision(
+                "ns/q",
+                "n1",
+                domain_checks={zone_a: snapshot["n1"].domain_gens[zone_a]},
+                anti_affinity_gen=snapshot["n1"].anti_affinity_gen,
+                anti_affinity_keys=[ZONE],
+            )
+        )
+
+    def reserve_p() -> object:
+        return ledger.reserve(
+            decision("ns/p", "n2", anti_affinity_gen=snapshot["n2"].anti_affinity_gen)
+        )
+
+    # Q first: P's worker has not seen Q and P carries no domain checks of its own.
+    assert isinstance(reserve_q(), Reserved)
+    second = reserve_p()
+    assert isinstance(second, Rejected) and "anti-affinity" in second.reason
+    assert second.node_state is not None and second.node_state.anti_affinity_gen == 1
+    assert ledger.anti_affinity_pods() == {"ns/q": "n1"}
+    # zone b is not affected by Q's anti-affinity
+    popped(r, keys, clock, "ns/p-in-b")
+    assert isinstance(ledger.reserve(decision("ns/p-in-b", "n3")), Reserved)
+
+
+def test_anti_affinity_race_other_order(
+    r: redis.Redis, keys: Keys, clock: FakeClock, ledger: Ledger
+) -> None:
+    zone_a = domain(ZONE, "a")
+    snapshot = ledger.node_state(["n1", "n2"])
+    popped(r, keys, clock, "ns/q", "ns/p")
+    assert isinstance(ledger.reserve(decision("ns/p", "n2")), Reserved)
+    second = ledger.reserve(
+        decision(
+            "ns/q",
+            "n1",
+            domain_checks={zone_a: snapshot["n1"].domain_gens[zone_a]},
+            anti_affinity_keys=[ZONE],
+        )
+    )
+    assert isinstance(second, Rejected) and zone_a in second.reason
+
+
+def test_anti_affinity_in_the_same_batch(
+    r: redis.Redis, keys: Keys, clock: FakeClock, ledger: Ledger
+) -> None:
+    popped(r, keys, clock, "ns/q", "ns/p")
+    results = ledger.reserve_batch(
+        [
+            decision("ns/q", "n1", anti_affinity_keys=[ZONE]),
+            decision("ns/p", "n2", anti_affinity_gen=0),
+        ]
+    )
+    assert [type(x) for x in results] == [Reserved, Rejected]
+
+
+def test_node_not_found(r: redis.Redis, keys: Keys, clock: FakeClock, ledger: Ledger) -> None:
+    popped(r, keys, clock, "ns/a", "ns/b")
+    ledger.remove_node("n3")
+    results = ledger.reserve_batch([decision("ns/a", "nope"), decision("ns/b", "n3")])
+    assert all(isinstance(x, Rejected) and x.reason == "node(s) not found" for x in results)
+    assert r.exists(keys.cache("node", "nope")) == 0
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        {"requests": {"cpu": -1}},
+        {"requests": {"cpu": 1.5}},
+        {"ports": [("", "TCP", 70000)]},
+        {"ports": [("", "HTTP", 80)]},
+        {"domain_checks": {"no-equals-sign": 1}},
+        {"anti_affinity_gen": -1},
+        {"epoch": -3},
+        {"node": ""},
+    ],
+)
+def test_bad_decisions_are_refused_before_redis(
+    r: redis.Redis, keys: Keys, clock: FakeClock, ledger: Ledger, bad: dict
+) -> None:
+    popped(r, keys, clock, "ns/a", "ns/b")
+    good = decision("ns/a", "n1")
+    node = bad.pop("node", "n1")
+    before = snapshot_db(r)
+    with pytest.raises(ValueError):
+        ledger.reserve_batch([good, decision("ns/b", node, **bad)])
+    assert snapshot_db(r) == before
+
+
+def test_script_validates_its_input_before_writing(
+    r: redis.Redis, keys: Keys, clock: FakeClock, ledger: Ledger
+) -> None:
+    popped(r, keys, clock, "ns/a", "ns/b")
+    script = ScriptSet(r).get("cache_reserve")
+    base = [keys.inflight, keys.info, *(keys.cache(k) for k in ("pods", "assumed"))]
+    base += [keys.cache(k) for k in ("domgen", "aagen", "aapods")]
+    node_keys = ledger.node_keys("n1")
+    good = {"node": "n1", "uid": "uid-ns/a", "req": {"cpu": 1}, "ports": "", "token": "1", "ak": ""}
+    bad = {**good, "uid": "uid-ns/b", "ports": "TCP|0|x"}
+    checks = [["ns/a", "uid-ns/a", 1, 1, {}, 0], ["ns/b", "uid-ns/b", 1, 1, {}, 0]]
+    before = snapshot_db(r)
+    with pytest.raises(redis.ResponseError, match="bad host port"):
+        script(
+            keys=base + node_keys,
+            args=[1, json.dumps(["n1"]), json.dumps(checks), json.dumps(good), json.dumps(bad)],
+        )
+    with pytest.raises(redis.ResponseError, match="expected 10 keys"):
+        script(keys=base, args=[1, json.dumps(["n1"]), json.dumps(checks[:1]), json.dumps(good)])
+    assert snapshot_db(r) == before
+
+
+def test_batch_size_is_bounded(ledger: Ledger) -> None:
+    with pytest.raises(ValueError, match="at most 1000"):
+        ledger.reserve_batch([decision(f"ns/p{i}", "n1") for i in range(1001)])
