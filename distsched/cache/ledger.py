@@ -169,6 +169,28 @@ class Ledger:
         self.domgen_key = keys.cache("domgen")
         self.aagen_key = keys.cache("aagen")
         self.aapods_key = keys.cache("aapods")
+        self.feed_key = keys.cache("feed")
+        self.feed_version_key = keys.cache("feedver")
+
+    @property
+    def feed_keys(self) -> list[str]:
+        """The change feed's zset and version counter: the last two KEYS of every script
+        that changes a node's usage."""
+        return [self.feed_key, self.feed_version_key]
+
+    def changes_since(self, version: int) -> tuple[int, dict[str, NodeState]]:
+        """Nodes whose ledger state changed after ``version``, and the version to ask from
+        next time. The version is read first, so a change racing with this call is seen now
+        or next time, never lost; a node may come back twice, which is harmless since the
+        states are absolute."""
+        pipe = self._r.pipeline(transaction=False)
+        pipe.get(self.feed_version_key)
+        pipe.zrangebyscore(self.feed_key, f"({version}", "+inf")
+        current_raw, names = pipe.execute()
+        current = int(current_raw or 0)
+        if current <= version and not names:
+            return version, {}
+        return current, self.node_state(_s(n) for n in names)
 
     def node_keys(self, name: str) -> list[str]:
         """The node hash, ports hash and pod set of one node, in script KEYS order."""
@@ -199,6 +221,7 @@ class Ledger:
             node_key,
             pods_key,
             self.aapods_key,
+            *self.feed_keys,
         ]
         args = [name, json.dumps(alloc), json.dumps(doms)]
         return bool(self._scripts.get("cache_node_set")(keys=keys, args=args))
@@ -211,7 +234,13 @@ class Ledger:
     def remove_node(self, name: str) -> list[str]:
         """Remove a node: it takes no more reservations, its assumed pods are released and
         requeued (returned), its bound pods stay until deleted."""
-        keys = [self.nodes_key, self.domgen_key, self.assumed_key, *self.node_keys(name)]
+        keys = [
+            self.nodes_key,
+            self.domgen_key,
+            self.assumed_key,
+            *self.node_keys(name),
+            *self.feed_keys,
+        ]
         assumed = self._scripts.get("cache_node_remove")(keys=keys, args=[name])
         if not assumed:
             return []
@@ -303,6 +332,7 @@ class Ledger:
         ]
         for name in index:
             keys += self.node_keys(name)
+        keys += self.feed_keys
         args: list[str | int] = [deadline, json.dumps(list(index)), json.dumps(checks), *records]
         raw = self._scripts.get("cache_reserve")(keys=keys, args=args)
         kinds = [(_s(kind), _s(detail)) for kind, detail in raw]
@@ -380,6 +410,7 @@ class Ledger:
             ]
             for name in nodes:
                 keys += self.node_keys(name)
+            keys += self.feed_keys
             args: list[str | int] = [
                 now,
                 mode,
@@ -427,6 +458,7 @@ class Ledger:
             self.nodes_key,
             self._keys.info,
             *self.node_keys(node),
+            *self.feed_keys,
         ]
         for _ in range(_RETRIES):
             script = self._scripts.get("cache_add_bound")

@@ -16,6 +16,8 @@ KEYS[7]  hash   queue info: ns/name -> JSON
 KEYS[8]  hash   cache:node:<node>
 KEYS[9]  hash   cache:ports:<node>
 KEYS[10] set    cache:nodepods:<node>
+KEYS[n-1] zset  cache:feed: node -> ledger version of its last change (change feed)
+KEYS[n]   string cache:feedver: ledger version counter
 ARGV[1]  string pod key ns/name
 ARGV[2]  string node name
 ARGV[3]  JSON   record {"node", "uid", "req": {resource: amount}, "ports": "proto|port|ip,...",
@@ -23,6 +25,20 @@ ARGV[3]  JSON   record {"node", "uid", "req": {resource: amount}, "ports": "prot
 Returns "added", "confirmed" (was assumed there), "present" (already bound there) or
 "conflict" (another record holds the name; nothing written).
 ]]
+
+-- Change feed (last two KEYS): bump the version and stamp the touched nodes with it, so a
+-- worker that saw version v reads every node changed since with ZRANGEBYSCORE (v +inf.
+local function bump_feed(names)
+  if #names == 0 then return end
+  local v = redis.call('INCR', KEYS[#KEYS])
+  local args = {}
+  for _, n in ipairs(names) do
+    args[#args + 1] = v
+    args[#args + 1] = n
+  end
+  redis.call('ZADD', KEYS[#KEYS - 1], unpack(args))
+end
+
 
 local function fail(msg)
   return redis.error_reply('ERR cache_add_bound: ' .. msg)
@@ -32,7 +48,7 @@ local function is_count(v)
   return type(v) == 'number' and v >= 0 and v == math.floor(v) and v < 9007199254740992
 end
 
-if #KEYS ~= 10 or #ARGV ~= 3 then return fail('expects 10 keys and 3 arguments') end
+if #KEYS ~= 12 or #ARGV ~= 3 then return fail('expects 12 keys and 3 arguments') end
 local key, node = ARGV[1], ARGV[2]
 if key == '' or node == '' then return fail('pod key and node must be non-empty') end
 local ok, rec = pcall(cjson.decode, ARGV[3])
@@ -97,4 +113,5 @@ redis.call('HSET', KEYS[1], key, ARGV[3])
 for _, dom in ipairs(doms) do redis.call('HINCRBY', KEYS[3], dom, 1) end
 for _, dom in ipairs(aa_doms) do redis.call('HINCRBY', KEYS[4], dom, 1) end
 if rec.ak ~= '' then redis.call('HSET', KEYS[5], key, node) end
+bump_feed({ node })
 return 'added'

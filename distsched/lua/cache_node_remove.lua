@@ -13,11 +13,27 @@ KEYS[3]  zset   cache:assumed: ns/name -> assume deadline (ms)
 KEYS[4]  hash   cache:node:<name>
 KEYS[5]  hash   cache:ports:<name>
 KEYS[6]  set    cache:nodepods:<name>
+KEYS[n-1] zset  cache:feed: node -> ledger version of its last change (change feed)
+KEYS[n]   string cache:feedver: ledger version counter
 ARGV[1]  string node name
 Returns the keys of the node's assumed pods (now due for the reaper).
 ]]
 
-if #KEYS ~= 6 or #ARGV ~= 1 or ARGV[1] == '' then
+-- Change feed (last two KEYS): bump the version and stamp the touched nodes with it, so a
+-- worker that saw version v reads every node changed since with ZRANGEBYSCORE (v +inf.
+local function bump_feed(names)
+  if #names == 0 then return end
+  local v = redis.call('INCR', KEYS[#KEYS])
+  local args = {}
+  for _, n in ipairs(names) do
+    args[#args + 1] = v
+    args[#args + 1] = n
+  end
+  redis.call('ZADD', KEYS[#KEYS - 1], unpack(args))
+end
+
+
+if #KEYS ~= 8 or #ARGV ~= 1 or ARGV[1] == '' then
   return redis.error_reply('ERR cache_node_remove: expects 6 keys and a node name')
 end
 local flat = redis.call('HGETALL', KEYS[4])
@@ -48,4 +64,5 @@ else
   for _, key in ipairs(assumed) do redis.call('ZADD', KEYS[3], 0, key) end
 end
 for _, dom in ipairs(doms) do redis.call('HINCRBY', KEYS[2], dom, 1) end
+bump_feed({ ARGV[1] })
 return assumed

@@ -12,11 +12,27 @@ KEYS[3]  hash   cache:aagen: "<topologyKey>=<value>" -> anti-affinity generation
 KEYS[4]  hash   cache:node:<name>
 KEYS[5]  set    cache:nodepods:<name>
 KEYS[6]  hash   cache:aapods: ns/name -> node, pods carrying required anti-affinity
+KEYS[n-1] zset  cache:feed: node -> ledger version of its last change (change feed)
+KEYS[n]   string cache:feedver: ledger version counter
 ARGV[1]  string node name
 ARGV[2]  JSON   allocatable {resource: amount} (cpu millicores, memory bytes, pods, ...)
 ARGV[3]  JSON   topology domains {topologyKey: value}
 Returns 1 when the node was new or not live, 0 when a live node was updated.
 ]]
+
+-- Change feed (last two KEYS): bump the version and stamp the touched nodes with it, so a
+-- worker that saw version v reads every node changed since with ZRANGEBYSCORE (v +inf.
+local function bump_feed(names)
+  if #names == 0 then return end
+  local v = redis.call('INCR', KEYS[#KEYS])
+  local args = {}
+  for _, n in ipairs(names) do
+    args[#args + 1] = v
+    args[#args + 1] = n
+  end
+  redis.call('ZADD', KEYS[#KEYS - 1], unpack(args))
+end
+
 
 local function fail(msg)
   return redis.error_reply('ERR cache_node_set: ' .. msg)
@@ -26,7 +42,7 @@ local function is_count(v)
   return type(v) == 'number' and v >= 0 and v == math.floor(v) and v < 9007199254740992
 end
 
-if #KEYS ~= 6 or #ARGV ~= 3 or ARGV[1] == '' then
+if #KEYS ~= 8 or #ARGV ~= 3 or ARGV[1] == '' then
   return fail('expects 6 keys, a node name, allocatable and domains')
 end
 local ok, alloc = pcall(cjson.decode, ARGV[2])
@@ -98,5 +114,6 @@ if #changed > 0 then
   end
 end
 redis.call('SADD', KEYS[1], ARGV[1])
+bump_feed({ ARGV[1] })
 if was_live then return 0 end
 return 1

@@ -25,6 +25,8 @@ KEYS[8]  zset   queue active: "<ts:013d>|ns/name" -> -priority
 KEYS[9]  list   queue wake tokens
 KEYS[10+3(i-1)], KEYS[11+3(i-1)], KEYS[12+3(i-1)] for node i of ARGV[7]:
          hash cache:node:<name>, hash cache:ports:<name>, set cache:nodepods:<name>
+KEYS[n-1] zset  cache:feed: node -> ledger version of its last change (change feed)
+KEYS[n]   string cache:feedver: ledger version counter
 ARGV[1]  integer  now (ms since epoch)
 ARGV[2]  string   mode: forget | delete | expire
 ARGV[3]  string   token required by forget ("" = any)
@@ -36,6 +38,20 @@ ARGV[8..] string  pod keys ns/name
 Returns {"OK", released pod keys...}, or {"MOVED", pod key} (nothing written) when a pod's
 record names a node not among ARGV[7]; the caller re-reads the record and retries.
 ]]
+
+-- Change feed (last two KEYS): bump the version and stamp the touched nodes with it, so a
+-- worker that saw version v reads every node changed since with ZRANGEBYSCORE (v +inf.
+local function bump_feed(names)
+  if #names == 0 then return end
+  local v = redis.call('INCR', KEYS[#KEYS])
+  local args = {}
+  for _, n in ipairs(names) do
+    args[#args + 1] = v
+    args[#args + 1] = n
+  end
+  redis.call('ZADD', KEYS[#KEYS - 1], unpack(args))
+end
+
 
 local function fail(msg)
   return redis.error_reply('ERR cache_release: ' .. msg)
@@ -61,7 +77,7 @@ if mode ~= 'forget' and mode ~= 'delete' and mode ~= 'expire' then
 end
 local ok, nodes = pcall(cjson.decode, ARGV[7])
 if not ok or type(nodes) ~= 'table' then return fail('node names must be a JSON array') end
-if #KEYS ~= 9 + 3 * #nodes then return fail('expected ' .. (9 + 3 * #nodes) .. ' keys') end
+if #KEYS ~= 11 + 3 * #nodes then return fail('expected ' .. (11 + 3 * #nodes) .. ' keys') end
 local index = {}
 for i, n in ipairs(nodes) do
   if type(n) ~= 'string' or n == '' then return fail('node names must be non-empty strings') end
@@ -179,8 +195,10 @@ for _, e in ipairs(released) do
   out[#out + 1] = e.key
 end
 
+local touched = {}
 for _, st in pairs(state) do
   if #st.gone > 0 then
+    touched[#touched + 1] = st.name
     if st.exists then
       for res, amt in pairs(st.dreq) do
         if amt ~= 0 then redis.call('HINCRBY', st.node_key, 'req:' .. res, int(-amt)) end
@@ -200,4 +218,5 @@ for _, st in pairs(state) do
   end
 end
 for dom, n in pairs(dominc) do redis.call('HINCRBY', KEYS[3], dom, n) end
+bump_feed(touched)
 return out

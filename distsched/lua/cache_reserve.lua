@@ -16,6 +16,8 @@ KEYS[6]  hash   cache:aagen: "<topologyKey>=<value>" -> anti-affinity generation
 KEYS[7]  hash   cache:aapods: ns/name -> node, pods carrying required anti-affinity terms
 KEYS[8+3(i-1)], KEYS[9+3(i-1)], KEYS[10+3(i-1)] for node i of ARGV[2]:
          hash cache:node:<name>, hash cache:ports:<name>, set cache:nodepods:<name>
+KEYS[n-1] zset  cache:feed: node -> ledger version of its last change (change feed)
+KEYS[n]   string cache:feedver: ledger version counter
 ARGV[1]  integer  assume deadline (ms since epoch) given to every reserved pod
 ARGV[2]  JSON     array of node names, in the order of the key triples
 ARGV[3]  JSON     array of checks, one per decision:
@@ -27,6 +29,20 @@ ARGV[3+d] JSON    record of decision d, stored verbatim in cache:pods on success
 Returns an array with one entry per decision: {"R", token} reserved, {"X", reason}
 rejected, {"S", reason} stale (fencing). An invalid input returns an error, nothing written.
 ]]
+
+-- Change feed (last two KEYS): bump the version and stamp the touched nodes with it, so a
+-- worker that saw version v reads every node changed since with ZRANGEBYSCORE (v +inf.
+local function bump_feed(names)
+  if #names == 0 then return end
+  local v = redis.call('INCR', KEYS[#KEYS])
+  local args = {}
+  for _, n in ipairs(names) do
+    args[#args + 1] = v
+    args[#args + 1] = n
+  end
+  redis.call('ZADD', KEYS[#KEYS - 1], unpack(args))
+end
+
 
 local function fail(msg)
   return redis.error_reply('ERR cache_reserve: ' .. msg)
@@ -68,7 +84,7 @@ local deadline = tonumber(ARGV[1])
 if not is_count(deadline) then return fail('deadline must be a non-negative integer') end
 local ok, nodes = pcall(cjson.decode, ARGV[2])
 if not ok or type(nodes) ~= 'table' then return fail('node names must be a JSON array') end
-if #KEYS ~= 7 + 3 * #nodes then return fail('expected ' .. (7 + 3 * #nodes) .. ' keys') end
+if #KEYS ~= 9 + 3 * #nodes then return fail('expected ' .. (9 + 3 * #nodes) .. ' keys') end
 for _, n in ipairs(nodes) do
   if type(n) ~= 'string' or n == '' then return fail('node names must be non-empty strings') end
 end
@@ -262,8 +278,10 @@ if #reserved == 0 then return results end
 
 -- ---------------------------------------------------------------- write
 -- Absolute values computed from what was read above; one call per node and per key.
+local touched = {}
 for _, st in ipairs(state) do
   if st.dgen > 0 then
+    touched[#touched + 1] = st.name
     local fields = { 'gen', int(st.gen + st.dgen) }
     for res, amt in pairs(st.dreq) do
       fields[#fields + 1] = 'req:' .. res
@@ -309,4 +327,5 @@ redis.call('ZADD', KEYS[4], unpack(deadlines))
 redis.call('ZREM', KEYS[1], unpack(keys_))
 redis.call('HSET', KEYS[2], unpack(new_infos))
 if #aa_pods > 0 then redis.call('HSET', KEYS[7], unpack(aa_pods)) end
+bump_feed(touched)
 return results

@@ -368,10 +368,10 @@ def test_script_validates_its_input_before_writing(
     before = snapshot_db(r)
     with pytest.raises(redis.ResponseError, match="bad host port"):
         script(
-            keys=base + node_keys,
+            keys=base + node_keys + ledger.feed_keys,
             args=[1, json.dumps(["n1"]), json.dumps(checks), json.dumps(good), json.dumps(bad)],
         )
-    with pytest.raises(redis.ResponseError, match="expected 10 keys"):
+    with pytest.raises(redis.ResponseError, match="expected 12 keys"):
         script(keys=base, args=[1, json.dumps(["n1"]), json.dumps(checks[:1]), json.dumps(good)])
     assert snapshot_db(r) == before
 
@@ -379,3 +379,24 @@ def test_script_validates_its_input_before_writing(
 def test_batch_size_is_bounded(ledger: Ledger) -> None:
     with pytest.raises(ValueError, match="at most 1000"):
         ledger.reserve_batch([decision(f"ns/p{i}", "n1") for i in range(1001)])
+
+
+def test_change_feed_names_every_node_whose_usage_changed(
+    r: redis.Redis, keys: Keys, clock: FakeClock, ledger: Ledger
+) -> None:
+    version, states = ledger.changes_since(0)
+    assert set(states) == {"n1", "n2", "n3"}
+    assert ledger.changes_since(version) == (version, {})
+
+    popped(r, keys, clock, "ns/a")
+    [result] = ledger.reserve_batch([decision("ns/a", "n2", requests={"cpu": 500})])
+    assert isinstance(result, Reserved)
+    version2, states = ledger.changes_since(version)
+    assert version2 > version
+    assert list(states) == ["n2"]
+    assert states["n2"].requested["cpu"] == 500
+
+    assert ledger.release("ns/a", result.token)
+    _, states = ledger.changes_since(version2)
+    assert list(states) == ["n2"]
+    assert states["n2"].requested.get("cpu", 0) == 0
