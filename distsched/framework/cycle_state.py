@@ -1,0 +1,53 @@
+"""Per-scheduling-cycle scratch space shared by the plugins of one profile."""
+
+from __future__ import annotations
+
+from typing import Any, Protocol, runtime_checkable
+
+
+@runtime_checkable
+class StateData(Protocol):
+    """Optional protocol for values that must be deep-copied when the state is cloned."""
+
+    def clone(self) -> Any: ...
+
+
+class CycleState:
+    """A dict of plugin data for one pod's scheduling cycle.
+
+    ``clone`` copies the dict and calls ``clone()`` on values that provide one (preemption
+    simulates "what if these victims were gone" on a clone and must not disturb the
+    original). Values without ``clone`` are shared, which is right for immutable data.
+    """
+
+    __slots__ = ("_data", "skip_filter_plugins", "skip_score_plugins")
+
+    def __init__(self) -> None:
+        self._data: dict[str, Any] = {}
+        # Filled by the framework from PreFilter/PreScore results that returned Skip.
+        self.skip_filter_plugins: frozenset[str] = frozenset()
+        self.skip_score_plugins: frozenset[str] = frozenset()
+
+    def read(self, key: str) -> Any:
+        """The value under ``key``; KeyError when absent (a plugin's PreX did not run)."""
+        return self._data[key]
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self._data.get(key, default)
+
+    def write(self, key: str, value: Any) -> None:
+        self._data[key] = value
+
+    def delete(self, key: str) -> None:
+        self._data.pop(key, None)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._data
+
+    def clone(self) -> CycleState:
+        copy = CycleState()
+        for key, value in self._data.items():
+            copy._data[key] = value.clone() if isinstance(value, StateData) else value
+        copy.skip_filter_plugins = self.skip_filter_plugins
+        copy.skip_score_plugins = self.skip_score_plugins
+        return copy

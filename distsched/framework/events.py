@@ -1,0 +1,157 @@
+"""Cluster events and the matching rule the queue uses to wake unschedulable pods.
+
+A plugin module's ``EVENTS`` lists the events that may make a pod it rejected schedulable
+(kube's EventsToRegister). ``None`` means the plugin did not say, and it is then treated
+as interested in every event, as kube does for plugins without EnqueueExtensions.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import IntFlag
+
+from distsched.model.objects import Node
+
+
+class ActionType(IntFlag):
+    ADD = 1 << 0
+    DELETE = 1 << 1
+    UPDATE_NODE_ALLOCATABLE = 1 << 2
+    UPDATE_NODE_LABEL = 1 << 3
+    UPDATE_NODE_TAINT = 1 << 4
+    UPDATE_NODE_CONDITION = 1 << 5
+    UPDATE_NODE_ANNOTATION = 1 << 6
+    UPDATE_POD_LABEL = 1 << 7
+    UPDATE_POD_SCALE_DOWN = 1 << 8
+    UPDATE_POD_TOLERATIONS = 1 << 9
+    UPDATE_POD_SCHEDULING_GATES_ELIMINATED = 1 << 10
+    UPDATE_POD_OTHER = 1 << 11
+    UPDATE = (
+        UPDATE_NODE_ALLOCATABLE
+        | UPDATE_NODE_LABEL
+        | UPDATE_NODE_TAINT
+        | UPDATE_NODE_CONDITION
+        | UPDATE_NODE_ANNOTATION
+        | UPDATE_POD_LABEL
+        | UPDATE_POD_SCALE_DOWN
+        | UPDATE_POD_TOLERATIONS
+        | UPDATE_POD_SCHEDULING_GATES_ELIMINATED
+        | UPDATE_POD_OTHER
+    )
+    ALL = ADD | DELETE | UPDATE
+
+
+class EventResource:
+    """Resource names. Plugins register POD; the queue emits ASSIGNED_POD / UNSCHEDULED_POD."""
+
+    POD = "Pod"
+    ASSIGNED_POD = "AssignedPod"
+    UNSCHEDULED_POD = "UnschedulablePod"
+    NODE = "Node"
+    WILDCARD = "*"
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterEvent:
+    resource: str
+    action: ActionType
+    label: str = ""
+
+    def is_wildcard(self) -> bool:
+        return self.resource == EventResource.WILDCARD and self.action == ActionType.ALL
+
+    def matches(self, incoming: ClusterEvent) -> bool:
+        """Whether this registered event covers ``incoming`` (kube's MatchClusterEvents).
+
+        ``incoming`` must be the same or more specific: a registration for Update matches
+        an incoming UpdateNodeLabel, but a registration for UpdateNodeLabel does not match
+        an incoming generic Update.
+        """
+        if self.is_wildcard():
+            return True
+        return (
+            _resource_matches(self.resource, incoming.resource)
+            and bool(self.action & incoming.action)
+            and incoming.action <= self.action
+        )
+
+
+def _resource_matches(registered: str, incoming: str) -> bool:
+    return (
+        registered == EventResource.WILDCARD
+        or registered == incoming
+        or (
+            registered == EventResource.POD
+            and incoming in (EventResource.ASSIGNED_POD, EventResource.UNSCHEDULED_POD)
+        )
+    )
+
+
+WILDCARD_EVENT = ClusterEvent(EventResource.WILDCARD, ActionType.ALL, "WildCardEvent")
+
+# The events the queue emits (kube's framework/events.go names).
+NODE_ADD = ClusterEvent(EventResource.NODE, ActionType.ADD, "NodeAdd")
+NODE_DELETE = ClusterEvent(EventResource.NODE, ActionType.DELETE, "NodeDelete")
+NODE_ALLOCATABLE_CHANGE = ClusterEvent(
+    EventResource.NODE, ActionType.UPDATE_NODE_ALLOCATABLE, "NodeAllocatableChange"
+)
+NODE_LABEL_CHANGE = ClusterEvent(
+    EventResource.NODE, ActionType.UPDATE_NODE_LABEL, "NodeLabelChange"
+)
+NODE_TAINT_CHANGE = ClusterEvent(
+    EventResource.NODE, ActionType.UPDATE_NODE_TAINT, "NodeTaintChange"
+)
+# kube reports a change of spec.unschedulable as a taint change.
+NODE_SPEC_UNSCHEDULABLE_CHANGE = ClusterEvent(
+    EventResource.NODE, ActionType.UPDATE_NODE_TAINT, "NodeSpecUnschedulableChange"
+)
+NODE_CONDITION_CHANGE = ClusterEvent(
+    EventResource.NODE, ActionType.UPDATE_NODE_CONDITION, "NodeConditionChange"
+)
+ASSIGNED_POD_ADD = ClusterEvent(EventResource.ASSIGNED_POD, ActionType.ADD, "AssignedPodAdd")
+ASSIGNED_POD_UPDATE = ClusterEvent(
+    EventResource.ASSIGNED_POD, ActionType.UPDATE, "AssignedPodUpdate"
+)
+ASSIGNED_POD_DELETE = ClusterEvent(
+    EventResource.ASSIGNED_POD, ActionType.DELETE, "AssignedPodDelete"
+)
+POD_LABEL_CHANGE = ClusterEvent(EventResource.POD, ActionType.UPDATE_POD_LABEL, "PodLabelChange")
+POD_TOLERATION_CHANGE = ClusterEvent(
+    EventResource.POD, ActionType.UPDATE_POD_TOLERATIONS, "PodTolerationChange"
+)
+POD_SCHEDULING_GATES_ELIMINATED = ClusterEvent(
+    EventResource.POD,
+    ActionType.UPDATE_POD_SCHEDULING_GATES_ELIMINATED,
+    "PodSchedulingGateChange",
+)
+
+# Node registration shared by the filter plugins that register Node/Add: kube also
+# registers UpdateNodeLabel|UpdateNodeTaint for them, because the queue's pre-check may
+# drop a Node/Add (kubernetes/kubernetes#109437).
+NODE_ADD_OR_SCHEDULING_CHANGE = (
+    ActionType.ADD | ActionType.UPDATE_NODE_LABEL | ActionType.UPDATE_NODE_TAINT
+)
+NODE_ANNOTATION_CHANGE = ClusterEvent(
+    EventResource.NODE, ActionType.UPDATE_NODE_ANNOTATION, "NodeAnnotationChange"
+)
+
+
+def node_scheduling_changes(old: Node, new: Node) -> list[ClusterEvent]:
+    """The specific update events a Node update amounts to (kube's NodeSchedulingPropertiesChange).
+
+    An empty list means nothing the scheduler cares about changed.
+    """
+    events: list[ClusterEvent] = []
+    if old.spec.unschedulable != new.spec.unschedulable:
+        events.append(NODE_SPEC_UNSCHEDULABLE_CHANGE)
+    if old.status.allocatable != new.status.allocatable:
+        events.append(NODE_ALLOCATABLE_CHANGE)
+    if old.metadata.labels != new.metadata.labels:
+        events.append(NODE_LABEL_CHANGE)
+    if old.spec.taints != new.spec.taints:
+        events.append(NODE_TAINT_CHANGE)
+    if old.status.conditions != new.status.conditions:
+        events.append(NODE_CONDITION_CHANGE)
+    if old.metadata.annotations != new.metadata.annotations:
+        events.append(NODE_ANNOTATION_CHANGE)
+    return events

@@ -1,0 +1,294 @@
+"""Plugin interfaces: kube-scheduler's extension points, vectorized over nodes.
+
+A plugin is a class deriving from the extension-point bases it implements; the framework
+finds them with ``isinstance``. Filter, PreScore and Score take ``indices``, an int64
+array of snapshot slots, and answer for all of them at once: a Filter returns a
+``FilterResult`` whose masks are aligned with ``indices``, a Score an int64 array aligned
+with ``indices``.
+
+Every plugin module exposes ``NAME``, ``EVENTS`` (see events.py) and
+``new(args: dict, handle: Handle) -> plugin``; ``registry.py`` lists them.
+
+Plugins raise ``PluginError`` for internal failures; the framework turns that into a
+Status with Code.ERROR naming the plugin.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Protocol
+
+import numpy as np
+
+from distsched.framework.cycle_state import CycleState
+from distsched.framework.events import ClusterEvent
+from distsched.framework.status import Status
+from distsched.model.objects import Pod
+
+if TYPE_CHECKING:
+    from distsched.cache.snapshot import Snapshot
+    from distsched.framework.diagnosis import Diagnosis
+    from distsched.framework.podinfo import PodInfo
+
+MAX_NODE_SCORE = 100
+MIN_NODE_SCORE = 0
+# Permit plugins may not ask a pod to wait longer than this (kube's maxTimeout).
+MAX_PERMIT_TIMEOUT_SECONDS = 15 * 60.0
+
+
+@dataclass(slots=True)
+class Handle:
+    """What a plugin factory gets besides its args: the worker's shared facilities."""
+
+    snapshot: Snapshot | None = None
+    # Writes the binding (pod -> node) to the store; raises on failure. Set by the binder.
+    bind_pod: Callable[[Pod, str], None] | None = None
+    extras: dict[str, Any] = field(default_factory=dict)
+
+
+class QueuedPod(Protocol):
+    """What QueueSort compares: the pod and when it entered the queue."""
+
+    @property
+    def pod(self) -> Pod: ...
+
+    @property
+    def timestamp(self) -> float: ...
+
+
+@dataclass(frozen=True, slots=True)
+class PreFilterResult:
+    """PreFilter may narrow the nodes worth filtering; ``None`` node_names means all nodes."""
+
+    node_names: frozenset[str] | None = None
+
+    def all_nodes(self) -> bool:
+        return self.node_names is None
+
+    def merge(self, other: PreFilterResult | None) -> PreFilterResult:
+        if other is None or other.all_nodes():
+            return self
+        if self.all_nodes():
+            return other
+        assert self.node_names is not None and other.node_names is not None
+        return PreFilterResult(self.node_names & other.node_names)
+
+
+@dataclass(frozen=True, slots=True)
+class PostFilterResult:
+    nominated_node_name: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class Failure:
+    """Candidates (``mask`` over the filter's ``indices``) rejected for one reason."""
+
+    reason: str
+    mask: np.ndarray
+    unresolvable: bool = False
+
+
+class FilterResult:
+    """A Filter plugin's answer for all candidates: which fail and why.
+
+    A candidate passes unless some failure's mask covers it. A candidate may carry several
+    reasons from one plugin ("Insufficient cpu" and "Insufficient memory"); its code is
+    UnschedulableAndUnresolvable when any of its failures is, else Unschedulable.
+    """
+
+    __slots__ = ("failures",)
+
+    def __init__(self, failures: list[Failure] | None = None) -> None:
+        self.failures: list[Failure] = failures if failures is not None else []
+
+    @classmethod
+    def all_pass(cls) -> FilterResult:
+        return cls()
+
+    @classmethod
+    def of(cls, reason: str, mask: np.ndarray, *, unresolvable: bool = False) -> FilterResult:
+        """One failure class; passes everything when ``mask`` selects nothing."""
+        if not mask.any():
+            return cls()
+        return cls([Failure(reason, mask, unresolvable)])
+
+    @classmethod
+    def reject_all(cls, n: int, reason: str, *, unresolvable: bool = False) -> FilterResult:
+        return cls([Failure(reason, np.ones(n, dtype=bool), unresolvable)])
+
+    def add(self, reason: str, mask: np.ndarray, *, unresolvable: bool = False) -> None:
+        if mask.any():
+            self.failures.append(Failure(reason, mask, unresolvable))
+
+    def failed_mask(self, n: int) -> np.ndarray:
+        failures = self.failures
+        if not failures:
+            return np.zeros(n, dtype=bool)
+        mask = failures[0].mask.copy()
+        for failure in failures[1:]:
+            mask |= failure.mask
+        return mask
+
+    def passed(self, n: int) -> np.ndarray:
+        return ~self.failed_mask(n)
+
+
+class Plugin:
+    """Base of every plugin; ``name`` is the registry name (the module's NAME)."""
+
+    name: str = ""
+
+
+class PreEnqueuePlugin(Plugin):
+    def pre_enqueue(self, pod: Pod) -> Status | None:
+        raise NotImplementedError
+
+
+class QueueSortPlugin(Plugin):
+    def less(self, a: QueuedPod, b: QueuedPod) -> bool:
+        raise NotImplementedError
+
+
+class PreFilterExtensions(Protocol):
+    """Incremental updates of a plugin's PreFilter state when preemption simulates
+    adding or removing pods on a node (``state`` is a clone)."""
+
+    def add_pod(
+        self,
+        state: CycleState,
+        pod: Pod,
+        pod_info_to_add: PodInfo,
+        node_index: int,
+        snapshot: Snapshot,
+    ) -> Status | None: ...
+
+    def remove_pod(
+        self,
+        state: CycleState,
+        pod: Pod,
+        pod_info_to_remove: PodInfo,
+        node_index: int,
+        snapshot: Snapshot,
+    ) -> Status | None: ...
+
+
+class PreFilterPlugin(Plugin):
+    def pre_filter(
+        self, state: CycleState, pod: Pod, snapshot: Snapshot
+    ) -> tuple[PreFilterResult | None, Status | None]:
+        """Status Skip means: this pod needs nothing from my Filter (it is not called)."""
+        raise NotImplementedError
+
+    def pre_filter_extensions(self) -> PreFilterExtensions | None:
+        return None
+
+
+class FilterPlugin(Plugin):
+    def filter(
+        self, state: CycleState, pod: Pod, snapshot: Snapshot, indices: np.ndarray
+    ) -> FilterResult:
+        raise NotImplementedError
+
+
+class PostFilterPlugin(Plugin):
+    def post_filter(
+        self, state: CycleState, pod: Pod, snapshot: Snapshot, diagnosis: Diagnosis
+    ) -> tuple[PostFilterResult | None, Status | None]:
+        """Runs when no node fits (preemption). Success ends the PostFilter phase."""
+        raise NotImplementedError
+
+
+class PreScorePlugin(Plugin):
+    def pre_score(
+        self, state: CycleState, pod: Pod, snapshot: Snapshot, indices: np.ndarray
+    ) -> Status | None:
+        """Status Skip means: my Score has nothing to add for this pod."""
+        raise NotImplementedError
+
+
+class ScorePlugin(Plugin):
+    # True when the plugin's (normalized) scores lie in [0, 100] by construction; the
+    # framework then skips its range check (an in-tree optimisation, kube checks always).
+    scores_in_range: bool = False
+
+    def score(
+        self, state: CycleState, pod: Pod, snapshot: Snapshot, indices: np.ndarray
+    ) -> np.ndarray:
+        """int64 scores aligned with ``indices``; after ``normalize_score`` they must lie
+        in [MIN_NODE_SCORE, MAX_NODE_SCORE]."""
+        raise NotImplementedError
+
+    def normalize_score(self, state: CycleState, pod: Pod, scores: np.ndarray) -> np.ndarray:
+        """kube's ScoreExtensions.NormalizeScore; the default leaves scores unchanged."""
+        return scores
+
+
+class ReservePlugin(Plugin):
+    def reserve(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:
+        raise NotImplementedError
+
+    def unreserve(self, state: CycleState, pod: Pod, node_name: str) -> None:
+        """Must be idempotent: it runs for every reserve plugin on any later failure."""
+        raise NotImplementedError
+
+
+class PermitPlugin(Plugin):
+    def permit(self, state: CycleState, pod: Pod, node_name: str) -> tuple[Status | None, float]:
+        """(status, timeout seconds); the timeout matters only with Code.WAIT."""
+        raise NotImplementedError
+
+
+class PreBindPlugin(Plugin):
+    def pre_bind(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:
+        raise NotImplementedError
+
+
+class BindPlugin(Plugin):
+    def bind(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:
+        """Status Skip hands the pod to the next bind plugin."""
+        raise NotImplementedError
+
+
+class PostBindPlugin(Plugin):
+    def post_bind(self, state: CycleState, pod: Pod, node_name: str) -> None:
+        raise NotImplementedError
+
+
+PluginFactory = Callable[[dict[str, Any], Handle], Plugin]
+
+
+@dataclass(frozen=True, slots=True)
+class PluginSpec:
+    """A registry entry: a plugin module's NAME, ``new`` and EVENTS."""
+
+    name: str
+    factory: PluginFactory
+    events: tuple[ClusterEvent, ...] | None
+
+
+class PluginArgsError(ValueError):
+    """Bad plugin args; ``field`` is the dotted path inside the args that is wrong."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}" if field else message)
+        self.field = field
+        self.message = message
+        self.plugin = ""  # filled in by the framework that called the factory
+
+
+# Extension point name (as in KubeSchedulerConfiguration) -> interface.
+EXTENSION_POINTS: dict[str, type[Plugin]] = {
+    "preEnqueue": PreEnqueuePlugin,
+    "queueSort": QueueSortPlugin,
+    "preFilter": PreFilterPlugin,
+    "filter": FilterPlugin,
+    "postFilter": PostFilterPlugin,
+    "preScore": PreScorePlugin,
+    "score": ScorePlugin,
+    "reserve": ReservePlugin,
+    "permit": PermitPlugin,
+    "preBind": PreBindPlugin,
+    "bind": BindPlugin,
+    "postBind": PostBindPlugin,
+}

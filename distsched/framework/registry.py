@@ -1,0 +1,47 @@
+"""The in-tree plugin registry: plugin name -> PluginSpec. A plain dict, no import magic.
+
+Plugins named in the default profile but absent here (InterPodAffinity,
+PodTopologySpread, DefaultPreemption until they land) are skipped by the profile loader.
+"""
+
+from __future__ import annotations
+
+from types import ModuleType
+
+from distsched.framework.interface import PluginSpec
+from distsched.plugins import (
+    balanced_allocation,
+    default_binder,
+    image_locality,
+    node_affinity,
+    node_name,
+    node_ports,
+    node_resources_fit,
+    node_unschedulable,
+    priority_sort,
+    scheduling_gates,
+    taint_toleration,
+)
+
+
+def spec(module: ModuleType) -> PluginSpec:
+    """The registry entry of a plugin module (its NAME, new and EVENTS)."""
+    return PluginSpec(module.NAME, module.new, module.EVENTS)
+
+
+IN_TREE_REGISTRY: dict[str, PluginSpec] = {
+    s.name: s
+    for s in (
+        spec(scheduling_gates),
+        spec(priority_sort),
+        spec(node_unschedulable),
+        spec(node_name),
+        spec(taint_toleration),
+        spec(node_affinity),
+        spec(node_ports),
+        spec(node_resources_fit),
+        spec(balanced_allocation),
+        spec(image_locality),
+        spec(default_binder),
+    )
+}

@@ -1,0 +1,211 @@
+"""Scheduling one pod: kube's schedulePod / findNodesThatFitPod / prioritizeNodes / selectHost.
+
+Filter runs over windows of candidates taken in rotation order from the framework's
+``next_start_node_index``: each window is evaluated with numpy masks by every filter
+plugin, and the pass stops as soon as ``num_feasible_nodes_to_find`` feasible nodes
+are known. Nodes after the last feasible node kept in the final window count as not
+evaluated, exactly like kube's parallel search that cancels once enough are found.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from distsched.framework.cycle_state import CycleState
+from distsched.framework.diagnosis import (
+    Diagnosis,
+    FitError,
+    NoNodesAvailableError,
+    ReasonEntry,
+    ScheduleResult,
+    SchedulingError,
+)
+from distsched.framework.podinfo import POD_INFO_STATE_KEY
+from distsched.framework.runtime import FilterOutcome, go_list
+from distsched.framework.status import Status
+from distsched.model.objects import Pod
+
+if TYPE_CHECKING:
+    from distsched.cache.snapshot import Snapshot
+    from distsched.framework.runtime import Framework
+
+_NO_NODES = np.zeros(0, dtype=np.int64)
+
+
+def schedule_pod(fw: Framework, state: CycleState, pod: Pod, snapshot: Snapshot) -> ScheduleResult:
+    if snapshot.num_nodes == 0:
+        raise NoNodesAvailableError()
+    diagnosis = Diagnosis()
+    feasible = find_nodes_that_fit_pod(fw, state, pod, snapshot, diagnosis)
+    if feasible.size == 0:
+        raise FitError(pod, snapshot.num_nodes, diagnosis)
+    evaluated = feasible.size + len(diagnosis.node_to_status)
+    if feasible.size == 1:
+        index = int(feasible[0])
+        return ScheduleResult(snapshot.node_name(index), index, evaluated, 1)
+    scores = prioritize_nodes(fw, state, pod, snapshot, feasible)
+    index = select_host(feasible, scores, fw.rng.randrange)
+    return ScheduleResult(snapshot.node_name(index), index, evaluated, int(feasible.size))
+
+
+@dataclass(slots=True)
+class BatchOutcome:
+    """One pod of ``schedule_batch``: its cycle state and either a result or the error."""
+
+    pod: Pod
+    state: CycleState
+    result: ScheduleResult | None = None
+    error: SchedulingError | None = None
+
+
+def schedule_batch(
+    fw: Framework, pods: Iterable[Pod], snapshot: Snapshot, *, assume: bool = True
+) -> list[BatchOutcome]:
+    """Schedule ``pods`` one after another on one snapshot. With ``assume`` each placed pod
+    is added to the snapshot on its node, so the next pods see it (the worker later
+    reserves them in the ledger and removes any that lose the race)."""
+    outcomes: list[BatchOutcome] = []
+    for pod in pods:
+        outcome = BatchOutcome(pod, CycleState())
+        try:
+            outcome.result = schedule_pod(fw, outcome.state, pod, snapshot)
+        except SchedulingError as exc:
+            outcome.error = exc
+        else:
+            if assume:
+                info = outcome.state.get(POD_INFO_STATE_KEY)
+                snapshot.add_pod(pod, outcome.result.suggested_host, info=info)
+        outcomes.append(outcome)
+    return outcomes
+
+
+def find_nodes_that_fit_pod(
+    fw: Framework, state: CycleState, pod: Pod, snapshot: Snapshot, diagnosis: Diagnosis
+) -> np.ndarray:
+    """Feasible node slots (in evaluation order); failures go into ``diagnosis``."""
+    all_nodes = snapshot.node_indices()
+    pre_result, status, narrowing = fw.run_pre_filter_plugins(state, pod, snapshot)
+    diagnosis.unschedulable_plugins = set(narrowing)
+    if not status.is_success():
+        if not status.is_rejected():
+            raise SchedulingError(status.message())
+        diagnosis.node_to_status.absent_status = status
+        diagnosis.pre_filter_msg = status.message()
+        diagnosis.add_plugin_status(status)
+        return _NO_NODES
+
+    # A node nominated by an earlier preemption is likely the only one that fits: try it first.
+    nominated = pod.status.nominated_node_name
+    if nominated:
+        index = snapshot.get_index(nominated)
+        if index is not None:
+            candidate = np.array([index], dtype=np.int64)
+            if fw.run_filter_plugins(state, pod, snapshot, candidate).passed.size:
+                return candidate
+
+    nodes = all_nodes
+    if pre_result is not None and pre_result.node_names is not None:
+        nodes = snapshot.indices_of(pre_result.node_names)
+        diagnosis.node_to_status.absent_status = Status.unresolvable(
+            f"node(s) didn't satisfy plugin(s) {go_list(sorted(narrowing))}"
+        )
+    feasible = find_nodes_that_pass_filters(fw, state, pod, snapshot, diagnosis, nodes)
+    processed = feasible.size + len(diagnosis.node_to_status)
+    fw.next_start_node_index = (fw.next_start_node_index + processed) % all_nodes.size
+    return feasible
+
+
+def find_nodes_that_pass_filters(
+    fw: Framework,
+    state: CycleState,
+    pod: Pod,
+    snapshot: Snapshot,
+    diagnosis: Diagnosis,
+    nodes: np.ndarray,
+) -> np.ndarray:
+    n = int(nodes.size)
+    if n == 0:
+        return _NO_NODES
+    want = fw.num_feasible_nodes_to_find(n)
+    if not fw.has_score_plugins:
+        want = 1  # without scoring any feasible node is as good as another
+    start = fw.next_start_node_index % n
+    if not fw.filter_plugins:
+        return _rotated(nodes, start, want)
+
+    found: list[np.ndarray] = []
+    found_count = 0
+    done = 0
+    # A little more than needed: a few infeasible nodes then rarely force a second pass.
+    window = want + want // 4
+    while done < n and found_count < want:
+        size = min(window, n - done)
+        candidates = _rotated(nodes, (start + done) % n, size)
+        outcome = fw.run_filter_plugins(state, pod, snapshot, candidates)
+        passed = outcome.passed
+        need = want - found_count
+        cutoff = size
+        if passed.size >= need:
+            passed = passed[:need]
+            cutoff = int(passed[-1]) + 1
+        _record(diagnosis, outcome, candidates, cutoff, size)
+        found.append(candidates[passed])
+        found_count += int(passed.size)
+        done += cutoff
+        window *= 2
+    if len(found) == 1:
+        return found[0]
+    return np.concatenate(found)
+
+
+def _rotated(nodes: np.ndarray, start: int, size: int) -> np.ndarray:
+    """``size`` entries of ``nodes`` from ``start``, wrapping around (a view when possible)."""
+    end = start + size
+    if end <= nodes.size:
+        return nodes[start:end]
+    return np.concatenate((nodes[start:], nodes[: end - nodes.size]))
+
+
+def _record(
+    diagnosis: Diagnosis, outcome: FilterOutcome, candidates: np.ndarray, cutoff: int, size: int
+) -> None:
+    statuses = diagnosis.node_to_status
+    for verdict in outcome.verdicts:
+        failed = verdict.failed
+        reasons = verdict.reasons
+        if cutoff < size:
+            failed = failed[failed < cutoff]
+            reasons = [(r, u, pos[pos < cutoff]) for r, u, pos in reasons]
+        if not failed.size:
+            continue
+        entries = [
+            ReasonEntry(reason, verdict.plugin, unresolvable, candidates[pos])
+            for reason, unresolvable, pos in reasons
+            if pos.size
+        ]
+        statuses.record(verdict.plugin, candidates[failed], entries)
+        diagnosis.unschedulable_plugins.add(verdict.plugin)
+
+
+def prioritize_nodes(
+    fw: Framework, state: CycleState, pod: Pod, snapshot: Snapshot, feasible: np.ndarray
+) -> np.ndarray:
+    """Total weighted score per feasible node (all 1 when the profile has no scoring)."""
+    if not fw.has_score_plugins:
+        return np.ones(feasible.size, dtype=np.int64)
+    status = fw.run_pre_score_plugins(state, pod, snapshot, feasible)
+    if not status.is_success():
+        raise SchedulingError(status.message())
+    return fw.run_score_plugins(state, pod, snapshot, feasible)
+
+
+def select_host(feasible: np.ndarray, scores: np.ndarray, randrange) -> int:  # type: ignore[no-untyped-def]
+    """A node with the highest score, uniformly at random among ties (kube's reservoir)."""
+    best = np.flatnonzero(scores == scores.max())
+    if best.size == 1:
+        return int(feasible[best[0]])
+    return int(feasible[best[randrange(best.size)]])

@@ -1,0 +1,1 @@
+"""Helpers shared by several plugins (taint matching, node selectors, score normalization)."""
