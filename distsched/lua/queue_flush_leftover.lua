@@ -1,0 +1,51 @@
+-- queue_flush_leftover: kube's flushUnschedulablePodsLeftover (the UnschedulableTimeout
+-- event); pods unschedulable for unschedulable_max_ms or longer go to activeQ, or to
+-- backoffQ while their backoff has not expired.
+--
+-- KEYS[1]  zset  unschedulable  member ns/name, score queue timestamp (ms)
+-- KEYS[2]  zset  activeQ        member "<ts:013d>|ns/name", score -priority
+-- KEYS[3]  zset  backoffQ       member ns/name, score backoff expiry (ms)
+-- KEYS[4]  hash  info           ns/name -> JSON info
+-- KEYS[5]  list  wake           wake-up tokens for blocking pops
+-- ARGV[1]  int   now_ms
+-- ARGV[2]  int   unschedulable_max_ms  pods with timestamp <= now - this move
+-- ARGV[3]  int   wake_cap       longest the wake list may grow
+-- Returns: integer, the number of pods moved (to activeQ or backoffQ).
+
+local now, max_ms, wake_cap = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+if not now or not max_ms or not wake_cap or wake_cap < 1 then
+  return redis.error_reply('queue_flush_leftover: numeric arguments expected')
+end
+local stale = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now - max_ms)
+if #stale == 0 then return 0 end
+-- Read every info before the first write; a member without info is only discarded.
+local infos = {}
+for i, key in ipairs(stale) do
+  local raw = redis.call('HGET', KEYS[4], key)
+  infos[i] = raw and cjson.decode(raw)
+end
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', now - max_ms)
+local moved, activated = 0, 0
+for i, key in ipairs(stale) do
+  local info = infos[i]
+  if info then
+    if info.bo > now then
+      info.w = 'backoff'
+      redis.call('ZADD', KEYS[3], info.bo, key)
+    else
+      info.w = 'active'
+      info.m = string.format('%013d', info.ts) .. '|' .. key
+      redis.call('ZADD', KEYS[2], -info.p, info.m)
+      activated = activated + 1
+    end
+    redis.call('HSET', KEYS[4], key, cjson.encode(info))
+    moved = moved + 1
+  end
+end
+if activated > 0 then
+  local tokens = {}
+  for i = 1, math.min(activated, wake_cap) do tokens[i] = '1' end
+  redis.call('RPUSH', KEYS[5], unpack(tokens))
+  redis.call('LTRIM', KEYS[5], -wake_cap, -1)
+end
+return moved

@@ -1,0 +1,78 @@
+-- queue_move_all: kube's MoveAllToActiveOrBackoffQueue / movePodsToActiveOrBackoffQueue.
+-- Records the move request (move_cycle = current cycle), then moves the unschedulable pods
+-- the event may help: those with no recorded plugin, or with a plugin interested in the
+-- event (or all, for a wildcard). Candidates are the whole set, or only the given keys
+-- (the pre-check list computed by the caller). A moved pod goes to backoffQ while its
+-- backoff has not expired, else to activeQ.
+--
+-- KEYS[1]  zset    unschedulable  member ns/name, score queue timestamp (ms)
+-- KEYS[2]  zset    activeQ        member "<ts:013d>|ns/name", score -priority
+-- KEYS[3]  zset    backoffQ       member ns/name, score backoff expiry (ms)
+-- KEYS[4]  hash    info           ns/name -> JSON info
+-- KEYS[5]  string  cycle          scheduling cycle counter
+-- KEYS[6]  string  move_cycle     set to the current cycle
+-- KEYS[7]  list    wake           wake-up tokens for blocking pops
+-- ARGV[1]  int     now_ms
+-- ARGV[2]  int     wake_cap       longest the wake list may grow
+-- ARGV[3]  0|1     wildcard       1 = every plugin is interested
+-- ARGV[4]  int     n              number of interested plugin names that follow
+-- ARGV[5 .. 4+n]          str  interested plugin names
+-- ARGV[5+n]               0|1  1 = candidates are only the keys that follow
+-- ARGV[6+n ..]            str  candidate pod keys (ns/name)
+-- Returns: integer, the number of pods moved.
+
+local now, wake_cap, n = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[4])
+local wildcard = ARGV[3]
+if not now or not wake_cap or wake_cap < 1 or not n or n < 0 or #ARGV < 5 + n then
+  return redis.error_reply('queue_move_all: bad arguments')
+end
+if (wildcard ~= '0' and wildcard ~= '1') or (ARGV[5 + n] ~= '0' and ARGV[5 + n] ~= '1') then
+  return redis.error_reply('queue_move_all: wildcard and keys flags must be 0 or 1')
+end
+local interested = {}
+for i = 5, 4 + n do interested[ARGV[i]] = true end
+
+local candidates
+if ARGV[5 + n] == '1' then
+  candidates = {}
+  for i = 6 + n, #ARGV do candidates[#candidates + 1] = ARGV[i] end
+else
+  candidates = redis.call('ZRANGE', KEYS[1], 0, -1)
+end
+
+local function matches(plugins)
+  if plugins == '' or wildcard == '1' then return true end
+  for name in string.gmatch(plugins, '[^,]+') do
+    if interested[name] then return true end
+  end
+  return false
+end
+
+redis.call('SET', KEYS[6], redis.call('GET', KEYS[5]) or '0')
+local moved, activated = 0, 0
+for _, key in ipairs(candidates) do
+  local raw = redis.call('HGET', KEYS[4], key)
+  local info = raw and cjson.decode(raw)
+  -- A key listed twice is skipped the second time: it is no longer unschedulable.
+  if info and info.w == 'unschedulable' and matches(info.pl) then
+    redis.call('ZREM', KEYS[1], key)
+    if info.bo > now then
+      info.w = 'backoff'
+      redis.call('ZADD', KEYS[3], info.bo, key)
+    else
+      info.w = 'active'
+      info.m = string.format('%013d', info.ts) .. '|' .. key
+      redis.call('ZADD', KEYS[2], -info.p, info.m)
+      activated = activated + 1
+    end
+    redis.call('HSET', KEYS[4], key, cjson.encode(info))
+    moved = moved + 1
+  end
+end
+if activated > 0 then
+  local tokens = {}
+  for i = 1, math.min(activated, wake_cap) do tokens[i] = '1' end
+  redis.call('RPUSH', KEYS[7], unpack(tokens))
+  redis.call('LTRIM', KEYS[7], -wake_cap, -1)
+end
+return moved

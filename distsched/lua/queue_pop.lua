@@ -1,0 +1,69 @@
+-- queue_pop: take up to max_pods pods off the head of activeQ and lease them to the caller.
+-- Each popped pod moves to inflight with a lease deadline, gets attempts+1, the next
+-- scheduling cycle and the next lease epoch (its fencing token), and deliveries+1. A pod
+-- already delivered max_deliveries times without an orderly outcome (done or a failure
+-- add) is dead-lettered instead and not returned: it crashed that many workers.
+--
+-- KEYS[1]  zset    activeQ     member "<ts:013d>|ns/name", score -priority
+-- KEYS[2]  zset    inflight    member ns/name, score lease deadline (ms)
+-- KEYS[3]  zset    dead        member ns/name, score time dead-lettered (ms)
+-- KEYS[4]  hash    info        ns/name -> JSON info
+-- KEYS[5]  string  cycle       scheduling cycle counter (+1 per popped pod)
+-- KEYS[6]  string  epoch       lease epoch counter (+1 per popped pod)
+-- KEYS[7]  list    wake        wake-up tokens; dropped once activeQ is empty
+-- ARGV[1]  int     max_pods        >= 1
+-- ARGV[2]  int     now_ms
+-- ARGV[3]  int     lease_ms        lease length
+-- ARGV[4]  int     max_deliveries
+-- Returns: flat array {key1, info_json1, key2, info_json2, ...} in pop order.
+
+local max_pods = tonumber(ARGV[1])
+local now = tonumber(ARGV[2])
+local lease_ms = tonumber(ARGV[3])
+local max_deliveries = tonumber(ARGV[4])
+if not max_pods or max_pods < 1 or not now or not lease_ms or not max_deliveries then
+  return redis.error_reply('queue_pop: max_pods, now_ms, lease_ms, max_deliveries must be numbers')
+end
+
+local cycle = tonumber(redis.call('GET', KEYS[5]) or '0')
+local epoch = tonumber(redis.call('GET', KEYS[6]) or '0')
+local out = {}
+local taken = 0
+while taken < max_pods do
+  local head = redis.call('ZPOPMIN', KEYS[1], max_pods - taken)
+  if #head == 0 then break end
+  for i = 1, #head, 2 do
+    local member = head[i]
+    local key = string.sub(member, string.find(member, '|', 1, true) + 1)
+    local raw = redis.call('HGET', KEYS[4], key)
+    -- An activeQ member without info cannot be scheduled; popping it discards it.
+    if raw then
+      local info = cjson.decode(raw)
+      info.m = ''
+      if info.d >= max_deliveries then
+        info.w = 'dead'
+        redis.call('ZADD', KEYS[3], now, key)
+      else
+        cycle = cycle + 1
+        epoch = epoch + 1
+        info.a = info.a + 1
+        info.cy = cycle
+        info.e = epoch
+        info.d = info.d + 1
+        info.w = 'inflight'
+        redis.call('ZADD', KEYS[2], now + lease_ms, key)
+        taken = taken + 1
+      end
+      raw = cjson.encode(info)
+      redis.call('HSET', KEYS[4], key, raw)
+      if info.w == 'inflight' then
+        out[#out + 1] = key
+        out[#out + 1] = raw
+      end
+    end
+  end
+end
+redis.call('SET', KEYS[5], cycle)
+redis.call('SET', KEYS[6], epoch)
+if redis.call('ZCARD', KEYS[1]) == 0 then redis.call('DEL', KEYS[7]) end
+return out

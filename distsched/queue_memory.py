@@ -1,0 +1,346 @@
+"""The scheduling queue in plain Python: the reference twin of :mod:`distsched.queue_redis`.
+
+It mirrors the Redis layout one to one (one sorted set per sub-queue, an info dict per
+pod, the cycle / move_cycle / epoch counters) so that :meth:`MemoryQueue.dump` and
+:meth:`RedisQueue.dump` can be compared field by field. It favours obviousness over
+speed: it is the oracle of the property-based tests and the queue of single-process
+unit tests, not a production structure.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from distsched.clock import Clock
+from distsched.queue_types import (
+    ACTIVE,
+    ASSUMED,
+    BACKOFF,
+    DEAD,
+    GATED,
+    HANDED_OFF,
+    INFLIGHT,
+    PRESENT,
+    STALE,
+    SUB_QUEUES,
+    UNSCHEDULABLE,
+    PodEntry,
+    QueueConfig,
+    QueuedPod,
+    QueueState,
+    active_member,
+    backoff_duration_ms,
+    join_plugins,
+    key_of_active_member,
+    split_plugins,
+    validate_entry,
+    validate_plugin_names,
+)
+
+
+class _SortedSet:
+    """A Redis zset: members ordered by (score, member)."""
+
+    def __init__(self) -> None:
+        self._scores: dict[str, int] = {}
+
+    def __len__(self) -> int:
+        return len(self._scores)
+
+    def add(self, member: str, score: int) -> None:
+        self._scores[member] = score
+
+    def remove(self, member: str) -> bool:
+        return self._scores.pop(member, None) is not None
+
+    def __contains__(self, member: str) -> bool:
+        return member in self._scores
+
+    def ordered(self) -> list[tuple[str, int]]:
+        return sorted(self._scores.items(), key=lambda item: (item[1], item[0]))
+
+    def up_to(self, max_score: int) -> list[str]:
+        return [member for member, score in self.ordered() if score <= max_score]
+
+    def pop_min(self) -> str | None:
+        if not self._scores:
+            return None
+        member = min(self._scores.items(), key=lambda item: (item[1], item[0]))[0]
+        del self._scores[member]
+        return member
+
+
+class MemoryQueue:
+    """:class:`~distsched.queue_types.SchedulingQueue` in one process, thread-safe."""
+
+    def __init__(self, *, config: QueueConfig | None = None) -> None:
+        self.config = config or QueueConfig()
+        self._sets = {name: _SortedSet() for name in SUB_QUEUES}
+        self._infos: dict[str, dict[str, Any]] = {}
+        self._cycle = 0
+        self._move_cycle = 0
+        self._epoch = 0
+        self._cond = threading.Condition(threading.RLock())
+
+    # --- moves between sub-queues ---------------------------------------------------------
+    def _detach(self, key: str, info: dict[str, Any]) -> None:
+        where = info["w"]
+        if where == ACTIVE:
+            self._sets[ACTIVE].remove(info["m"])
+            info["m"] = ""
+        elif where in self._sets:
+            self._sets[where].remove(key)
+
+    def _to_active(self, key: str, info: dict[str, Any]) -> None:
+        self._detach(key, info)
+        info["m"] = active_member(info["ts"], key)
+        info["w"] = ACTIVE
+        self._sets[ACTIVE].add(info["m"], -info["p"])
+        self._cond.notify_all()
+
+    def _to_set(self, key: str, info: dict[str, Any], where: str, score: int) -> None:
+        self._detach(key, info)
+        info["w"] = where
+        self._sets[where].add(key, score)
+
+    def _to_active_or_backoff(self, key: str, info: dict[str, Any], now_ms: int) -> None:
+        if info["bo"] > now_ms:
+            self._to_set(key, info, BACKOFF, info["bo"])
+        else:
+            self._to_active(key, info)
+
+    # --- the SchedulingQueue protocol ---------------------------------------------------
+    def add(self, entries: Sequence[PodEntry], *, now_ms: int) -> int:
+        for entry in entries:
+            validate_entry(entry)
+        with self._cond:
+            added = 0
+            for entry in entries:
+                if entry.key in self._infos:
+                    continue
+                info: dict[str, Any] = {
+                    "uid": entry.uid,
+                    "p": entry.priority,
+                    "ts": now_ms,
+                    "its": now_ms,
+                    "a": 0,
+                    "w": HANDED_OFF,
+                    "m": "",
+                    "pl": "",
+                    "cy": 0,
+                    "e": 0,
+                    "d": 0,
+                    "bo": 0,
+                }
+                self._infos[entry.key] = info
+                if entry.gated:
+                    self._to_set(entry.key, info, GATED, now_ms)
+                else:
+                    self._to_active(entry.key, info)
+                added += 1
+            return added
+
+    def update(self, entry: PodEntry, *, now_ms: int) -> str:
+        validate_entry(entry)
+        with self._cond:
+            info = self._infos.get(entry.key)
+            if info is None:
+                self.add([entry], now_ms=now_ms)
+                return self._infos[entry.key]["w"]
+            old_priority = info["p"]
+            info["uid"] = entry.uid
+            info["p"] = entry.priority
+            where = info["w"]
+            if where == ACTIVE and old_priority != entry.priority:
+                self._sets[ACTIVE].add(info["m"], -entry.priority)
+            elif where in (BACKOFF, UNSCHEDULABLE):
+                self._to_active_or_backoff(entry.key, info, now_ms)
+            elif where == GATED and not entry.gated:
+                self._to_active(entry.key, info)
+            return info["w"]
+
+    def delete(self, keys: Sequence[str], *, now_ms: int | None = None) -> int:
+        """Remove pods from wherever they are. ``now_ms`` is accepted for symmetry only."""
+        with self._cond:
+            deleted = 0
+            for key in keys:
+                info = self._infos.pop(key, None)
+                if info is not None:
+                    self._detach(key, info)
+                    deleted += 1
+            return deleted
+
+    def pop(self, max_pods: int, *, now_ms: int) -> list[QueuedPod]:
+        if max_pods < 1:
+            raise ValueError("max_pods must be at least 1")
+        with self._cond:
+            popped: list[QueuedPod] = []
+            while len(popped) < max_pods:
+                member = self._sets[ACTIVE].pop_min()
+                if member is None:
+                    break
+                key = key_of_active_member(member)
+                info = self._infos[key]
+                info["m"] = ""
+                if info["d"] >= self.config.max_deliveries:
+                    info["w"] = DEAD
+                    self._sets[DEAD].add(key, now_ms)
+                    continue
+                self._cycle += 1
+                self._epoch += 1
+                info.update(
+                    a=info["a"] + 1, cy=self._cycle, e=self._epoch, d=info["d"] + 1, w=INFLIGHT
+                )
+                self._sets[INFLIGHT].add(key, now_ms + self.config.lease_ms)
+                popped.append(QueuedPod.from_info(key, info))
+            return popped
+
+    def pop_blocking(self, max_pods: int, *, timeout_s: float, clock: Clock) -> list[QueuedPod]:
+        deadline = time.monotonic() + timeout_s
+        with self._cond:
+            while True:
+                pods = self.pop(max_pods, now_ms=clock.now_ms())
+                remaining = deadline - time.monotonic()
+                if pods or remaining <= 0:
+                    return pods
+                self._cond.wait(remaining)
+
+    def done(self, key: str, *, epoch: int) -> bool:
+        with self._cond:
+            info = self._infos.get(key)
+            if info is None or info["w"] != INFLIGHT or info["e"] != epoch:
+                return False
+            self._detach(key, info)
+            info["w"] = HANDED_OFF
+            info["d"] = 0
+            return True
+
+    def done_many(self, leases: Sequence[tuple[str, int]]) -> list[bool]:
+        """done() for each (key, epoch)."""
+        return [self.done(key, epoch=epoch) for key, epoch in leases]
+
+    def forget(self, keys: Sequence[str]) -> int:
+        with self._cond:
+            forgotten = 0
+            for key in keys:
+                info = self._infos.get(key)
+                if info is not None and info["w"] in (HANDED_OFF, ASSUMED, INFLIGHT):
+                    self._detach(key, info)
+                    del self._infos[key]
+                    forgotten += 1
+            return forgotten
+
+    def add_unschedulable_if_not_present(
+        self,
+        key: str,
+        *,
+        epoch: int,
+        plugins: Iterable[str],
+        now_ms: int,
+        error: bool = False,
+    ) -> str:
+        plugins = list(plugins)
+        validate_plugin_names(plugins)
+        with self._cond:
+            info = self._infos.get(key)
+            if info is None or info["e"] != epoch:
+                return STALE
+            if info["w"] in SUB_QUEUES and info["w"] != INFLIGHT:
+                return PRESENT
+            info.update(
+                ts=now_ms,
+                pl=join_plugins(plugins),
+                d=0,
+                bo=now_ms + backoff_duration_ms(info["a"], self.config),
+            )
+            if error or self._move_cycle >= info["cy"]:
+                self._to_set(key, info, BACKOFF, info["bo"])
+            else:
+                self._to_set(key, info, UNSCHEDULABLE, now_ms)
+            return info["w"]
+
+    def flush_backoff_completed(self, *, now_ms: int) -> int:
+        with self._cond:
+            due = self._sets[BACKOFF].up_to(now_ms)
+            for key in due:
+                self._to_active(key, self._infos[key])
+            return len(due)
+
+    def flush_unschedulable_leftover(self, *, now_ms: int) -> int:
+        with self._cond:
+            stale = self._sets[UNSCHEDULABLE].up_to(now_ms - self.config.unschedulable_max_ms)
+            for key in stale:
+                self._to_active_or_backoff(key, self._infos[key], now_ms)
+            return len(stale)
+
+    def move_all_to_active_or_backoff(
+        self,
+        event: str,
+        *,
+        now_ms: int,
+        interested_plugins: frozenset[str] | None,
+        keys: Sequence[str] | None = None,
+    ) -> int:
+        with self._cond:
+            self._move_cycle = self._cycle
+            unschedulable = self._sets[UNSCHEDULABLE]
+            if keys is None:
+                candidates = [member for member, _ in unschedulable.ordered()]
+            else:
+                candidates = [key for key in dict.fromkeys(keys) if key in unschedulable]
+            moved = 0
+            for key in candidates:
+                info = self._infos[key]
+                plugins = split_plugins(info["pl"])
+                if plugins and interested_plugins is not None and not plugins & interested_plugins:
+                    continue
+                self._to_active_or_backoff(key, info, now_ms)
+                moved += 1
+            return moved
+
+    def reclaim_expired_leases(self, *, now_ms: int) -> list[str]:
+        with self._cond:
+            expired = self._sets[INFLIGHT].up_to(now_ms)
+            for key in expired:
+                self._to_active(key, self._infos[key])
+            return expired
+
+    # --- reads --------------------------------------------------------------------------
+    def unschedulable_pods(self) -> list[tuple[str, frozenset[str]]]:
+        with self._cond:
+            return [
+                (key, split_plugins(self._infos[key]["pl"]))
+                for key, _ in self._sets[UNSCHEDULABLE].ordered()
+            ]
+
+    def counts(self) -> dict[str, int]:
+        with self._cond:
+            return {name: len(zset) for name, zset in self._sets.items()}
+
+    def heads(self, n: int) -> dict[str, list[str]]:
+        with self._cond:
+            heads = {name: [m for m, _ in zset.ordered()[:n]] for name, zset in self._sets.items()}
+            heads[ACTIVE] = [key_of_active_member(m) for m in heads[ACTIVE]]
+            return heads
+
+    def info(self, key: str) -> dict[str, Any] | None:
+        with self._cond:
+            info = self._infos.get(key)
+            return dict(info) if info is not None else None
+
+    def where(self, key: str) -> str | None:
+        info = self.info(key)
+        return None if info is None else info["w"]
+
+    def dump(self) -> QueueState:
+        with self._cond:
+            return QueueState(
+                sub_queues={name: zset.ordered() for name, zset in self._sets.items()},
+                infos={key: dict(info) for key, info in self._infos.items()},
+                cycle=self._cycle,
+                move_cycle=self._move_cycle,
+                epoch=self._epoch,
+            )

@@ -1,0 +1,307 @@
+"""kube-scheduler's scheduling queue (PriorityQueue) on Redis.
+
+This is the module that moves pods between sub-queues (besides the cache, whose release
+script hands assumed pods back to backoffQ/activeQ). Every move is one Lua script
+in ``distsched/lua/queue_<move>.lua`` and a batch is one script call, so a move is atomic
+and any number of scheduling workers may share the queue. Time always comes in as
+``now_ms``; no script reads the Redis clock.
+
+Like kube's PriorityQueue the queue has these sub-queues, each a sorted set with one
+meaning per score (key names from :class:`distsched.keys.Keys`):
+
+- activeQ (``active``): pods ready to be scheduled. Member ``<queue ts ms:013d>|ns/name``,
+  score ``-priority``. Redis orders equal scores by member, so ZPOPMIN yields priority
+  descending, then queue timestamp ascending (kube's PrioritySort), then key; -priority
+  is exact in a double over the whole int32 range.
+- backoffQ (``backoff``): pods that failed and wait out their backoff. Member ns/name,
+  score = backoff expiry ms. flush_backoff_completed moves expired ones to activeQ.
+- unschedulable (``unschedulable``): pods that failed and wait for a cluster event that
+  may help them. Member ns/name, score = queue timestamp ms, so the leftover flush after
+  ``unschedulable_max_ms`` is a range query.
+- gated (``gated``): pods PreEnqueue (scheduling gates) keeps out, score = queue ts ms.
+- inflight (``inflight``): pods a worker popped, score = lease deadline ms. A lease that
+  expires (the worker died) sends the pod back to activeQ.
+- dead (``dead``): pods that were delivered ``max_deliveries`` times without an orderly
+  outcome (they crash workers), score = time dead-lettered ms.
+
+The ``info`` hash maps ns/name to a JSON object (cjson in Lua, readable in redis-cli)
+holding the pod's queue record: ``uid``, ``p`` priority, ``ts`` queue timestamp (add and
+every failure re-add), ``its`` initial attempt timestamp, ``a`` attempts (+1 at pop),
+``w`` where it is (a sub-queue name, or ``""``/``"assumed"`` when handed to the cache),
+``m`` its activeQ member, ``pl`` comma-joined unschedulable plugins of the last failure,
+``cy`` scheduling cycle and ``e`` lease epoch of the last pop, ``d`` deliveries since the
+last orderly outcome, ``bo`` backoff expiry ms. String fields are never empty Lua tables,
+which cjson would encode as ``{}``.
+
+Counters: ``cycle`` (+1 per popped pod, kube's schedulingCycle), ``move_cycle`` (the
+cycle of the last move request, kube's moveRequestCycle: a pod whose failed cycle is not
+newer than it goes to backoffQ instead of the unschedulable set, because the event that
+might have helped it arrived while it was being scheduled), ``epoch`` (+1 per popped pod:
+the fencing token done() and the failure handler must present). The ``wake`` list gets a
+token per pod made active (capped at :data:`WAKE_CAP`); pop_blocking BLPOPs it while
+activeQ is empty instead of polling, and pop drops it once activeQ is empty.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import redis
+
+from distsched.clock import Clock
+from distsched.keys import Keys
+from distsched.lua import ScriptSet
+from distsched.queue_types import (
+    ACTIVE,
+    SUB_QUEUES,
+    WAKE_CAP,
+    PodEntry,
+    QueueConfig,
+    QueuedPod,
+    QueueState,
+    join_plugins,
+    key_of_active_member,
+    split_plugins,
+    validate_entry,
+    validate_plugin_names,
+)
+
+log = logging.getLogger(__name__)
+
+WAKE_RECHECK_S = 2.0
+"""Longest single BLPOP: a safety net should a script outside this module fill activeQ
+without pushing a wake token; an idle worker re-checks once per WAKE_RECHECK_S."""
+
+
+def _text(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
+
+
+class RedisQueue:
+    """:class:`~distsched.queue_types.SchedulingQueue` on one scheduler's Redis keys."""
+
+    def __init__(
+        self, client: redis.Redis, keys: Keys, *, config: QueueConfig | None = None
+    ) -> None:
+        self.config = config or QueueConfig()
+        self._client = client
+        self._keys = keys
+        self._scripts = ScriptSet(client)
+        self._set_keys = {
+            "active": keys.active,
+            "backoff": keys.backoff,
+            "unschedulable": keys.unschedulable,
+            "gated": keys.gated,
+            "inflight": keys.inflight,
+            "dead": keys.dead,
+        }
+
+    @property
+    def keys(self) -> Keys:
+        return self._keys
+
+    def _run(self, name: str, keys: list[str], args: Sequence[Any]) -> Any:
+        return self._scripts.get(f"queue_{name}")(keys=keys, args=list(args))
+
+    # --- moves ------------------------------------------------------------------------
+    def add(self, entries: Sequence[PodEntry], *, now_ms: int) -> int:
+        args: list[Any] = [now_ms, WAKE_CAP]
+        for entry in entries:
+            validate_entry(entry)
+            args += [entry.key, entry.uid, entry.priority, int(entry.gated)]
+        if not entries:
+            return 0
+        k = self._keys
+        return int(self._run("add", [k.info, k.active, k.gated, k.wake], args))
+
+    def update(self, entry: PodEntry, *, now_ms: int) -> str:
+        validate_entry(entry)
+        k = self._keys
+        args = [now_ms, WAKE_CAP, entry.key, entry.uid, entry.priority, int(entry.gated)]
+        keys = [k.info, k.active, k.backoff, k.unschedulable, k.gated, k.wake]
+        return _text(self._run("update", keys, args))
+
+    def delete(self, keys: Sequence[str], *, now_ms: int | None = None) -> int:
+        """Remove pods from wherever they are. ``now_ms`` is accepted for symmetry only."""
+        if not keys:
+            return 0
+        k = self._keys
+        script_keys = [k.info, k.active, k.backoff, k.unschedulable, k.gated, k.inflight, k.dead]
+        return int(self._run("delete", script_keys, keys))
+
+    def pop(self, max_pods: int, *, now_ms: int) -> list[QueuedPod]:
+        if max_pods < 1:
+            raise ValueError("max_pods must be at least 1")
+        k = self._keys
+        cfg = self.config
+        flat = self._run(
+            "pop",
+            [k.active, k.inflight, k.dead, k.info, k.cycle, k.epoch, k.wake],
+            [max_pods, now_ms, cfg.lease_ms, cfg.max_deliveries],
+        )
+        return [
+            QueuedPod.from_info(_text(flat[i]), json.loads(flat[i + 1]))
+            for i in range(0, len(flat), 2)
+        ]
+
+    def pop_blocking(self, max_pods: int, *, timeout_s: float, clock: Clock) -> list[QueuedPod]:
+        """Pop, or wait on the wake list (BLPOP, no polling) until pods arrive or timeout."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            pods = self.pop(max_pods, now_ms=clock.now_ms())
+            remaining = deadline - time.monotonic()
+            if pods or remaining <= 0:
+                return pods
+            # BLPOP treats 0 as "forever"; never pass it.
+            wait = min(max(remaining, 0.001), WAKE_RECHECK_S)
+            self._client.blpop([self._keys.wake], timeout=wait)
+
+    def done(self, key: str, *, epoch: int) -> bool:
+        return self.done_many([(key, epoch)])[0]
+
+    def done_many(self, leases: Sequence[tuple[str, int]]) -> list[bool]:
+        """done() for each (key, epoch) in one script call; each lease is fenced on its own."""
+        if not leases:
+            return []
+        args = [part for key, epoch in leases for part in (key, epoch)]
+        accepted = self._run("done", [self._keys.info, self._keys.inflight], args)
+        return [bool(a) for a in accepted]
+
+    def forget(self, keys: Sequence[str]) -> int:
+        if not keys:
+            return 0
+        return int(self._run("forget", [self._keys.info, self._keys.inflight], keys))
+
+    def add_unschedulable_if_not_present(
+        self,
+        key: str,
+        *,
+        epoch: int,
+        plugins: Iterable[str],
+        now_ms: int,
+        error: bool = False,
+    ) -> str:
+        plugins = list(plugins)
+        validate_plugin_names(plugins)
+        k = self._keys
+        cfg = self.config
+        args = [
+            key,
+            epoch,
+            join_plugins(plugins),
+            now_ms,
+            int(error),
+            cfg.initial_backoff_ms,
+            cfg.max_backoff_ms,
+        ]
+        keys = [k.info, k.inflight, k.backoff, k.unschedulable, k.move_cycle]
+        return _text(self._run("add_unschedulable", keys, args))
+
+    def flush_backoff_completed(self, *, now_ms: int) -> int:
+        k = self._keys
+        return int(
+            self._run("flush_backoff", [k.backoff, k.active, k.info, k.wake], [now_ms, WAKE_CAP])
+        )
+
+    def flush_unschedulable_leftover(self, *, now_ms: int) -> int:
+        k = self._keys
+        keys = [k.unschedulable, k.active, k.backoff, k.info, k.wake]
+        args = [now_ms, self.config.unschedulable_max_ms, WAKE_CAP]
+        return int(self._run("flush_leftover", keys, args))
+
+    def move_all_to_active_or_backoff(
+        self,
+        event: str,
+        *,
+        now_ms: int,
+        interested_plugins: frozenset[str] | None,
+        keys: Sequence[str] | None = None,
+    ) -> int:
+        plugins = sorted(interested_plugins or ())
+        args: list[Any] = [now_ms, WAKE_CAP, int(interested_plugins is None), len(plugins)]
+        args += plugins
+        args.append(int(keys is not None))
+        args += list(keys or ())
+        k = self._keys
+        script_keys = [
+            k.unschedulable,
+            k.active,
+            k.backoff,
+            k.info,
+            k.cycle,
+            k.move_cycle,
+            k.wake,
+        ]
+        moved = int(self._run("move_all", script_keys, args))
+        log.debug("move request for %s moved %d unschedulable pods", event, moved)
+        return moved
+
+    def reclaim_expired_leases(self, *, now_ms: int) -> list[str]:
+        k = self._keys
+        reclaimed = self._run("reclaim", [k.inflight, k.active, k.info, k.wake], [now_ms, WAKE_CAP])
+        return [_text(key) for key in reclaimed]
+
+    # --- reads ------------------------------------------------------------------------
+    def unschedulable_pods(self) -> list[tuple[str, frozenset[str]]]:
+        pipe = self._client.pipeline(transaction=True)
+        pipe.zrange(self._keys.unschedulable, 0, -1)
+        pipe.hgetall(self._keys.info)
+        members, infos = pipe.execute()
+        by_key = {_text(f): json.loads(v) for f, v in infos.items()}
+        return [(_text(m), split_plugins(by_key[_text(m)]["pl"])) for m in members]
+
+    def counts(self) -> dict[str, int]:
+        pipe = self._client.pipeline(transaction=True)
+        for name in SUB_QUEUES:
+            pipe.zcard(self._set_keys[name])
+        return dict(zip(SUB_QUEUES, pipe.execute(), strict=True))
+
+    def heads(self, n: int) -> dict[str, list[str]]:
+        pipe = self._client.pipeline(transaction=True)
+        for name in SUB_QUEUES:
+            pipe.zrange(self._set_keys[name], 0, n - 1)
+        heads = {
+            name: [_text(m) for m in members]
+            for name, members in zip(SUB_QUEUES, pipe.execute(), strict=True)
+        }
+        heads[ACTIVE] = [key_of_active_member(m) for m in heads[ACTIVE]]
+        return heads
+
+    def info(self, key: str) -> dict[str, Any] | None:
+        raw = self._client.hget(self._keys.info, key)
+        return None if raw is None else json.loads(raw)
+
+    def where(self, key: str) -> str | None:
+        info = self.info(key)
+        return None if info is None else info["w"]
+
+    def dump(self) -> QueueState:
+        pipe = self._client.pipeline(transaction=True)
+        for name in SUB_QUEUES:
+            pipe.zrange(self._set_keys[name], 0, -1, withscores=True)
+        k = self._keys
+        pipe.hgetall(k.info)
+        pipe.mget([k.cycle, k.move_cycle, k.epoch])
+        *sets, infos, counters = pipe.execute()
+        cycle, move_cycle, epoch = (int(c or 0) for c in counters)
+        return QueueState(
+            sub_queues={
+                name: [(_text(m), score) for m, score in members]
+                for name, members in zip(SUB_QUEUES, sets, strict=True)
+            },
+            infos={_text(f): json.loads(v) for f, v in infos.items()},
+            cycle=cycle,
+            move_cycle=move_cycle,
+            epoch=epoch,
+        )
+
+    def clear(self) -> None:
+        """Delete every queue key of this scheduler (benchmarks, tests)."""
+        k = self._keys
+        self._client.delete(
+            *self._set_keys.values(), k.info, k.cycle, k.move_cycle, k.epoch, k.wake
+        )

@@ -1,0 +1,257 @@
+"""The scheduling queue's interface, value types and invariants.
+
+Two implementations satisfy :class:`SchedulingQueue`: :mod:`distsched.queue_redis` (the
+real one, Lua on Redis) and :mod:`distsched.queue_memory` (plain Python, the reference
+and the oracle of the property-based tests). Both keep the same per-pod *info* record,
+a JSON object whose fields are listed in :data:`INFO_FIELDS`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from distsched.clock import Clock
+
+# Values of the info field "w" (where the pod is).
+ACTIVE = "active"
+BACKOFF = "backoff"
+UNSCHEDULABLE = "unschedulable"
+GATED = "gated"
+INFLIGHT = "inflight"
+DEAD = "dead"
+ASSUMED = "assumed"
+HANDED_OFF = ""  # left the queue's care (reserved/assumed by the cache, or bound)
+
+SUB_QUEUES: tuple[str, ...] = (ACTIVE, BACKOFF, UNSCHEDULABLE, GATED, INFLIGHT, DEAD)
+"""Sub-queues in the order counts() and heads() list them; each is one sorted set."""
+
+OUTSIDE_QUEUES: frozenset[str] = frozenset({HANDED_OFF, ASSUMED})
+
+INFO_FIELDS: Mapping[str, str] = {
+    "uid": "pod uid",
+    "p": "priority (int32)",
+    "ts": "queue timestamp ms (set on add and on every failure re-add)",
+    "its": "initial attempt timestamp ms (first add, never changed)",
+    "a": "attempts (incremented at pop)",
+    "w": "where: active|backoff|unschedulable|gated|inflight|dead|assumed|''",
+    "m": "activeQ member when w=active, else ''",
+    "pl": "comma-joined unschedulable plugins of the last failure ('' = none)",
+    "cy": "scheduling cycle of the last pop",
+    "e": "lease epoch of the last pop (fencing token)",
+    "d": "deliveries: pops since the last orderly outcome (done / failure add)",
+    "bo": "backoff expiry ms (0 = never failed)",
+}
+
+# Results of add_unschedulable_if_not_present.
+STALE = "stale"
+PRESENT = "present"
+
+ACTIVE_TS_DIGITS = 13
+WAKE_CAP = 64
+"""Longest the wake list may grow: more tokens than waiting workers only cost spins."""
+
+
+@dataclass(frozen=True, slots=True)
+class QueueConfig:
+    initial_backoff_ms: int = 1_000
+    max_backoff_ms: int = 10_000
+    unschedulable_max_ms: int = 300_000
+    lease_ms: int = 10_000
+    max_deliveries: int = 5
+
+
+@dataclass(frozen=True, slots=True)
+class PodEntry:
+    """What the event handlers hand the queue about one pod."""
+
+    key: str  # namespace/name
+    uid: str
+    priority: int
+    gated: bool = False  # PreEnqueue (scheduling gates) rejects the pod for now
+
+
+@dataclass(frozen=True, slots=True)
+class QueuedPod:
+    """A pod handed to a scheduling worker by pop()."""
+
+    key: str
+    uid: str
+    priority: int
+    timestamp_ms: int
+    initial_attempt_ms: int
+    attempts: int
+    cycle: int
+    epoch: int
+    unschedulable_plugins: frozenset[str]
+
+    @classmethod
+    def from_info(cls, key: str, info: Mapping[str, Any]) -> QueuedPod:
+        return cls(
+            key=key,
+            uid=info["uid"],
+            priority=int(info["p"]),
+            timestamp_ms=int(info["ts"]),
+            initial_attempt_ms=int(info["its"]),
+            attempts=int(info["a"]),
+            cycle=int(info["cy"]),
+            epoch=int(info["e"]),
+            unschedulable_plugins=split_plugins(info["pl"]),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class QueueState:
+    """A full, consistent copy of the queue (tests and tooling; O(pods))."""
+
+    sub_queues: dict[str, Sequence[tuple[str, float]]]  # name -> [(member, score)], set order
+    infos: dict[str, dict[str, Any]]
+    cycle: int
+    move_cycle: int
+    epoch: int
+
+
+def backoff_duration_ms(attempts: int, cfg: QueueConfig) -> int:
+    """kube's calculateBackoffDuration: initial, doubled per attempt after the first, capped."""
+    duration = cfg.initial_backoff_ms
+    for _ in range(1, attempts):
+        if duration > cfg.max_backoff_ms - duration:
+            return cfg.max_backoff_ms
+        duration += duration
+    return duration
+
+
+def active_member(timestamp_ms: int, key: str) -> str:
+    return f"{timestamp_ms:0{ACTIVE_TS_DIGITS}d}|{key}"
+
+
+def key_of_active_member(member: str) -> str:
+    return member.split("|", 1)[1]
+
+
+def join_plugins(plugins: Iterable[str]) -> str:
+    return ",".join(sorted(set(plugins)))
+
+
+def split_plugins(joined: str) -> frozenset[str]:
+    return frozenset(p for p in joined.split(",") if p)
+
+
+def validate_plugin_names(plugins: Iterable[str]) -> None:
+    for name in plugins:
+        if not name or "," in name:
+            raise ValueError(f"plugin name must be non-empty and without ',': {name!r}")
+
+
+def validate_key(key: str) -> None:
+    if "/" not in key or "|" in key:
+        raise ValueError(f"pod key must be 'namespace/name' without '|': {key!r}")
+
+
+INT32_MIN, INT32_MAX = -(2**31), 2**31 - 1
+
+
+def validate_entry(entry: PodEntry) -> None:
+    validate_key(entry.key)
+    if not INT32_MIN <= entry.priority <= INT32_MAX:
+        raise ValueError(f"priority of {entry.key} is outside int32: {entry.priority}")
+
+
+def queue_invariant_violations(state: QueueState) -> list[str]:
+    """Every pod is in exactly one place, and each set's score means what it should."""
+    problems: list[str] = []
+    seen: dict[str, str] = {}
+    for queue, members in state.sub_queues.items():
+        for member, score in members:
+            key = key_of_active_member(member) if queue == ACTIVE else member
+            if key in seen:
+                problems.append(f"{key} is in both {seen[key]} and {queue}")
+            seen[key] = queue
+            info = state.infos.get(key)
+            if info is None:
+                problems.append(f"{key} is in {queue} but has no info")
+                continue
+            if info["w"] != queue:
+                problems.append(f"{key} is in {queue} but info says {info['w']!r}")
+            expected = {
+                ACTIVE: -info["p"],
+                BACKOFF: info["bo"],
+                UNSCHEDULABLE: info["ts"],
+                GATED: info["ts"],
+            }.get(queue)
+            if expected is not None and score != expected:
+                problems.append(f"{key} has score {score} in {queue}, expected {expected}")
+            if queue == ACTIVE and member != info["m"]:
+                problems.append(f"{key} is {member!r} in active but info says {info['m']!r}")
+    for key, info in state.infos.items():
+        where = info["w"]
+        if where in OUTSIDE_QUEUES:
+            if key in seen:
+                problems.append(f"{key} is handed off ({where!r}) yet in {seen[key]}")
+        elif where not in SUB_QUEUES:
+            problems.append(f"{key} has unknown place {where!r}")
+        elif seen.get(key) != where:
+            problems.append(f"{key} says {where!r} but is in {seen.get(key)!r}")
+        if where != ACTIVE and info["m"] != "":
+            problems.append(f"{key} keeps active member {info['m']!r} while {where!r}")
+    return problems
+
+
+class SchedulingQueue(Protocol):
+    """kube-scheduler's PriorityQueue, with leases. Time always comes in as ``now_ms``."""
+
+    config: QueueConfig
+
+    def add(self, entries: Sequence[PodEntry], *, now_ms: int) -> int: ...
+
+    def update(self, entry: PodEntry, *, now_ms: int) -> str: ...
+
+    def delete(self, keys: Sequence[str], *, now_ms: int) -> int: ...
+
+    def pop(self, max_pods: int, *, now_ms: int) -> list[QueuedPod]: ...
+
+    def pop_blocking(self, max_pods: int, *, timeout_s: float, clock: Clock) -> list[QueuedPod]: ...
+
+    def done(self, key: str, *, epoch: int) -> bool: ...
+
+    def done_many(self, leases: Sequence[tuple[str, int]]) -> list[bool]: ...
+
+    def forget(self, keys: Sequence[str]) -> int: ...
+
+    def add_unschedulable_if_not_present(
+        self,
+        key: str,
+        *,
+        epoch: int,
+        plugins: Iterable[str],
+        now_ms: int,
+        error: bool = False,
+    ) -> str: ...
+
+    def flush_backoff_completed(self, *, now_ms: int) -> int: ...
+
+    def flush_unschedulable_leftover(self, *, now_ms: int) -> int: ...
+
+    def move_all_to_active_or_backoff(
+        self,
+        event: str,
+        *,
+        now_ms: int,
+        interested_plugins: frozenset[str] | None,
+        keys: Sequence[str] | None = None,
+    ) -> int: ...
+
+    def reclaim_expired_leases(self, *, now_ms: int) -> list[str]: ...
+
+    def unschedulable_pods(self) -> list[tuple[str, frozenset[str]]]: ...
+
+    def counts(self) -> dict[str, int]: ...
+
+    def heads(self, n: int) -> dict[str, list[str]]: ...
+
+    def info(self, key: str) -> dict[str, Any] | None: ...
+
+    def where(self, key: str) -> str | None: ...
+
+    def dump(self) -> QueueState: ...

@@ -1,0 +1,523 @@
+"""Contract tests: kube-scheduler's queue behaviours, on the memory twin and on Redis."""
+
+from __future__ import annotations
+
+import pytest
+
+from distsched.clock import FakeClock
+from distsched.queue_types import PodEntry as E
+from distsched.queue_types import (
+    QueueConfig,
+    QueuedPod,
+    SchedulingQueue,
+    backoff_duration_ms,
+)
+from tests.queue.conftest import QueueFactory
+
+MIN_PRIORITY, MAX_PRIORITY = -2147483648, 2147483647
+
+
+def pop_keys(queue: SchedulingQueue, clock: FakeClock, n: int = 100) -> list[str]:
+    return [pod.key for pod in queue.pop(n, now_ms=clock.now_ms())]
+
+
+def pop_one(queue: SchedulingQueue, clock: FakeClock) -> QueuedPod:
+    (pod,) = queue.pop(1, now_ms=clock.now_ms())
+    return pod
+
+
+def fail(
+    queue: SchedulingQueue,
+    clock: FakeClock,
+    pod: QueuedPod,
+    plugins: frozenset[str] = frozenset({"NodeResourcesFit"}),
+    *,
+    error: bool = False,
+) -> str:
+    return queue.add_unschedulable_if_not_present(
+        pod.key, epoch=pod.epoch, plugins=plugins, now_ms=clock.now_ms(), error=error
+    )
+
+
+def make_unschedulable(
+    queue: SchedulingQueue, clock: FakeClock, key: str, plugins: frozenset[str]
+) -> QueuedPod:
+    queue.add([E(key, "uid-" + key, 0)], now_ms=clock.now_ms())
+    pod = pop_one(queue, clock)
+    assert pod.key == key
+    assert fail(queue, clock, pod, plugins) == "unschedulable"
+    return pod
+
+
+# --- activeQ order ------------------------------------------------------------------------
+def test_pop_order_is_priority_then_timestamp_over_int32(
+    queue: SchedulingQueue, clock: FakeClock
+) -> None:
+    for key, priority in [
+        ("ns/zero-1", 0),
+        ("ns/max-1", MAX_PRIORITY),
+        ("ns/min", MIN_PRIORITY),
+        ("ns/zero-2", 0),
+        ("ns/max-2", MAX_PRIORITY),
+        ("ns/max-minus-1", MAX_PRIORITY - 1),
+        ("ns/min-plus-1", MIN_PRIORITY + 1),
+    ]:
+        assert queue.add([E(key, "u", priority)], now_ms=clock.now_ms()) == 1
+        clock.step(1)
+    assert pop_keys(queue, clock) == [
+        "ns/max-1",
+        "ns/max-2",
+        "ns/max-minus-1",
+        "ns/zero-1",
+        "ns/zero-2",
+        "ns/min-plus-1",
+        "ns/min",
+    ]
+
+
+def test_same_priority_and_timestamp_pop_in_key_order(
+    queue: SchedulingQueue, clock: FakeClock
+) -> None:
+    queue.add([E("ns/c", "u", 1), E("ns/a", "u", 1), E("ns/b", "u", 1)], now_ms=clock.now_ms())
+    assert pop_keys(queue, clock) == ["ns/a", "ns/b", "ns/c"]
+
+
+def test_failed_pod_requeues_behind_pods_queued_before_its_failure(
+    queue: SchedulingQueue, clock: FakeClock
+) -> None:
+    queue.add([E("ns/first", "u", 5)], now_ms=clock.now_ms())
+    first = pop_one(queue, clock)
+    clock.step(10)
+    queue.add([E("ns/second", "u", 5)], now_ms=clock.now_ms())
+    clock.step(10)
+    assert fail(queue, clock, first, error=True) == "backoff"
+    info = queue.info("ns/first")
+    assert info is not None
+    assert info["ts"] == clock.now_ms()
+    assert info["its"] == clock.now_ms() - 20
+    clock.step(1_000)
+    assert queue.flush_backoff_completed(now_ms=clock.now_ms()) == 1
+    assert pop_keys(queue, clock) == ["ns/second", "ns/first"]
+
+
+def test_pop_batch_leases_each_pod_with_its_own_cycle_and_epoch(
+    queue: SchedulingQueue, clock: FakeClock
+) -> None:
+    queue.add([E(f"ns/p{i}", f"uid{i}", i) for i in range(5)], now_ms=clock.now_ms())
+    pods = queue.pop(3, now_ms=clock.now_ms())
+    assert [p.key for p in pods] == ["ns/p4", "ns/p3", "ns/p2"]
+    assert [p.cycle for p in pods] == [1, 2, 3]
+    assert len({p.epoch for p in pods}) == 3
+    assert all(p.attempts == 1 and p.uid == "uid" + p.key[-1] for p in pods)
+    assert all(p.unschedulable_plugins == frozenset() for p in pods)
+    assert pods[0].timestamp_ms == pods[0].initial_attempt_ms == clock.now_ms()
+    assert queue.counts() == {
+        "active": 2,
+        "backoff": 0,
+        "unschedulable": 0,
+        "gated": 0,
+        "inflight": 3,
+        "dead": 0,
+    }
+    assert queue.where("ns/p4") == "inflight"
+    assert queue.pop(10, now_ms=clock.now_ms())[-1].cycle == 5
+    assert queue.pop(10, now_ms=clock.now_ms()) == []
+    with pytest.raises(ValueError):
+        queue.pop(0, now_ms=clock.now_ms())
+
+
+def test_add_leaves_known_pods_alone(queue: SchedulingQueue, clock: FakeClock) -> None:
+    assert queue.add([E("ns/a", "u1", 1), E("ns/a", "u2", 9)], now_ms=clock.now_ms()) == 1
+    clock.step(5)
+    assert queue.add([E("ns/a", "u3", 7), E("ns/b", "u", 0)], now_ms=clock.now_ms()) == 1
+    info = queue.info("ns/a")
+    assert info is not None
+    assert (info["uid"], info["p"], info["ts"]) == ("u1", 1, clock.now_ms() - 5)
+    assert queue.add([], now_ms=clock.now_ms()) == 0
+
+
+def test_invalid_entries_are_refused(queue: SchedulingQueue, clock: FakeClock) -> None:
+    for bad in [E("ns/a", "u", MAX_PRIORITY + 1), E("no-namespace", "u", 0), E("n/a|b", "u", 0)]:
+        with pytest.raises(ValueError):
+            queue.add([E("ns/ok", "u", 0), bad], now_ms=clock.now_ms())
+    assert queue.counts()["active"] == 0
+
+
+# --- backoff ------------------------------------------------------------------------------
+def test_backoff_duration_doubles_and_caps() -> None:
+    cfg = QueueConfig()
+    assert [backoff_duration_ms(a, cfg) for a in range(8)] == [
+        1000,
+        1000,
+        2000,
+        4000,
+        8000,
+        10000,
+        10000,
+        10000,
+    ]
+    odd = QueueConfig(initial_backoff_ms=300, max_backoff_ms=1000)
+    assert [backoff_duration_ms(a, odd) for a in range(1, 5)] == [300, 600, 1000, 1000]
+
+
+def test_backoff_expiry_doubles_per_attempt_and_flushes_at_expiry(
+    queue: SchedulingQueue, clock: FakeClock
+) -> None:
+    queue.add([E("ns/a", "u", 0)], now_ms=clock.now_ms())
+    for expected in [1000, 2000, 4000, 8000, 10000, 10000]:
+        pod = pop_one(queue, clock)
+        assert fail(queue, clock, pod, error=True) == "backoff"
+        info = queue.info("ns/a")
+        assert info is not None and info["bo"] - info["ts"] == expected
+        clock.step(expected - 1)
+        assert queue.flush_backoff_completed(now_ms=clock.now_ms()) == 0
+        assert queue.where("ns/a") == "backoff"
+        clock.step(1)
+        assert queue.flush_backoff_completed(now_ms=clock.now_ms()) == 1
+        assert queue.where("ns/a") == "active"
+    assert pop_one(queue, clock).attempts == 7
+
+
+# --- moveRequestCycle and events ----------------------------------------------------------
+def test_failure_during_a_move_request_cycle_goes_to_backoff(
+    queue: SchedulingQueue, clock: FakeClock
+) -> None:
+    queue.add([E("ns/early", "u", 2), E("ns/late", "u", 1)], now_ms=clock.now_ms())
+    early = pop_one(queue, clock)
+    moved = queue.move_all_to_active_or_backoff(
+        "NodeAdd", now_ms=clock.now_ms(), interested_plugins=None
+    )
+    assert moved == 0
+    late = pop_one(queue, clock)
+    assert (early.cycle, late.cycle) == (1, 2)
+    # A move request came in while "early" was being scheduled: its failure may be stale.
+    assert fail(queue, clock, early) == "backoff"
+    assert fail(queue, clock, late) == "unschedulable"
+    assert queue.unschedulable_pods() == [("ns/late", frozenset({"NodeResourcesFit"}))]
+
+
+def test_event_moves_only_pods_whose_plugins_are_interested(
+    queue: SchedulingQueue, clock: FakeClock
+) -> None:
+    make_unschedulable(queue, clock, "ns/fit", frozenset({"NodeResourcesFit"}))
+    make_unschedulable(queue, clock, "ns/taint", frozenset({"TaintToleration"}))
+    make_unschedulable(queue, clock, "ns/both", frozenset({"TaintToleration", "NodePorts"}))
+    make_unschedulable(queue, clock, "ns/none", frozenset())
+    clock.step(10_000)
+    moved = queue.move_all_to_active_or_backoff(
+        "NodeTaintChange", now_ms=clock.now_ms(), interested_plugins=frozenset({"NodePorts"})
+    )
+    assert moved == 2
+    assert {k for k, _ in queue.unschedulable_pods()} == {"ns/fit", "ns/taint"}
+    assert queue.where("ns/both") == queue.where("ns/none") == "active"
+    assert (
+        queue.move_all_to_active_or_backoff(
+            "Nothing", now_ms=clock.now_ms(), interested_plugins=frozenset()
+        )
+        == 0
+    )
+    assert (
+        queue.move_all_to_active_or_backoff(
+            "UnschedulableTimeout", now_ms=clock.now_ms(), interested_plugins=None
+        )
+        == 2
+    )
+    assert queue.counts()["unschedulable"] == 0
+
+
+def test_moved_pod_still_backing_off_goes_to_backoff(
+    queue: SchedulingQueue, clock: FakeClock
+) -> None:
+    make_unschedulable(queue, clock, "ns/a", frozenset({"X"}))
+    make_unschedulable(queue, clock, "ns/b", frozenset({"X"}))
+    clock.step(999)  # backoff after the first attempt is 1000 ms
+    assert (
+        queue.move_all_to_active_or_backoff(
+            "E", now_ms=clock.now_ms(), interested_plugins=None, keys=["ns/a"]
+        )
+        == 1
+    )
+    assert queue.where("ns/a") == "backoff"
+    clock.step(1)
+    assert (
+        queue.move_all_to_active_or_backoff(
+            "E", now_ms=clock.now_ms(), interested_plugins=None, keys=["ns/b"]
+        )
+        == 1
+    )
+    assert queue.where("ns/b") == "active"
+
+
+def test_precheck_key_list_limits_the_candidates(queue: SchedulingQueue, clock: FakeClock) -> None:
+    for name in ("a", "b", "c"):
+        make_unschedulable(queue, clock, f"ns/{name}", frozenset({"NodeAffinity"}))
+    queue.add([E("ns/active", "u", 0)], now_ms=clock.now_ms())
+    clock.step(60_000)
+    moved = queue.move_all_to_active_or_backoff(
+        "AssignedPodAdd",
+        now_ms=clock.now_ms(),
+        interested_plugins=frozenset({"NodeAffinity"}),
+        keys=["ns/c", "ns/active", "ns/unknown", "ns/a", "ns/c"],
+    )
+    assert moved == 2
+    assert [k for k, _ in queue.unschedulable_pods()] == ["ns/b"]
+    # An empty list moves nothing but still records the move request.
+    queue.add([E("ns/d", "u", 100)], now_ms=clock.now_ms())
+    d = pop_one(queue, clock)
+    assert (
+        queue.move_all_to_active_or_backoff(
+            "AssignedPodAdd", now_ms=clock.now_ms(), interested_plugins=None, keys=[]
+        )
+        == 0
+    )
+    assert fail(queue, clock, d) == "backoff"
+
+
+def test_leftover_flush_after_five_minutes_not_before(
+    queue: SchedulingQueue, clock: FakeClock
+) -> None:
+    make_unschedulable(queue, clock, "ns/old", frozenset({"X"}))
+    clock.step(60_000)
+    make_unschedulable(queue, clock, "ns/young", frozenset({"X"}))
+    clock.step(300_000 - 60_000 - 1)
+    assert queue.flush_unschedulable_leftover(now_ms=clock.now_ms()) == 0
+    clock.step(1)
+    assert queue.flush_unschedulable_leftover(now_ms=clock.now_ms()) == 1
+    assert queue.where("ns/old") == "active"
+    assert queue.where("ns/young") == "unschedulable"
+
+
+def test_leftover_still_backing_off_goes_to_backoff(make_queue: QueueFactory) -> None:
+    clock = FakeClock()
+    queue = make_queue(config=QueueConfig(unschedulable_max_ms=500))
+    make_unschedulable(queue, clock, "ns/a", frozenset({"X"}))
+    clock.step(500)
+    assert queue.flush_unschedulable_leftover(now_ms=clock.now_ms()) == 1
+    assert queue.where("ns/a") == "backoff"
+    clock.step(500)
+    assert queue.flush_backoff_completed(now_ms=clock.now_ms()) == 1
+    assert pop_keys(queue, clock) == ["ns/a"]
+
+
+def test_leftover_whose_backoff_expires_now_goes_to_active(make_queue: QueueFactory) -> None:
+    clock = FakeClock()
+    queue = make_queue(config=QueueConfig(unschedulable_max_ms=1_000))
+    make_unschedulable(queue, clock, "ns/a", frozenset({"X"}))
+    clock.step(1_000)  # the first backoff is 1000 ms too
+    assert queue.flush_unschedulable_leftover(now_ms=clock.now_ms()) == 1
+    assert queue.where("ns/a") == "active"
+
+
+# --- leases, fencing, dead letters ------------------------------------------------------
+def test_expired_lease_is_reclaimed_with_its_attempts(
+    queue: SchedulingQueue, clock: FakeClock
+) -> None:
+    queue.add([E("ns/a", "u", 0), E("ns/b", "u", 0)], now_ms=clock.now_ms())
+    a = pop_one(queue, clock)
+    clock.step(1)
+    b = pop_one(queue, clock)
+    clock.step(10_000 - 2)
+    assert queue.reclaim_expired_leases(now_ms=clock.now_ms()) == []
+    clock.step(1)
+    assert queue.reclaim_expired_leases(now_ms=clock.now_ms()) == ["ns/a"]
+    clock.step(1)
+    assert queue.reclaim_expired_leases(now_ms=clock.now_ms()) == ["ns/b"]
+    again = queue.pop(2, now_ms=clock.now_ms())
+    assert [(p.key, p.attempts) for p in again] == [("ns/a", 2), ("ns/b", 2)]
+    assert again[0].timestamp_ms == a.timestamp_ms
+    # The reclaimed worker's lease is fenced off.
+    assert not queue.done("ns/a", epoch=a.epoch)
+    assert fail(queue, clock, b) == "stale"
+    assert queue.done("ns/a", epoch=again[0].epoch)
+
+
+def test_fencing_refuses_stale_epochs(queue: SchedulingQueue, clock: FakeClock) -> None:
+    queue.add([E("ns/a", "u", 0)], now_ms=clock.now_ms())
+    pod = pop_one(queue, clock)
+    assert not queue.done("ns/a", epoch=pod.epoch + 1)
+    assert not queue.done("ns/unknown", epoch=pod.epoch)
+    assert (
+        queue.add_unschedulable_if_not_present(
+            "ns/a", epoch=pod.epoch - 1, plugins=[], now_ms=clock.now_ms()
+        )
+        == "stale"
+    )
+    assert (
+        queue.add_unschedulable_if_not_present(
+            "ns/unknown", epoch=pod.epoch, plugins=[], now_ms=clock.now_ms()
+        )
+        == "stale"
+    )
+    assert queue.where("ns/a") == "inflight"
+    assert queue.done("ns/a", epoch=pod.epoch)
+    assert not queue.done("ns/a", epoch=pod.epoch)
+    assert queue.where("ns/a") == ""
+    # A binding failure after done() requeues with the same epoch, exactly once.
+    assert fail(queue, clock, pod, error=True) == "backoff"
+    assert fail(queue, clock, pod, error=True) == "present"
+
+
+def test_done_many_fences_each_lease(queue: SchedulingQueue, clock: FakeClock) -> None:
+    queue.add([E(f"ns/p{i}", "u", 0) for i in range(3)], now_ms=clock.now_ms())
+    a, b, c = queue.pop(3, now_ms=clock.now_ms())
+    leases = [(a.key, a.epoch), (b.key, b.epoch + 7), (c.key, c.epoch), ("ns/x", 1)]
+    assert queue.done_many(leases) == [True, False, True, False]
+    assert [queue.where(p.key) for p in (a, b, c)] == ["", "inflight", ""]
+    assert queue.done_many([]) == []
+
+
+def test_reclaimed_pod_failure_reports_present(queue: SchedulingQueue, clock: FakeClock) -> None:
+    queue.add([E("ns/a", "u", 0)], now_ms=clock.now_ms())
+    pod = pop_one(queue, clock)
+    clock.step(10_000)
+    assert queue.reclaim_expired_leases(now_ms=clock.now_ms()) == ["ns/a"]
+    assert fail(queue, clock, pod) == "present"
+    assert queue.where("ns/a") == "active"
+
+
+def test_pod_delivered_too_often_is_dead_lettered(make_queue: QueueFactory) -> None:
+    clock = FakeClock()
+    queue = make_queue(config=QueueConfig(max_deliveries=2))
+    queue.add([E("ns/crasher", "u", 10)], now_ms=clock.now_ms())
+    clock.step(1)
+    queue.add([E("ns/fine", "u", 0)], now_ms=clock.now_ms())
+    for attempt in (1, 2):
+        crasher = pop_one(queue, clock)
+        assert (crasher.key, crasher.attempts) == ("ns/crasher", attempt)
+        clock.step(10_000)
+        assert queue.reclaim_expired_leases(now_ms=clock.now_ms()) == ["ns/crasher"]
+    # The dead-lettered pod does not use up the batch.
+    assert pop_keys(queue, clock, 1) == ["ns/fine"]
+    assert queue.where("ns/crasher") == "dead"
+    assert queue.counts()["dead"] == 1
+    assert queue.heads(5)["dead"] == ["ns/crasher"]
+    assert queue.pop(1, now_ms=clock.now_ms()) == []
+
+
+def test_orderly_outcomes_reset_deliveries(make_queue: QueueFactory) -> None:
+    clock = FakeClock()
+    queue = make_queue(config=QueueConfig(max_deliveries=1))
+    queue.add([E("ns/a", "u", 0)], now_ms=clock.now_ms())
+    for _ in range(4):
+        pod = pop_one(queue, clock)
+        assert fail(queue, clock, pod, error=True) == "backoff"
+        clock.step(10_000)
+        queue.flush_backoff_completed(now_ms=clock.now_ms())
+    pod = pop_one(queue, clock)
+    assert pod.attempts == 5
+    assert queue.done("ns/a", epoch=pod.epoch)
+    assert fail(queue, clock, pod, error=True) == "backoff"
+
+
+# --- gates, updates, deletes ------------------------------------------------------------
+def test_gated_pods_wait_until_ungated(queue: SchedulingQueue, clock: FakeClock) -> None:
+    queue.add([E("ns/g", "u", 100, gated=True), E("ns/a", "u", 0)], now_ms=clock.now_ms())
+    assert queue.heads(3)["gated"] == ["ns/g"]
+    assert pop_keys(queue, clock) == ["ns/a"]
+    clock.step(5)
+    assert queue.update(E("ns/g", "u", 100, gated=True), now_ms=clock.now_ms()) == "gated"
+    assert queue.pop(1, now_ms=clock.now_ms()) == []
+    assert queue.update(E("ns/g", "u", 100), now_ms=clock.now_ms()) == "active"
+    pod = pop_one(queue, clock)
+    assert (pod.key, pod.timestamp_ms) == ("ns/g", clock.now_ms() - 5)
+
+
+def test_update_rescores_active_pods(queue: SchedulingQueue, clock: FakeClock) -> None:
+    queue.add([E("ns/a", "u", 1), E("ns/b", "u", 2)], now_ms=clock.now_ms())
+    assert queue.update(E("ns/a", "u", 3), now_ms=clock.now_ms()) == "active"
+    assert queue.heads(2)["active"] == ["ns/a", "ns/b"]
+    assert queue.update(E("ns/a", "u", MIN_PRIORITY), now_ms=clock.now_ms()) == "active"
+    assert pop_keys(queue, clock) == ["ns/b", "ns/a"]
+
+
+def test_update_of_a_failed_pod_retries_it(queue: SchedulingQueue, clock: FakeClock) -> None:
+    make_unschedulable(queue, clock, "ns/u", frozenset({"X"}))
+    make_unschedulable(queue, clock, "ns/v", frozenset({"X"}))
+    queue.add([E("ns/b", "u", 0)], now_ms=clock.now_ms())
+    assert fail(queue, clock, pop_one(queue, clock), error=True) == "backoff"
+    # Still backing off: an update parks the pod in backoffQ.
+    assert queue.update(E("ns/u", "u2", 0), now_ms=clock.now_ms()) == "backoff"
+    assert queue.update(E("ns/b", "u2", 0), now_ms=clock.now_ms()) == "backoff"
+    clock.step(1_000)
+    assert queue.update(E("ns/v", "u2", 4), now_ms=clock.now_ms()) == "active"
+    assert queue.update(E("ns/b", "u2", 5), now_ms=clock.now_ms()) == "active"
+    assert queue.where("ns/u") == "backoff"
+    assert pop_keys(queue, clock) == ["ns/b", "ns/v"]
+
+
+def test_update_of_leased_or_unknown_pods(queue: SchedulingQueue, clock: FakeClock) -> None:
+    queue.add([E("ns/a", "u", 0)], now_ms=clock.now_ms())
+    pod = pop_one(queue, clock)
+    assert queue.update(E("ns/a", "u", 9), now_ms=clock.now_ms()) == "inflight"
+    info = queue.info("ns/a")
+    assert info is not None and info["p"] == 9
+    assert queue.done("ns/a", epoch=pod.epoch)
+    assert queue.update(E("ns/a", "u", 8), now_ms=clock.now_ms()) == ""
+    assert queue.update(E("ns/new", "u", 1), now_ms=clock.now_ms()) == "active"
+    assert queue.update(E("ns/new-gated", "u", 1, gated=True), now_ms=clock.now_ms()) == "gated"
+
+
+def test_delete_removes_pods_from_every_place(make_queue: QueueFactory) -> None:
+    clock = FakeClock()
+    queue = make_queue(config=QueueConfig(max_deliveries=1))
+    now = clock.now_ms()
+    queue.add([E("ns/dead", "u", 9)], now_ms=now)
+    pop_one(queue, clock)
+    queue.reclaim_expired_leases(now_ms=now + 10_000)
+    assert queue.pop(1, now_ms=now) == []
+    make_unschedulable(queue, clock, "ns/unsched", frozenset({"X"}))
+    queue.add([E("ns/backoff", "u", 9)], now_ms=now)
+    fail(queue, clock, pop_one(queue, clock), error=True)
+    queue.add([E("ns/handed", "u", 9)], now_ms=now)
+    handed = pop_one(queue, clock)
+    queue.done("ns/handed", epoch=handed.epoch)
+    queue.add([E("ns/inflight", "u", 9)], now_ms=now)
+    pop_one(queue, clock)
+    queue.add([E("ns/active", "u", 0), E("ns/gated", "u", 0, gated=True)], now_ms=now)
+    places = ["dead", "unsched", "backoff", "handed", "inflight", "active", "gated"]
+    assert {queue.where(f"ns/{p}") for p in places} == {
+        "dead",
+        "unschedulable",
+        "backoff",
+        "",
+        "inflight",
+        "active",
+        "gated",
+    }
+    assert queue.delete([f"ns/{p}" for p in places] + ["ns/unknown"], now_ms=now) == 7
+    assert all(n == 0 for n in queue.counts().values())
+    assert all(queue.info(f"ns/{p}") is None for p in places)
+    assert queue.delete(["ns/active"], now_ms=now) == 0
+    assert queue.delete([], now_ms=now) == 0
+
+
+def test_forget_drops_only_pods_outside_waiting_queues(
+    queue: SchedulingQueue, clock: FakeClock
+) -> None:
+    queue.add([E("ns/bound", "u", 1), E("ns/leased", "u", 1)], now_ms=clock.now_ms())
+    bound, _ = queue.pop(2, now_ms=clock.now_ms())
+    assert queue.done(bound.key, epoch=bound.epoch)
+    queue.add([E("ns/waiting", "u", 0)], now_ms=clock.now_ms())
+    assert queue.forget(["ns/bound", "ns/leased", "ns/waiting", "ns/unknown"]) == 2
+    assert queue.info("ns/bound") is None and queue.info("ns/leased") is None
+    assert queue.where("ns/waiting") == "active"
+    assert queue.counts()["inflight"] == 0
+    assert queue.forget([]) == 0
+
+
+def test_reads_describe_the_queue(queue: SchedulingQueue, clock: FakeClock) -> None:
+    make_unschedulable(queue, clock, "ns/u1", frozenset({"B", "A"}))
+    make_unschedulable(queue, clock, "ns/u2", frozenset())
+    queue.add([E(f"ns/a{i}", "u", i) for i in range(4)], now_ms=clock.now_ms())
+    assert queue.unschedulable_pods() == [("ns/u1", frozenset({"A", "B"})), ("ns/u2", frozenset())]
+    info = queue.info("ns/u1")
+    assert info is not None and info["pl"] == "A,B"
+    heads = queue.heads(2)
+    assert heads["active"] == ["ns/a3", "ns/a2"]
+    assert heads["unschedulable"] == ["ns/u1", "ns/u2"]
+    assert queue.counts()["active"] == 4
+    assert queue.where("ns/none") is None and queue.info("ns/none") is None
+    with pytest.raises(ValueError):
+        queue.add_unschedulable_if_not_present(
+            "ns/u1", epoch=1, plugins=["A,B"], now_ms=clock.now_ms()
+        )
