@@ -67,8 +67,13 @@ _LABEL_CACHE_SIZE = 8192
 
 
 class Snapshot:
-    def __init__(self, *, capacity: int = 256) -> None:
+    def __init__(self, *, capacity: int = 256, usage_from_ledger: bool = False) -> None:
         capacity = max(1, capacity)
+        # In a scheduling worker the Redis ledger is the truth for requested resources,
+        # pod counts and host ports (it also holds other workers' assumed pods): pods
+        # added here then only feed the pod lists and scoring's nonzero requests, and
+        # set_usage/add_usage keep requested/free/ports.
+        self.usage_from_ledger = usage_from_ledger
         self.resource_names: list[str] = list(_BASE_RESOURCES)
         self.resource_index: dict[str, int] = {n: i for i, n in enumerate(_BASE_RESOURCES)}
         r = len(self.resource_names)
@@ -441,6 +446,10 @@ class Snapshot:
         return info
 
     def _account(self, index: int, info: PodInfo, sign: int) -> None:
+        self.nonzero_requested[index, 0] += sign * info.nonzero_cpu
+        self.nonzero_requested[index, 1] += sign * info.nonzero_memory
+        if self.usage_from_ledger:
+            return
         for resource, amount in info.requests.items():
             col = self.resource_index.get(resource)
             if col is None:
@@ -450,10 +459,50 @@ class Snapshot:
                 self.free[index, col] -= sign * amount
         self.requested[index, PODS_COL] += sign
         self.free[index, PODS_COL] -= sign
-        self.nonzero_requested[index, 0] += sign * info.nonzero_cpu
-        self.nonzero_requested[index, 1] += sign * info.nonzero_memory
         if info.host_ports:
             self._account_ports(index, info.host_ports, sign)
+
+    def set_usage(
+        self, index: int, requested: dict[str, int], ports: Iterable[HostPort]
+    ) -> None:
+        """Replace the node's requested resources (``pods`` = pod count) and used host
+        ports with absolute values from the ledger."""
+        row = np.zeros(len(self.resource_names), dtype=np.int64)
+        for resource, amount in requested.items():
+            col = self.resource_index.get(resource)
+            if col is None:
+                col = self.column(resource)
+                row = np.append(row, 0)
+            row[col] = amount
+        self.requested[index, :] = row
+        self.free[index, :] = self.allocatable[index, :] - row
+        wanted: dict[HostPort, int] = {}
+        for port in ports:
+            key = HostPort(*port)
+            wanted[key] = wanted.get(key, 0) + 1
+        current = dict(self._ports[index])
+        if current != wanted:
+            for port, count in current.items():
+                self._account_ports(index, (port,) * count, -1)
+            for port, count in wanted.items():
+                self._account_ports(index, (port,) * count, 1)
+        self._touch(index)
+
+    def add_usage(self, index: int, info: PodInfo, sign: int = 1) -> None:
+        """Charge (or with ``sign=-1`` refund) a pod this worker is placing, before the
+        ledger confirms it; the next :meth:`set_usage` of the node supersedes it."""
+        for resource, amount in info.requests.items():
+            col = self.resource_index.get(resource)
+            if col is None:
+                col = self.column(resource)
+            if col != PODS_COL:
+                self.requested[index, col] += sign * amount
+                self.free[index, col] -= sign * amount
+        self.requested[index, PODS_COL] += sign
+        self.free[index, PODS_COL] -= sign
+        if info.host_ports:
+            self._account_ports(index, info.host_ports, sign)
+        self._touch(index)
 
     def _account_ports(self, index: int, ports: tuple[HostPort, ...], sign: int) -> None:
         used = self._ports[index]

@@ -1,0 +1,1 @@
+"""The binder pool: binding cycles as rq jobs, apart from scheduling."""

@@ -1,0 +1,90 @@
+"""Binding jobs: what a scheduling worker enqueues and what a binder process runs.
+
+A job carries a batch of bindings so one rq job amortizes rq's per-job round trips.
+Payloads are plain lists/dicts (msgpack); the job function is reached only through the
+allow-list in :mod:`distsched.binder.safety`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import redis
+from rq import Queue
+
+from distsched.binder.safety import AllowListJob, MsgpackSerializer
+from distsched.keys import Keys
+
+BIND_FUNCTION = "distsched.bind_batch"
+JOB_TIMEOUT_S = 60
+RESULT_TTL_S = 0  # results are not kept: the store and ledger are the record
+FAILURE_TTL_S = 3600
+
+
+@dataclass(frozen=True, slots=True)
+class Binding:
+    pod_key: str
+    uid: str
+    node: str
+    profile: str
+    cycle: int
+    epoch: int
+    token: str
+    initial_attempt_ms: int = 0
+    attempts: int = 1
+
+    def to_wire(self) -> list[object]:
+        return [
+            self.pod_key,
+            self.uid,
+            self.node,
+            self.profile,
+            self.cycle,
+            self.epoch,
+            self.token,
+            self.initial_attempt_ms,
+            self.attempts,
+        ]
+
+    @classmethod
+    def from_wire(cls, item: list[object]) -> Binding:
+        if not isinstance(item, list | tuple) or len(item) != 9:
+            raise ValueError(f"malformed binding: {item!r}")
+        key, uid, node, profile, cycle, epoch, token, initial, attempts = item
+        return cls(
+            str(key),
+            str(uid),
+            str(node),
+            str(profile),
+            int(cycle),  # type: ignore[call-overload]
+            int(epoch),  # type: ignore[call-overload]
+            str(token),
+            int(initial),  # type: ignore[call-overload]
+            int(attempts),  # type: ignore[call-overload]
+        )
+
+
+def queue_name(keys: Keys) -> str:
+    return f"distsched-bind-{keys.scheduler}"
+
+
+def bind_queue(client: redis.Redis, keys: Keys) -> Queue:
+    return Queue(
+        queue_name(keys),
+        connection=client,
+        serializer=MsgpackSerializer,
+        job_class=AllowListJob,
+        default_timeout=JOB_TIMEOUT_S,
+    )
+
+
+def enqueue_bindings(queue: Queue, keys: Keys, bindings: list[Binding]) -> str:
+    """One rq job for the batch; returns the job id."""
+    job = queue.enqueue(
+        BIND_FUNCTION,
+        keys.scheduler,
+        [b.to_wire() for b in bindings],
+        result_ttl=RESULT_TTL_S,
+        failure_ttl=FAILURE_TTL_S,
+    )
+    return str(job.id)

@@ -1,0 +1,248 @@
+"""Cluster events → scheduling-queue moves and ledger updates, once per event.
+
+This is the queue half of kube-scheduler's ``addAllEventHandlers``. Every worker reads
+the store's event stream through one Redis consumer group, so each event is handled by
+one worker; it is acknowledged after its moves, so a worker that dies mid-batch leaves
+its events pending and another worker claims them (XAUTOCLAIM). Every move is
+idempotent (adding a known pod, moving a pod that already moved, releasing a released
+reservation), which makes redelivery harmless.
+
+The cache half (each worker's local snapshot) is fed by each worker's own informer.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import redis
+
+from distsched.cache.ledger import Ledger
+from distsched.framework import events
+from distsched.framework.events import ClusterEvent
+from distsched.framework.podinfo import PodInfo
+from distsched.model import Node, Pod, pod_priority
+from distsched.queue_types import PodEntry, SchedulingQueue
+from distsched.store import ADDED, DELETED, MODIFIED, Event, decode_event
+from distsched.workers import prechecks
+
+log = logging.getLogger(__name__)
+
+GROUP = "queue-handlers"
+
+Interested = Callable[[ClusterEvent], frozenset[str] | None]
+
+
+@dataclass
+class NodeUsage:
+    """What already runs on a node, for pre-checks: requested resources, pods, ports."""
+
+    requested: dict[str, int]
+    pod_count: int
+    ports: list[tuple[str, str, int]]
+
+
+def pod_spec_changed(old: dict[str, Any], new: dict[str, Any]) -> bool:
+    """kube's isPodUpdated: anything but status, resourceVersion and managed fields."""
+
+    def strip(obj: dict[str, Any]) -> dict[str, Any]:
+        meta = {k: v for k, v in obj.get("metadata", {}).items() if k != "resourceVersion"}
+        return {"metadata": meta, "spec": obj.get("spec", {})}
+
+    return strip(old) != strip(new)
+
+
+class QueueEventHandlers:
+    """Applies one batch of store events to the queue (and the shared ledger)."""
+
+    def __init__(
+        self,
+        *,
+        queue: SchedulingQueue,
+        ledger: Ledger,
+        interested: Interested,
+        responsible_for: Callable[[Pod], bool],
+        pod_lookup: Callable[[str], Pod | None],
+        node_usage: Callable[[str], NodeUsage],
+        clock_ms: Callable[[], int],
+    ) -> None:
+        self.queue = queue
+        self.ledger = ledger
+        self.interested = interested
+        self.responsible_for = responsible_for
+        self.pod_lookup = pod_lookup
+        self.node_usage = node_usage
+        self.now_ms = clock_ms
+
+    # -- entry point --------------------------------------------------------------------
+    def handle(self, events: Sequence[Event]) -> None:
+        assigned_added: list[Pod] = []
+        for event in events:
+            try:
+                if event.kind == "Node":
+                    self._node_event(event)
+                elif event.kind == "Pod":
+                    added = self._pod_event(event)
+                    if added is not None:
+                        assigned_added.append(added)
+            except Exception:
+                log.exception("handling %s %s %s failed", event.type, event.kind, event.key)
+                raise
+        if assigned_added:
+            self._assigned_pods_added(assigned_added)
+
+    # -- pods ---------------------------------------------------------------------------
+    def _pod_event(self, event: Event) -> Pod | None:
+        """Returns the pod when it is an assigned-pod-add (moves are batched)."""
+        now = self.now_ms()
+        if event.type == DELETED:
+            pod = Pod.from_dict(event.obj)
+            # An unassigned pod may be assumed (reserved, not yet bound): release it too.
+            self.ledger.pod_deleted(pod.key)
+            self.queue.delete([pod.key], now_ms=now)
+            if pod.spec.node_name:
+                self._move(events.ASSIGNED_POD_DELETE, now, None)
+            return None
+        pod = Pod.from_dict(event.obj)
+        old = Pod.from_dict(event.old) if event.type == MODIFIED and event.old else None
+        if pod.spec.node_name:
+            if old is None or not old.spec.node_name:
+                # Newly assigned (a bind, or created bound): the ledger holds it as bound
+                # (confirming our own assumed pod, or adding one bound by someone else).
+                info = PodInfo.of(pod)
+                self.ledger.add_bound_pod(
+                    pod.key,
+                    pod.metadata.uid,
+                    pod.spec.node_name,
+                    info.requests,
+                    [tuple(p) for p in info.host_ports],
+                    anti_affinity_keys=sorted(
+                        {t.topology_key for t in info.required_anti_affinity_terms}
+                    ),
+                )
+                self.queue.forget([pod.key])
+                return pod
+            return None
+        if not self.responsible_for(pod):
+            return None
+        entry = PodEntry(
+            key=pod.key,
+            uid=pod.metadata.uid,
+            priority=pod_priority(pod),
+            gated=bool(pod.spec.scheduling_gates),
+        )
+        if event.type == ADDED or old is None:
+            self.queue.add([entry], now_ms=now)
+        elif event.old is not None and pod_spec_changed(event.old, event.obj):
+            self.queue.update(entry, now_ms=now)
+        return None
+
+    def _assigned_pods_added(self, pods: list[Pod]) -> None:
+        """AssignedPodAdd: move unschedulable pods whose required affinity terms match."""
+        from distsched.workers.affinity import pods_with_matching_affinity
+
+        now = self.now_ms()
+        candidates = []
+        for key, _plugins in self.queue.unschedulable_pods():
+            pod = self.pod_lookup(key)
+            if pod is not None:
+                candidates.append(pod)
+        matching = pods_with_matching_affinity(candidates, pods)
+        if matching:
+            self._move(events.ASSIGNED_POD_ADD, now, [p.key for p in matching])
+
+    def _move(self, event: ClusterEvent, now: int, keys: list[str] | None) -> None:
+        self.queue.move_all_to_active_or_backoff(
+            event.label, now_ms=now, interested_plugins=self.interested(event), keys=keys
+        )
+
+    # -- nodes --------------------------------------------------------------------------
+    def _node_event(self, event: Event) -> None:
+        now = self.now_ms()
+        node = Node.from_dict(event.obj)
+        if event.type == DELETED:
+            self.ledger.remove_node(node.metadata.name)
+            return
+        self.ledger.set_node_from(node)
+        if event.type == ADDED or event.old is None:
+            self._move_for_node(events.NODE_ADD, node, now)
+            return
+        old = Node.from_dict(event.old)
+        for change in prechecks.node_change_events(old, node):
+            self._move_for_node(change, node, now)
+
+    def _move_for_node(self, event: ClusterEvent, node: Node, now: int) -> None:
+        usage = self.node_usage(node.metadata.name)
+        keys = []
+        for key, _plugins in self.queue.unschedulable_pods():
+            pod = self.pod_lookup(key)
+            if pod is None or prechecks.node_admits(
+                pod,
+                node,
+                requested=usage.requested,
+                pod_count=usage.pod_count,
+                used_ports=usage.ports,
+            ):
+                keys.append(key)
+        if keys:
+            self._move(event, now, keys)
+
+
+class EventConsumer:
+    """Reads the store's event stream through the consumer group; ack after handling."""
+
+    def __init__(
+        self,
+        client: redis.Redis,
+        stream: str,
+        consumer: str,
+        handlers: QueueEventHandlers,
+        *,
+        batch: int = 500,
+        claim_idle_ms: int = 30_000,
+    ) -> None:
+        self.client = client
+        self.stream = stream
+        self.consumer = consumer
+        self.handlers = handlers
+        self.batch = batch
+        self.claim_idle_ms = claim_idle_ms
+        self.ensure_group()
+
+    def ensure_group(self) -> None:
+        try:
+            self.client.xgroup_create(self.stream, GROUP, id="$", mkstream=True)
+        except redis.ResponseError as exc:
+            if "BUSYGROUP" not in str(exc):
+                raise
+
+    def poll(self, block_ms: int | None = None) -> int:
+        """Handle up to one batch of new events; returns how many."""
+        reply = self.client.xreadgroup(
+            GROUP, self.consumer, {self.stream: ">"}, count=self.batch, block=block_ms
+        )
+        if not reply:
+            return 0
+        entries = reply[0][1]
+        return self._handle(entries)
+
+    def claim_abandoned(self) -> int:
+        """Take over events a dead worker read but never acknowledged."""
+        _next, entries, *_ = self.client.xautoclaim(
+            self.stream, GROUP, self.consumer, self.claim_idle_ms, "0-0", count=self.batch
+        )
+        return self._handle(entries) if entries else 0
+
+    def _handle(self, entries: Iterable[tuple[bytes, dict[bytes, bytes]]]) -> int:
+        ids = []
+        events = []
+        for entry_id, fields in entries:
+            ids.append(entry_id)
+            if fields:  # a trimmed entry comes back empty
+                events.append(decode_event(fields))
+        self.handlers.handle(events)
+        if ids:
+            self.client.xack(self.stream, GROUP, *ids)
+        return len(ids)

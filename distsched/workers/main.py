@@ -1,0 +1,74 @@
+"""`distsched worker`: one scheduling worker process, until SIGTERM/SIGINT.
+
+Redis outages are waited out with backoff and logged; the worker never exits because
+Redis went away, and loses no pod: what it had popped or reserved comes back through
+the lease and assume-deadline reapers of whichever worker runs next.
+"""
+
+from __future__ import annotations
+
+import logging
+import signal
+import sys
+import threading
+
+import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+
+from distsched import metrics
+from distsched.connection import Backoff, RedisOptions, connect
+from distsched.framework.profile import ConfigError, build_profiles, load_config
+from distsched.keys import Keys
+from distsched.workers.scheduler import SchedulingWorker, WorkerConfig
+
+log = logging.getLogger(__name__)
+
+RETRYABLE = (redis.ConnectionError, redis.TimeoutError, redis.BusyLoadingError)
+
+
+def run_worker(
+    options: RedisOptions,
+    keys: Keys,
+    *,
+    config_path: str | None = None,
+    batch: int = 64,
+    metrics_port: int = 0,
+    metrics_addr: str = "127.0.0.1",
+    stop: threading.Event | None = None,
+) -> None:
+    try:
+        profiles = build_profiles(load_config(config_path))
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        sys.exit(2)
+    stop = stop or threading.Event()
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, lambda *_: stop.set())
+        signal.signal(signal.SIGINT, lambda *_: stop.set())
+    client = connect(options)
+    # The loop does its own waiting on outages; redis-py's hidden retries would only
+    # stall it without saying so.
+    client.set_retry(Retry(NoBackoff(), 0))
+    if metrics_port:
+        metrics.serve(metrics_port, addr=metrics_addr)
+        metrics.register_queue_collector(client, keys)
+    worker = SchedulingWorker(client, keys, profiles=profiles, config=WorkerConfig(batch=batch))
+    backoff = Backoff()
+    started = False
+    log.info("%s scheduling for %s", worker.name, ", ".join(profiles))
+    while not stop.is_set():
+        try:
+            if not started:
+                worker.start()
+                started = True
+            worker.run_once()
+            if backoff.failures:
+                log.warning("%s: Redis is back", worker.name)
+                backoff.reset()
+        except RETRYABLE as exc:
+            metrics.redis_retries.labels("worker").inc()
+            delay = backoff.next_delay()
+            log.warning("%s: Redis unavailable (%s); retrying in %.1fs", worker.name, exc, delay)
+            stop.wait(delay)
+    log.info("%s stopped after scheduling %d pods", worker.name, worker.scheduled)

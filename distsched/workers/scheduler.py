@@ -1,0 +1,532 @@
+"""The scheduling worker: kube-scheduler's scheduleOne, for a batch of pods at a time.
+
+One thread, one loop (:meth:`SchedulingWorker.run_once`):
+
+1. the informer applies new store events to the local snapshot (nodes, pod objects);
+2. the event consumer turns its share of the events into queue moves (once per event
+   across all workers, see :mod:`distsched.workers.handlers`);
+3. the ledger's change feed refreshes the usage and the pod lists of the nodes that
+   changed, with absolute values (other workers' assumed pods included);
+4. periodic maintenance runs if this worker wins its lock;
+5. a batch of pods is popped and scheduled on the snapshot, each pod seeing the earlier
+   ones; the decisions are reserved against the ledger in one script call; rejected ones
+   are retried on the refreshed snapshot a bounded number of times; reserved ones pass
+   Permit and go to the binder pool as one rq job.
+
+Pods with inter-pod constraints (required affinity, anti-affinity, hard topology spread)
+are decided and reserved one at a time on a freshly synced snapshot: the ledger checks
+the topology-domain generations their decision was based on, and batching them would
+make every later decision of the batch count the earlier ones' bumps.
+
+Every failure goes through :meth:`SchedulingWorker._fail`.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import redis
+
+from distsched import metrics
+from distsched.binder.jobs import Binding, bind_queue, enqueue_bindings
+from distsched.cache.ledger import Ledger, LedgerConfig
+from distsched.cache.ledger_types import Decision, NodeState, Rejected, Reserved
+from distsched.cache.snapshot import Snapshot
+from distsched.clock import SYSTEM_CLOCK, Clock
+from distsched.framework.cycle_state import CycleState
+from distsched.framework.diagnosis import FitError, SchedulingError
+from distsched.framework.events import ClusterEvent
+from distsched.framework.podinfo import PodInfo
+from distsched.framework.profile import Profiles
+from distsched.framework.runtime import Framework
+from distsched.keys import Keys
+from distsched.model import Node, Pod
+from distsched.queue_redis import RedisQueue
+from distsched.queue_types import QueueConfig, QueuedPod
+from distsched.store import FuncHandler, Informer, Store
+from distsched.workers.handlers import EventConsumer, NodeUsage, QueueEventHandlers
+from distsched.workers.periodic import Periodic
+
+log = logging.getLogger(__name__)
+
+Obj = dict
+
+
+@dataclass
+class WorkerConfig:
+    batch: int = 64
+    max_reserve_attempts: int = 3
+    idle_wait_s: float = 0.2
+    event_batches_per_loop: int = 4
+
+
+@dataclass
+class Attempt:
+    """One pod's scheduling attempt within a batch."""
+
+    queued: QueuedPod
+    pod: Pod
+    framework: Framework
+    state: CycleState = field(default_factory=CycleState)
+    started: float = field(default_factory=time.perf_counter)
+    node: str = ""
+    info: PodInfo | None = None
+    tries: int = 0
+
+
+def constrained(pod: Pod) -> bool:
+    """Whether the pod's decision depends on other pods' placement (inter-pod rules)."""
+    affinity = pod.spec.affinity
+    if affinity is not None:
+        if affinity.pod_affinity is not None and affinity.pod_affinity.required:
+            return True
+        if affinity.pod_anti_affinity is not None and affinity.pod_anti_affinity.required:
+            return True
+    spread = pod.spec.topology_spread_constraints
+    return any(c.when_unsatisfiable == "DoNotSchedule" for c in spread)
+
+
+def constraint_topology_keys(pod: Pod) -> set[str]:
+    keys = {c.topology_key for c in pod.spec.topology_spread_constraints}
+    affinity = pod.spec.affinity
+    if affinity is not None:
+        for group in (affinity.pod_affinity, affinity.pod_anti_affinity):
+            if group is not None:
+                keys.update(t.topology_key for t in group.required)
+                keys.update(w.term.topology_key for w in group.preferred)
+    return keys
+
+
+class SchedulingWorker:
+    def __init__(
+        self,
+        client: redis.Redis,
+        keys: Keys,
+        *,
+        profiles: Profiles,
+        clock: Clock = SYSTEM_CLOCK,
+        name: str | None = None,
+        config: WorkerConfig | None = None,
+        queue_config: QueueConfig | None = None,
+        ledger_config: LedgerConfig | None = None,
+        informer_client: redis.Redis | None = None,
+    ) -> None:
+        self.client = client
+        self.keys = keys
+        self.profiles = profiles
+        self.clock = clock
+        self.name = name or f"worker-{uuid.uuid4().hex[:8]}"
+        self.config = config or WorkerConfig()
+        self.store = Store(client, keys, clock=clock)
+        self.queue = RedisQueue(client, keys, config=queue_config)
+        self.ledger = Ledger(client, keys, clock, ledger_config)
+        self.snapshot = Snapshot(capacity=1024, usage_from_ledger=True)
+        self.informer = Informer(informer_client or client, keys)
+        node_handler = FuncHandler(
+            add=self._on_node_add, update=self._on_node_update, delete=self._on_node_delete
+        )
+        pod_handler = FuncHandler(
+            add=self._on_pod_add, update=self._on_pod_update, delete=self._on_pod_delete
+        )
+        self.informer.add_handler("Node", node_handler)
+        self.informer.add_handler("Pod", pod_handler)
+        self._parsed: dict[str, tuple[str, Pod]] = {}
+        self._node_states: dict[str, NodeState] = {}
+        self._feed_version = 0
+        self.handlers = QueueEventHandlers(
+            queue=self.queue,
+            ledger=self.ledger,
+            interested=self._interested,
+            responsible_for=lambda pod: self.profiles.for_pod(pod) is not None,
+            pod_lookup=self.pod,
+            node_usage=self._node_usage,
+            clock_ms=clock.now_ms,
+        )
+        self.consumer = EventConsumer(client, keys.events, self.name, self.handlers)
+        self.bind_queue = bind_queue(client, keys)
+        self.periodic = Periodic(client, keys)
+        self._setup_periodic()
+        self.scheduled = 0
+        self.conflicts = 0
+
+    # ------------------------------------------------------------------ start-up
+    def _setup_periodic(self) -> None:
+        q, led, now = self.queue, self.ledger, self.clock.now_ms
+        self.periodic.every("flush-backoff", 1.0, lambda: q.flush_backoff_completed(now_ms=now()))
+        self.periodic.every(
+            "flush-leftover", 30.0, lambda: q.flush_unschedulable_leftover(now_ms=now())
+        )
+        self.periodic.every("reclaim-leases", 1.0, self._reclaim_leases)
+        self.periodic.every("reap-assumed", 1.0, self._reap_assumed)
+        self.periodic.every("claim-events", 10.0, self.consumer.claim_abandoned)
+        self.periodic.every("resync", 300.0, self.resync)
+        del led
+
+    def _reclaim_leases(self) -> int:
+        keys = self.queue.reclaim_expired_leases(now_ms=self.clock.now_ms())
+        if keys:
+            metrics.lease_reclaims.labels("inflight").inc(len(keys))
+            log.warning("reclaimed %d expired leases: %s", len(keys), keys[:5])
+        return len(keys)
+
+    def _reap_assumed(self) -> int:
+        keys = self.ledger.reap_expired_assumed(self.clock.now_ms())
+        if keys:
+            metrics.lease_reclaims.labels("assumed").inc(len(keys))
+            log.warning("requeued %d expired assumed pods: %s", len(keys), keys[:5])
+        return len(keys)
+
+    def start(self) -> None:
+        """Initial list into the snapshot, then one resync of ledger and queue."""
+        while not self.informer.has_synced:
+            self.informer.poll_once(0)
+        self.consumer.ensure_group()
+        if self.client.set(self.keys.lock("resync"), self.name, nx=True, px=60_000):
+            self.resync()
+        self.refresh_from_ledger()
+
+    def resync(self) -> int:
+        """Make the ledger and the queue agree with the store (events before the consumer
+        group existed, or lost with a Redis that restarted without its data). Idempotent."""
+        now = self.clock.now_ms()
+        added = 0
+        for obj in self.informer.list("Node"):
+            self.ledger.set_node_from(Node.from_dict(obj))
+        from distsched.model import pod_priority
+        from distsched.queue_types import PodEntry
+
+        entries = []
+        for obj in self.informer.list("Pod"):
+            pod = self.pod_from(obj)
+            if pod.spec.node_name:
+                info = PodInfo.of(pod)
+                self.ledger.add_bound_pod(
+                    pod.key,
+                    pod.metadata.uid,
+                    pod.spec.node_name,
+                    info.requests,
+                    [tuple(p) for p in info.host_ports],
+                    anti_affinity_keys=sorted(
+                        {t.topology_key for t in info.required_anti_affinity_terms}
+                    ),
+                )
+            elif self.profiles.for_pod(pod) is not None:
+                entries.append(
+                    PodEntry(
+                        key=pod.key,
+                        uid=pod.metadata.uid,
+                        priority=pod_priority(pod),
+                        gated=bool(pod.spec.scheduling_gates),
+                    )
+                )
+        for i in range(0, len(entries), 1000):
+            added += self.queue.add(entries[i : i + 1000], now_ms=now)
+        return added
+
+    # ------------------------------------------------------------------ lookups
+    def pod_from(self, obj: Obj) -> Pod:
+        meta = obj.get("metadata", {})
+        key = f"{meta.get('namespace', 'default')}/{meta.get('name')}"
+        rv = str(meta.get("resourceVersion", ""))
+        cached = self._parsed.get(key)
+        if cached is not None and cached[0] == rv and rv:
+            return cached[1]
+        pod = Pod.from_dict(obj)
+        self._parsed[key] = (rv, pod)
+        return pod
+
+    def pod(self, key: str) -> Pod | None:
+        obj = self.informer.get("Pod", key)
+        if obj is None:
+            obj = self.store.get("Pod", key)
+            if obj is None:
+                return None
+        return self.pod_from(obj)
+
+    def _interested(self, event: ClusterEvent) -> frozenset[str] | None:
+        names: set[str] = set()
+        for fw in self.profiles.values():
+            names |= fw.plugins_interested_in(event)
+        return frozenset(names)
+
+    def _node_usage(self, name: str) -> NodeUsage:
+        state = self.ledger.node_state([name]).get(name)
+        if state is None:
+            return NodeUsage({}, 0, [])
+        return NodeUsage(
+            dict(state.requested), state.requested.get("pods", len(state.pods)), list(state.ports)
+        )
+
+    # ------------------------------------------------------------------ informer → snapshot
+    def _on_node_add(self, obj: Obj, _initial: bool) -> None:
+        node = Node.from_dict(obj)
+        index = self.snapshot.add_node(node)
+        state = self._node_states.get(node.metadata.name)
+        if state is not None:
+            self._apply_state(index, state)
+
+    def _on_node_update(self, _old: Obj, new: Obj) -> None:
+        self.snapshot.update_node(Node.from_dict(new))
+
+    def _on_node_delete(self, obj: Obj, _unknown: bool) -> None:
+        self.snapshot.remove_node(obj["metadata"]["name"])
+        self._node_states.pop(obj["metadata"]["name"], None)
+
+    def _on_pod_add(self, obj: Obj, _initial: bool) -> None:
+        pod = self.pod_from(obj)
+        if pod.spec.node_name:
+            self.snapshot.add_pod(pod)
+
+    def _on_pod_update(self, _old: Obj, new: Obj) -> None:
+        self._on_pod_add(new, False)
+
+    def _on_pod_delete(self, obj: Obj, _unknown: bool) -> None:
+        key = f"{obj['metadata'].get('namespace', 'default')}/{obj['metadata']['name']}"
+        self.snapshot.remove_pod(key)
+        self._parsed.pop(key, None)
+
+    # ------------------------------------------------------------------ ledger → snapshot
+    def refresh_from_ledger(self) -> int:
+        version, states = self.ledger.changes_since(self._feed_version)
+        for name, state in states.items():
+            self._node_states[name] = state
+            index = self.snapshot.get_index(name)
+            if index is not None:
+                self._apply_state(index, state)
+        self._feed_version = version
+        return len(states)
+
+    def _apply_state(self, index: int, state: NodeState) -> None:
+        """Usage and pod list of one node as the ledger has them (assumed + bound)."""
+        self.snapshot.set_usage(index, dict(state.requested), state.ports)
+        want = set(state.pods)
+        have = set(self.snapshot.pods_on(index))
+        for key in have - want:
+            self.snapshot.remove_pod(key)
+        for key in want - have:
+            pod = self.pod(key)
+            if pod is not None:
+                self.snapshot.add_pod(pod, state.name)
+
+    # ------------------------------------------------------------------ the loop
+    def run_once(self) -> int:
+        """One turn of the loop; returns the number of pods popped."""
+        for _ in range(self.config.event_batches_per_loop):
+            if not self.informer.poll_once(0):
+                break
+        for _ in range(self.config.event_batches_per_loop):
+            if not self.consumer.poll(None):
+                break
+        self.refresh_from_ledger()
+        self.periodic.tick()
+        popped = self.queue.pop(self.config.batch, now_ms=self.clock.now_ms())
+        if not popped:
+            self.client.blpop([self.keys.wake], timeout=self.config.idle_wait_s)
+            return 0
+        self.schedule_batch(popped)
+        return len(popped)
+
+    def schedule_batch(self, popped: Sequence[QueuedPod]) -> None:
+        attempts: list[Attempt] = []
+        for queued in popped:
+            attempt = self._prepare(queued)
+            if attempt is not None:
+                attempts.append(attempt)
+        batch: list[Attempt] = []
+        for attempt in attempts:
+            if constrained(attempt.pod):
+                self._reserve(batch)
+                batch = []
+                self.refresh_from_ledger()
+                if self._decide(attempt):
+                    self._reserve([attempt])
+            elif self._decide(attempt):
+                batch.append(attempt)
+        self._reserve(batch)
+
+    def _prepare(self, queued: QueuedPod) -> Attempt | None:
+        pod = self.pod(queued.key)
+        now = self.clock.now_ms()
+        if pod is None:
+            self.queue.delete([queued.key], now_ms=now)
+            return None
+        if pod.spec.node_name:
+            self.queue.done(queued.key, epoch=queued.epoch)
+            self.queue.forget([queued.key])
+            return None
+        fw = self.profiles.for_pod(pod)
+        if fw is None:
+            self.queue.delete([queued.key], now_ms=now)
+            return None
+        return Attempt(queued, pod, fw)
+
+    def _decide(self, attempt: Attempt) -> bool:
+        """Run the scheduling algorithm and assume the result locally."""
+        attempt.tries += 1
+        attempt.state = CycleState()
+        fw, pod = attempt.framework, attempt.pod
+        try:
+            result = fw.schedule_pod(attempt.state, pod, self.snapshot)
+        except FitError as err:
+            self._post_filter(attempt, err)
+            self._fail(
+                attempt,
+                plugins=sorted(err.diagnosis.unschedulable_plugins),
+                message=str(err),
+                error=False,
+            )
+            return False
+        except SchedulingError as err:
+            self._fail(attempt, plugins=[], message=str(err), error=True)
+            return False
+        status = fw.run_reserve_plugins_reserve(attempt.state, pod, result.suggested_host)
+        if not status.is_success():
+            fw.run_reserve_plugins_unreserve(attempt.state, pod, result.suggested_host)
+            self._fail(attempt, plugins=[], message=status.message(), error=True)
+            return False
+        attempt.node = result.suggested_host
+        attempt.info = PodInfo.of(pod)
+        self.snapshot.add_pod(pod, attempt.node, info=attempt.info)
+        self.snapshot.add_usage(result.node_index, attempt.info)
+        return True
+
+    def _post_filter(self, attempt: Attempt, err: FitError) -> None:
+        """PostFilter (preemption); the pod itself still goes back to the queue."""
+        fw = attempt.framework
+        if not fw.post_filter_plugins:
+            return
+        metrics.preemption_attempts.inc()
+        from distsched.workers.preemption import apply_post_filter
+
+        apply_post_filter(self, attempt, err)
+
+    def _unassume(self, attempt: Attempt) -> None:
+        if not attempt.node or attempt.info is None:
+            return
+        index = self.snapshot.get_index(attempt.node)
+        self.snapshot.remove_pod(attempt.pod.key)
+        if index is not None:
+            self.snapshot.add_usage(index, attempt.info, -1)
+        attempt.node = ""
+
+    def _decision(self, attempt: Attempt) -> Decision:
+        assert attempt.info is not None
+        state = self._node_states.get(attempt.node)
+        checks: dict[str, int] = {}
+        if state is not None and constrained(attempt.pod):
+            labels = self.snapshot.node_by_name(attempt.node).metadata.labels
+            for key in constraint_topology_keys(attempt.pod):
+                if key in labels:
+                    domain = f"{key}={labels[key]}"
+                    checks[domain] = state.domain_gens.get(domain, 0)
+        return Decision(
+            pod_key=attempt.pod.key,
+            uid=attempt.pod.metadata.uid,
+            epoch=attempt.queued.epoch,
+            node=attempt.node,
+            requests=attempt.info.requests,
+            host_ports=[tuple(p) for p in attempt.info.host_ports],
+            domain_checks=checks,
+            anti_affinity_gen=state.anti_affinity_gen if state is not None else 0,
+            anti_affinity_keys=sorted(
+                {t.topology_key for t in attempt.info.required_anti_affinity_terms}
+            ),
+        )
+
+    def _reserve(self, batch: list[Attempt]) -> None:
+        while batch:
+            results = self.ledger.reserve_batch([self._decision(a) for a in batch])
+            reserved: list[Attempt] = []
+            retry: list[Attempt] = []
+            for attempt, result in zip(batch, results, strict=True):
+                if isinstance(result, Reserved):
+                    reserved.append(attempt)
+                    continue
+                self._unassume(attempt)
+                if isinstance(result, Rejected):
+                    self.conflicts += 1
+                    metrics.reserve_conflicts.labels(result.reason.split(" ")[0]).inc()
+                    if result.node_state is not None:
+                        self._node_states[result.node_state.name] = result.node_state
+                        index = self.snapshot.get_index(result.node_state.name)
+                        if index is not None:
+                            self._apply_state(index, result.node_state)
+                    if attempt.tries < self.config.max_reserve_attempts:
+                        retry.append(attempt)
+                    else:
+                        self._fail(
+                            attempt,
+                            plugins=[],
+                            message=f"reservation conflicts: {result.reason}",
+                            error=True,
+                        )
+                else:  # Stale: the lease expired and the pod belongs to someone else now
+                    log.info("stale decision for %s: %s", attempt.pod.key, result)
+            self._bind(reserved)
+            batch = []
+            if retry:
+                self.refresh_from_ledger()
+                batch = [a for a in retry if self._decide(a)]
+
+    def _bind(self, reserved: list[Attempt]) -> None:
+        if not reserved:
+            return
+        bindings: list[Binding] = []
+        for attempt in reserved:
+            fw = attempt.framework
+            status, _waits = fw.run_permit_plugins(attempt.state, attempt.pod, attempt.node)
+            if not status.is_success() and not status.is_wait():
+                fw.run_reserve_plugins_unreserve(attempt.state, attempt.pod, attempt.node)
+                self.ledger.release(attempt.pod.key, str(attempt.queued.epoch))
+                self._unassume(attempt)
+                self._fail(attempt, plugins=[], message=status.message(), error=False)
+                continue
+            bindings.append(
+                Binding(
+                    pod_key=attempt.pod.key,
+                    uid=attempt.pod.metadata.uid,
+                    node=attempt.node,
+                    profile=fw.profile_name,
+                    cycle=attempt.queued.cycle,
+                    epoch=attempt.queued.epoch,
+                    token=str(attempt.queued.epoch),
+                    initial_attempt_ms=attempt.queued.initial_attempt_ms,
+                    attempts=attempt.queued.attempts,
+                )
+            )
+            elapsed = time.perf_counter() - attempt.started
+            metrics.schedule_attempts.labels("scheduled", fw.profile_name).inc()
+            metrics.scheduling_attempt_duration.labels("scheduled", fw.profile_name).observe(
+                elapsed
+            )
+        if bindings:
+            enqueue_bindings(self.bind_queue, self.keys, bindings)
+            self.scheduled += len(bindings)
+
+    # ------------------------------------------------------------------ the one failure path
+    def _fail(self, attempt: Attempt, *, plugins: list[str], message: str, error: bool) -> None:
+        """kube's FailureHandler: back to the queue (unschedulable or backoff), and the
+        diagnosis recorded for `distsched explain`."""
+        self._unassume(attempt)
+        now = self.clock.now_ms()
+        where = self.queue.add_unschedulable_if_not_present(
+            attempt.pod.key,
+            epoch=attempt.queued.epoch,
+            plugins=plugins,
+            now_ms=now,
+            error=error,
+        )
+        result = "error" if error else "unschedulable"
+        profile = attempt.framework.profile_name
+        metrics.schedule_attempts.labels(result, profile).inc()
+        metrics.scheduling_attempt_duration.labels(result, profile).observe(
+            time.perf_counter() - attempt.started
+        )
+        record = {"message": message, "plugins": plugins, "at_ms": now, "queue": where}
+        self.client.hset(self.keys.explain, attempt.pod.key, json.dumps(record))
+        log.debug("pod %s: %s (%s)", attempt.pod.key, message, where)
