@@ -15,6 +15,8 @@ import redis
 from distsched.clock import FakeClock
 from distsched.keys import Keys
 
+pytest_plugins = ["tests.e2e_fixtures"]
+
 TEST_REDIS_URL = os.environ.get("DISTSCHED_TEST_REDIS_URL", "redis://127.0.0.1:6379/15")
 
 
