@@ -26,7 +26,7 @@ def redis_url() -> str:
     try:
         client.ping()
     except redis.ConnectionError as exc:  # pragma: no cover - environment problem
-        pytest.fail(f"Redis is required for the tests and is not reachable at {TEST_REDIS_URL}: {exc}")
+        pytest.fail(f"the tests need Redis at {TEST_REDIS_URL}, which is not reachable: {exc}")
     finally:
         client.close()
     return TEST_REDIS_URL
