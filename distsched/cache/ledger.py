@@ -352,17 +352,15 @@ class Ledger:
     def confirm_bound(self, pod_key: str, token: str) -> bool:
         """The binder bound the pod: assumed -> bound (the ledger keeps its requests).
         False when the reservation under ``token`` no longer exists."""
-        keys = [self.pods_key, self.assumed_key, self._keys.info]
-        return bool(self._scripts.get("cache_confirm")(keys=keys, args=[pod_key, token]))
+        return self.confirm_bound_many([(pod_key, token)])[0]
 
     def confirm_bound_many(self, bound: Iterable[tuple[str, str]]) -> list[bool]:
-        """:meth:`confirm_bound` for many ``(pod_key, token)`` pairs in one round trip."""
-        script = self._scripts.get("cache_confirm")
+        """:meth:`confirm_bound` for many ``(pod_key, token)`` pairs in one script call."""
+        args = [item for pair in bound for item in pair]
+        if not args:
+            return []
         keys = [self.pods_key, self.assumed_key, self._keys.info]
-        with self._r.pipeline(transaction=False) as pipe:
-            for pod_key, token in bound:
-                script(keys=keys, args=[pod_key, token], client=pipe)
-            return [bool(x) for x in pipe.execute()]
+        return [bool(x) for x in self._scripts.get("cache_confirm")(keys=keys, args=args)]
 
     def release(self, pod_key: str, token: str | None = None) -> bool:
         """Unreserve / forget an assumed pod (only under ``token`` when given). Idempotent:
@@ -410,7 +408,7 @@ class Ledger:
             ]
             for name in nodes:
                 keys += self.node_keys(name)
-            keys += self.feed_keys
+            keys += [self._keys.store_meta("Pod"), *self.feed_keys]
             args: list[str | int] = [
                 now,
                 mode,
@@ -475,6 +473,17 @@ class Ledger:
         pipe.zscore(self.assumed_key, pod_key)
         raw, deadline = pipe.execute()
         return None if raw is None else decode_record(pod_key, raw, deadline)
+
+    def pod_nodes(self, pod_keys: Sequence[str]) -> dict[str, str]:
+        """ns/name -> node of the pods the ledger holds (assumed or bound), one HMGET."""
+        if not pod_keys:
+            return {}
+        raws = self._r.hmget(self.pods_key, list(pod_keys))
+        out: dict[str, str] = {}
+        for key, raw in zip(pod_keys, raws, strict=True):
+            if raw is not None:
+                out[key] = str(json.loads(raw)["node"])
+        return out
 
     def assumed_pods(self) -> dict[str, int]:
         """ns/name -> assume deadline (ms)."""

@@ -25,6 +25,9 @@ KEYS[8]  zset   queue active: "<ts:013d>|ns/name" -> -priority
 KEYS[9]  list   queue wake tokens
 KEYS[10+3(i-1)], KEYS[11+3(i-1)], KEYS[12+3(i-1)] for node i of ARGV[7]:
          hash cache:node:<name>, hash cache:ports:<name>, set cache:nodepods:<name>
+KEYS[n-2] hash  store meta of pods: ns/name -> {"rv","uid","node"} (expire mode: a pod the
+                store already has bound to the record's node is confirmed, not released:
+                its binder died between the store's bind and the ledger's confirm)
 KEYS[n-1] zset  cache:feed: node -> ledger version of its last change (change feed)
 KEYS[n]   string cache:feedver: ledger version counter
 ARGV[1]  integer  now (ms since epoch)
@@ -77,7 +80,7 @@ if mode ~= 'forget' and mode ~= 'delete' and mode ~= 'expire' then
 end
 local ok, nodes = pcall(cjson.decode, ARGV[7])
 if not ok or type(nodes) ~= 'table' then return fail('node names must be a JSON array') end
-if #KEYS ~= 11 + 3 * #nodes then return fail('expected ' .. (11 + 3 * #nodes) .. ' keys') end
+if #KEYS ~= 12 + 3 * #nodes then return fail('expected ' .. (12 + 3 * #nodes) .. ' keys') end
 local index = {}
 for i, n in ipairs(nodes) do
   if type(n) ~= 'string' or n == '' then return fail('node names must be non-empty strings') end
@@ -107,7 +110,14 @@ local function node_state(i)
   return st
 end
 
-local released, seen, orphans = {}, {}, {}
+local released, seen, orphans, bound = {}, {}, {}, {}
+
+local function bound_in_store(key, node)
+  local raw = redis.call('HGET', KEYS[#KEYS - 2], key)
+  if not raw then return false end
+  local good, meta = pcall(cjson.decode, raw)
+  return good and type(meta) == 'table' and meta.node == node
+end
 for a = 8, #ARGV do
   local key = ARGV[a]
   local raw = (not seen[key]) and redis.call('HGET', KEYS[1], key)
@@ -128,6 +138,10 @@ for a = 8, #ARGV do
       take = deadline ~= nil and (token == '' or rec.token == token)
     else
       take = deadline ~= nil and deadline <= now
+      if take and bound_in_store(key, rec.node) then
+        take = false
+        bound[#bound + 1] = key
+      end
     end
     if take then
       local entry = { key = key, rec = rec, st = node_state(i) }
@@ -156,6 +170,10 @@ end
 
 -- ---------------------------------------------------------------- write
 for _, key in ipairs(orphans) do redis.call('ZREM', KEYS[2], key) end
+for _, key in ipairs(bound) do
+  redis.call('ZREM', KEYS[2], key)
+  redis.call('HDEL', KEYS[6], key)
+end
 local dominc = {}
 local out = { 'OK' }
 for _, e in ipairs(released) do

@@ -65,6 +65,7 @@ class QueueEventHandlers:
         interested: Interested,
         responsible_for: Callable[[Pod], bool],
         pod_lookup: Callable[[str], Pod | None],
+        parse: Callable[[dict[str, Any]], Pod] = Pod.from_dict,
         node_usage: Callable[[str], NodeUsage],
         clock_ms: Callable[[], int],
     ) -> None:
@@ -73,71 +74,87 @@ class QueueEventHandlers:
         self.interested = interested
         self.responsible_for = responsible_for
         self.pod_lookup = pod_lookup
+        self.parse = parse
         self.node_usage = node_usage
         self.now_ms = clock_ms
 
     # -- entry point --------------------------------------------------------------------
-    def handle(self, events: Sequence[Event]) -> None:
-        assigned_added: list[Pod] = []
-        for event in events:
-            try:
-                if event.kind == "Node":
-                    self._node_event(event)
-                elif event.kind == "Pod":
-                    added = self._pod_event(event)
-                    if added is not None:
-                        assigned_added.append(added)
-            except Exception:
-                log.exception("handling %s %s %s failed", event.type, event.kind, event.key)
-                raise
-        if assigned_added:
-            self._assigned_pods_added(assigned_added)
+    def handle(self, batch: Sequence[Event]) -> None:
+        """Apply a batch of events in order, with one queue call per kind of move.
 
-    # -- pods ---------------------------------------------------------------------------
-    def _pod_event(self, event: Event) -> Pod | None:
-        """Returns the pod when it is an assigned-pod-add (moves are batched)."""
+        Pending adds are flushed before any delete or update so that the order of events
+        on one pod is kept (a pod deleted and created again within one batch stays queued).
+        """
         now = self.now_ms()
-        if event.type == DELETED:
-            pod = Pod.from_dict(event.obj)
-            # An unassigned pod may be assumed (reserved, not yet bound): release it too.
-            self.ledger.pod_deleted(pod.key)
-            self.queue.delete([pod.key], now_ms=now)
+        adds: list[PodEntry] = []
+        newly_bound: list[Pod] = []
+        assigned_deleted = False
+        for event in batch:
+            if event.kind == "Node":
+                self._flush_adds(adds, now)
+                self._node_event(event)
+                continue
+            if event.kind != "Pod":
+                continue
+            pod = self.parse(event.obj)
+            if event.type == DELETED:
+                self._flush_adds(adds, now)
+                # An unassigned pod may be assumed (reserved, not yet bound): release it too.
+                self.ledger.pod_deleted(pod.key)
+                self.queue.delete([pod.key], now_ms=now)
+                assigned_deleted = assigned_deleted or bool(pod.spec.node_name)
+                continue
+            old = self.parse(event.old) if event.type == MODIFIED and event.old else None
             if pod.spec.node_name:
-                self._move(events.ASSIGNED_POD_DELETE, now, None)
-            return None
-        pod = Pod.from_dict(event.obj)
-        old = Pod.from_dict(event.old) if event.type == MODIFIED and event.old else None
-        if pod.spec.node_name:
-            if old is None or not old.spec.node_name:
-                # Newly assigned (a bind, or created bound): the ledger holds it as bound
-                # (confirming our own assumed pod, or adding one bound by someone else).
-                info = PodInfo.of(pod)
-                self.ledger.add_bound_pod(
-                    pod.key,
-                    pod.metadata.uid,
-                    pod.spec.node_name,
-                    info.requests,
-                    [tuple(p) for p in info.host_ports],
-                    anti_affinity_keys=sorted(
-                        {t.topology_key for t in info.required_anti_affinity_terms}
-                    ),
-                )
-                self.queue.forget([pod.key])
-                return pod
-            return None
-        if not self.responsible_for(pod):
-            return None
-        entry = PodEntry(
-            key=pod.key,
-            uid=pod.metadata.uid,
-            priority=pod_priority(pod),
-            gated=bool(pod.spec.scheduling_gates),
-        )
-        if event.type == ADDED or old is None:
-            self.queue.add([entry], now_ms=now)
-        elif event.old is not None and pod_spec_changed(event.old, event.obj):
-            self.queue.update(entry, now_ms=now)
-        return None
+                if old is None or not old.spec.node_name:
+                    newly_bound.append(pod)
+                continue
+            if not self.responsible_for(pod):
+                continue
+            entry = PodEntry(
+                key=pod.key,
+                uid=pod.metadata.uid,
+                priority=pod_priority(pod),
+                gated=bool(pod.spec.scheduling_gates),
+            )
+            if event.type == ADDED or old is None:
+                adds.append(entry)
+            elif event.old is not None and pod_spec_changed(event.old, event.obj):
+                self._flush_adds(adds, now)
+                self.queue.update(entry, now_ms=now)
+        self._flush_adds(adds, now)
+        if newly_bound:
+            self._record_bound(newly_bound)
+            self._assigned_pods_added(newly_bound)
+        if assigned_deleted:
+            self._move(events.ASSIGNED_POD_DELETE, now, None)
+
+    def _flush_adds(self, adds: list[PodEntry], now: int) -> None:
+        if adds:
+            self.queue.add(adds, now_ms=now)
+            adds.clear()
+
+    def _record_bound(self, pods: list[Pod]) -> None:
+        """Newly bound pods the ledger does not hold on that node yet (bound by someone
+        else, or created bound) are added as bound. Pods our binders bound are already
+        there: the binder confirms them, and the assumed-pod reaper confirms instead of
+        releasing if a binder died between the store's bind and its confirm."""
+        nodes = self.ledger.pod_nodes([p.key for p in pods])
+        unknown = [p for p in pods if nodes.get(p.key) != p.spec.node_name]
+        for pod in unknown:
+            info = PodInfo.of(pod)
+            self.ledger.add_bound_pod(
+                pod.key,
+                pod.metadata.uid,
+                pod.spec.node_name,
+                info.requests,
+                [tuple(p) for p in info.host_ports],
+                anti_affinity_keys=sorted(
+                    {t.topology_key for t in info.required_anti_affinity_terms}
+                ),
+            )
+        if unknown:
+            self.queue.forget([p.key for p in unknown])
 
     def _assigned_pods_added(self, pods: list[Pod]) -> None:
         """AssignedPodAdd: move unschedulable pods whose required affinity terms match."""

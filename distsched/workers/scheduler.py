@@ -144,6 +144,7 @@ class SchedulingWorker:
             interested=self._interested,
             responsible_for=lambda pod: self.profiles.for_pod(pod) is not None,
             pod_lookup=self.pod,
+            parse=self.pod_from,
             node_usage=self._node_usage,
             clock_ms=clock.now_ms,
         )

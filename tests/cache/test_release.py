@@ -345,3 +345,20 @@ def test_set_node_from_a_node_object(ledger: Ledger) -> None:
     state = ledger.node_state(["n9"])["n9"]
     assert state.live and state.allocatable == {"cpu": 4000, "pods": 20}
     assert state.domains == {ZONE: "c", "disk": "ssd", "kubernetes.io/hostname": "n9"}
+
+
+def test_reaper_confirms_a_pod_the_store_already_bound(
+    r: redis.Redis, keys: Keys, clock: FakeClock, ledger: Ledger
+) -> None:
+    """A binder that died between the store's bind and the ledger's confirm leaves a bound
+    pod assumed; the reaper must keep its usage (releasing it would let another pod take
+    capacity the bound pod uses)."""
+    reserve(r, keys, clock, ledger, "ns/bound", "n1", epoch=1, requests={"cpu": 700})
+    reserve(r, keys, clock, ledger, "ns/unbound", "n1", epoch=2, requests={"cpu": 300})
+    r.hset(keys.store_meta("Pod"), "ns/bound", '{"rv":"9","uid":"uid-ns/bound","node":"n1"}')
+    clock.step(TTL)
+    assert ledger.reap_expired_assumed() == ["ns/unbound"]
+    assert ledger.assumed_pods() == {}
+    assert ledger.node_state(["n1"])["n1"].requested["cpu"] == 700
+    assert ledger.check_consistency() == []
+    assert info_of(r, keys, "ns/bound") is None
