@@ -316,6 +316,10 @@ class MemoryQueue:
                 for key, _ in self._sets[UNSCHEDULABLE].ordered()
             ]
 
+    def unschedulable_keys(self) -> list[str]:
+        with self._cond:
+            return [key for key, _ in self._sets[UNSCHEDULABLE].ordered()]
+
     def counts(self) -> dict[str, int]:
         with self._cond:
             return {name: len(zset) for name, zset in self._sets.items()}

@@ -247,12 +247,19 @@ class RedisQueue:
 
     # --- reads ------------------------------------------------------------------------
     def unschedulable_pods(self) -> list[tuple[str, frozenset[str]]]:
-        pipe = self._client.pipeline(transaction=True)
-        pipe.zrange(self._keys.unschedulable, 0, -1)
-        pipe.hgetall(self._keys.info)
-        members, infos = pipe.execute()
-        by_key = {_text(f): json.loads(v) for f, v in infos.items()}
-        return [(_text(m), split_plugins(by_key[_text(m)]["pl"])) for m in members]
+        keys = self.unschedulable_keys()
+        if not keys:
+            return []
+        infos = self._client.hmget(self._keys.info, keys)
+        return [
+            (key, split_plugins(json.loads(raw)["pl"]))
+            for key, raw in zip(keys, infos, strict=True)
+            if raw is not None
+        ]
+
+    def unschedulable_keys(self) -> list[str]:
+        """The unschedulable pods' keys, oldest first (no info decoding)."""
+        return [_text(m) for m in self._client.zrange(self._keys.unschedulable, 0, -1)]
 
     def counts(self) -> dict[str, int]:
         pipe = self._client.pipeline(transaction=True)

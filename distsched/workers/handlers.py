@@ -19,6 +19,7 @@ from typing import Any
 
 import redis
 
+from distsched import metrics
 from distsched.cache.ledger import Ledger
 from distsched.framework import events
 from distsched.framework.events import ClusterEvent
@@ -121,7 +122,10 @@ class QueueEventHandlers:
                 adds.append(entry)
             elif event.old is not None and pod_spec_changed(event.old, event.obj):
                 self._flush_adds(adds, now)
-                self.queue.update(entry, now_ms=now)
+                before = self.queue.where(entry.key)
+                after = self.queue.update(entry, now_ms=now)
+                if after != before and after in ("active", "backoff", "gated"):
+                    metrics.queue_incoming_pods.labels(after, "PodUpdate").inc()
         self._flush_adds(adds, now)
         if newly_bound:
             self._record_bound(newly_bound)
@@ -130,9 +134,16 @@ class QueueEventHandlers:
             self._move(events.ASSIGNED_POD_DELETE, now, None)
 
     def _flush_adds(self, adds: list[PodEntry], now: int) -> None:
-        if adds:
-            self.queue.add(adds, now_ms=now)
-            adds.clear()
+        if not adds:
+            return
+        # Gated pods are added by a call of their own so queue_incoming_pods is exact.
+        gated = [e for e in adds if e.gated]
+        active = [e for e in adds if not e.gated] if gated else adds
+        for queue, entries in (("active", active), ("gated", gated)):
+            if entries:
+                added = self.queue.add(entries, now_ms=now)
+                metrics.queue_incoming_pods.labels(queue, "PodAdd").inc(added)
+        adds.clear()
 
     def _record_bound(self, pods: list[Pod]) -> None:
         """Newly bound pods the ledger does not hold on that node yet (bound by someone
@@ -162,7 +173,7 @@ class QueueEventHandlers:
 
         now = self.now_ms()
         candidates = []
-        for key, _plugins in self.queue.unschedulable_pods():
+        for key in self.queue.unschedulable_keys():
             pod = self.pod_lookup(key)
             if pod is not None:
                 candidates.append(pod)
@@ -171,9 +182,10 @@ class QueueEventHandlers:
             self._move(events.ASSIGNED_POD_ADD, now, [p.key for p in matching])
 
     def _move(self, event: ClusterEvent, now: int, keys: list[str] | None) -> None:
-        self.queue.move_all_to_active_or_backoff(
+        moved = self.queue.move_all_to_active_or_backoff(
             event.label, now_ms=now, interested_plugins=self.interested(event), keys=keys
         )
+        metrics.queue_incoming_pods.labels("active_or_backoff", event.label).inc(moved)
 
     # -- nodes --------------------------------------------------------------------------
     def _node_event(self, event: Event) -> None:
@@ -193,7 +205,7 @@ class QueueEventHandlers:
     def _move_for_node(self, event: ClusterEvent, node: Node, now: int) -> None:
         usage = self.node_usage(node.metadata.name)
         keys = []
-        for key, _plugins in self.queue.unschedulable_pods():
+        for key in self.queue.unschedulable_keys():
             pod = self.pod_lookup(key)
             if pod is None or prechecks.node_admits(
                 pod,

@@ -28,11 +28,12 @@ import logging
 import time
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import redis
 
 from distsched import metrics
+from distsched.binder.faults import pause_at  # crash tests only; a no-op unless env set
 from distsched.binder.jobs import Binding, bind_queue, enqueue_bindings
 from distsched.cache.ledger import Ledger, LedgerConfig
 from distsched.cache.ledger_types import Decision, NodeState, Rejected, Reserved
@@ -77,6 +78,20 @@ class Attempt:
     node: str = ""
     info: PodInfo | None = None
     tries: int = 0
+
+
+def _same_but_binding(old: Obj, new: Obj) -> bool:
+    """Whether ``new`` is ``old`` plus a binding: same metadata but resourceVersion, same
+    spec but nodeName (status may differ: the scheduler reads none of it but the
+    nominated node, which a bind leaves alone)."""
+    old_meta = {k: v for k, v in old.get("metadata", {}).items() if k != "resourceVersion"}
+    new_meta = {k: v for k, v in new.get("metadata", {}).items() if k != "resourceVersion"}
+    if old_meta != new_meta:
+        return False
+    new_spec = {k: v for k, v in new.get("spec", {}).items() if k != "nodeName"}
+    old_status = old.get("status", {}).get("nominatedNodeName", "")
+    new_status = new.get("status", {}).get("nominatedNodeName", "")
+    return new_spec == old.get("spec", {}) and old_status == new_status
 
 
 def constrained(pod: Pod) -> bool:
@@ -135,7 +150,7 @@ class SchedulingWorker:
         )
         self.informer.add_handler("Node", node_handler)
         self.informer.add_handler("Pod", pod_handler)
-        self._parsed: dict[str, tuple[str, Pod]] = {}
+        self._parsed: dict[str, tuple[str, Obj, Pod]] = {}
         self._node_states: dict[str, NodeState] = {}
         self._feed_version = 0
         self.handlers = QueueEventHandlers(
@@ -231,14 +246,27 @@ class SchedulingWorker:
 
     # ------------------------------------------------------------------ lookups
     def pod_from(self, obj: Obj) -> Pod:
+        """The typed pod of a store object, parsed once per resourceVersion. A bind only
+        sets spec.nodeName (and status), so a bound pod reuses its parsed unbound self."""
         meta = obj.get("metadata", {})
         key = f"{meta.get('namespace', 'default')}/{meta.get('name')}"
         rv = str(meta.get("resourceVersion", ""))
         cached = self._parsed.get(key)
-        if cached is not None and cached[0] == rv and rv:
-            return cached[1]
+        if cached is not None:
+            cached_rv, cached_obj, cached_pod = cached
+            if cached_rv == rv and rv:
+                return cached_pod
+            node = obj.get("spec", {}).get("nodeName", "")
+            if (
+                node
+                and not cached_pod.spec.node_name
+                and _same_but_binding(cached_obj, obj)
+            ):
+                pod = replace(cached_pod, spec=replace(cached_pod.spec, node_name=node))
+                self._parsed[key] = (rv, obj, pod)
+                return pod
         pod = Pod.from_dict(obj)
-        self._parsed[key] = (rv, pod)
+        self._parsed[key] = (rv, obj, pod)
         return pod
 
     def pod(self, key: str) -> Pod | None:
@@ -329,6 +357,7 @@ class SchedulingWorker:
         if not popped:
             self.client.blpop([self.keys.wake], timeout=self.config.idle_wait_s)
             return 0
+        pause_at("pop", [p.key for p in popped])
         self.schedule_batch(popped)
         return len(popped)
 
@@ -442,6 +471,7 @@ class SchedulingWorker:
     def _reserve(self, batch: list[Attempt]) -> None:
         while batch:
             results = self.ledger.reserve_batch([self._decision(a) for a in batch])
+            pause_at("reserve", [a.pod.key for a in batch])
             reserved: list[Attempt] = []
             retry: list[Attempt] = []
             for attempt, result in zip(batch, results, strict=True):
