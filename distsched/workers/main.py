@@ -17,9 +17,11 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from distsched import metrics
+from distsched.cache.ledger import LedgerConfig
 from distsched.connection import Backoff, RedisOptions, connect
 from distsched.framework.profile import ConfigError, build_profiles, load_config
 from distsched.keys import Keys
+from distsched.queue_types import QueueConfig
 from distsched.workers.scheduler import SchedulingWorker, WorkerConfig
 
 log = logging.getLogger(__name__)
@@ -36,6 +38,8 @@ def run_worker(
     metrics_port: int = 0,
     metrics_addr: str = "127.0.0.1",
     stop: threading.Event | None = None,
+    lease_ms: int | None = None,
+    assume_ttl_ms: int | None = None,
 ) -> None:
     try:
         profiles = build_profiles(load_config(config_path))
@@ -53,7 +57,14 @@ def run_worker(
     if metrics_port:
         metrics.serve(metrics_port, addr=metrics_addr)
         metrics.register_queue_collector(client, keys)
-    worker = SchedulingWorker(client, keys, profiles=profiles, config=WorkerConfig(batch=batch))
+    worker = SchedulingWorker(
+        client,
+        keys,
+        profiles=profiles,
+        config=WorkerConfig(batch=batch),
+        queue_config=QueueConfig(lease_ms=lease_ms) if lease_ms else None,
+        ledger_config=LedgerConfig(assume_ttl_ms=assume_ttl_ms) if assume_ttl_ms else None,
+    )
     backoff = Backoff()
     started = False
     log.info("%s scheduling for %s", worker.name, ", ".join(profiles))
@@ -70,5 +81,11 @@ def run_worker(
             metrics.redis_retries.labels("worker").inc()
             delay = backoff.next_delay()
             log.warning("%s: Redis unavailable (%s); retrying in %.1fs", worker.name, exc, delay)
+            stop.wait(delay)
+        except Exception:
+            # Not a crash loop: what this turn had popped or reserved comes back through
+            # the lease and assume-deadline reapers; wait a little and go on.
+            delay = backoff.next_delay()
+            log.exception("%s: unexpected error; going on in %.1fs", worker.name, delay)
             stop.wait(delay)
     log.info("%s stopped after scheduling %d pods", worker.name, worker.scheduled)

@@ -373,11 +373,22 @@ class SchedulingWorker:
                 self._reserve(batch)
                 batch = []
                 self.refresh_from_ledger()
-                if self._decide(attempt):
+                if self._decide_safely(attempt):
                     self._reserve([attempt])
-            elif self._decide(attempt):
+            elif self._decide_safely(attempt):
                 batch.append(attempt)
         self._reserve(batch)
+
+    def _decide_safely(self, attempt: Attempt) -> bool:
+        """A plugin that raises fails this pod's attempt (backoff), not the worker."""
+        try:
+            return self._decide(attempt)
+        except redis.RedisError:
+            raise
+        except Exception as exc:
+            log.exception("scheduling %s raised", attempt.pod.key)
+            self._fail(attempt, plugins=[], message=f"internal error: {exc}", error=True)
+            return False
 
     def _prepare(self, queued: QueuedPod) -> Attempt | None:
         pod = self.pod(queued.key)

@@ -1,4 +1,7 @@
-"""Read-only views for operators: `distsched queue` and `distsched explain`."""
+"""Read-only views for operators: `distsched queue` and `distsched explain`.
+
+Both read Redis directly (no worker needs to run) and write nothing.
+"""
 
 from __future__ import annotations
 
@@ -10,57 +13,112 @@ import redis
 from distsched.keys import Keys
 
 SUB_QUEUES = ("active", "backoff", "unschedulable", "gated", "inflight")
+"""The queue's sorted sets, in the order `distsched queue` shows them."""
+
+PLACES = (*SUB_QUEUES, "assumed", "dead-lettered")
+"""Every place a pending pod can be: the sub-queues, the ledger's assumed set (reserved,
+waiting for the binder) and the dead-letter set."""
 
 
 def _decode(value: bytes | str) -> str:
     return value.decode() if isinstance(value, bytes) else value
 
 
-def _pod_of_member(queue: str, member: str) -> str:
-    # activeQ members are "<ts>|ns/name"; every other sub-queue holds ns/name.
-    return member.split("|", 1)[1] if queue == "active" and "|" in member else member
+def _pod_of_member(place: str, member: str) -> str:
+    # activeQ members are "<ts>|ns/name"; every other set holds ns/name.
+    return member.split("|", 1)[1] if place == "active" and "|" in member else member
+
+
+def _place_keys(keys: Keys) -> dict[str, str]:
+    return {
+        **{name: getattr(keys, name) for name in SUB_QUEUES},
+        "assumed": keys.cache("assumed"),
+        "dead-lettered": keys.dead,
+    }
 
 
 def queue_status(client: redis.Redis, keys: Keys, head: int = 5) -> dict[str, Any]:
-    """Counts of every place a pod can be, and the first pods of each sub-queue."""
-    names = (*SUB_QUEUES, "dead")
+    """Counts of every place a pending pod can be, and the first ``head`` pods of each
+    (activeQ in pop order, backoffQ by expiry, the others by their score)."""
+    place_keys = _place_keys(keys)
     pipe = client.pipeline(transaction=False)
-    for name in names:
-        pipe.zcard(getattr(keys, name))
-    pipe.zcard(keys.cache("assumed"))
-    for name in names:
-        pipe.zrange(getattr(keys, name), 0, head - 1)
+    for key in place_keys.values():
+        pipe.zcard(key)
+    for key in place_keys.values():
+        if head > 0:
+            pipe.zrange(key, 0, head - 1)
     results = pipe.execute()
-    counts = dict(zip(names, results[: len(names)], strict=True))
-    counts["assumed"] = results[len(names)]
-    counts["dead-lettered"] = counts.pop("dead")
-    heads_raw = results[len(names) + 1 :]
+    sizes, heads_raw = results[: len(place_keys)], results[len(place_keys) :]
+    counts = {place: int(n) for place, n in zip(place_keys, sizes, strict=True)}
+    if head <= 0:
+        heads_raw = [[] for _ in place_keys]
     heads = {
-        ("dead-lettered" if name == "dead" else name): [
-            _pod_of_member(name, _decode(m)) for m in members
-        ]
-        for name, members in zip(names, heads_raw, strict=True)
+        place: [_pod_of_member(place, _decode(m)) for m in members]
+        for place, members in zip(place_keys, heads_raw, strict=True)
     }
-    ordered = {k: counts[k] for k in (*SUB_QUEUES, "assumed", "dead-lettered")}
-    return {"counts": ordered, "heads": heads}
+    return {"counts": counts, "heads": heads}
+
+
+def pod_explanation(client: redis.Redis, keys: Keys, pod_key: str) -> dict[str, Any] | None:
+    """What is known about a pod's scheduling, or None if the store has no such pod.
+
+    Keys: ``pod``, ``state`` (``bound``, a sub-queue name, ``assumed``, ``binding`` or
+    ``unknown``), ``node`` (when bound), ``attempts``, ``priority``, ``plugins`` (those
+    that rejected it last), ``message`` (kube's "0/N nodes are available: ..." of the last
+    failed attempt, from the worker's ``Keys.explain`` record) and ``at_ms``.
+    """
+    pipe = client.pipeline(transaction=False)
+    pipe.hget(keys.store_meta("Pod"), pod_key)
+    pipe.hget(keys.info, pod_key)
+    pipe.hget(keys.explain, pod_key)
+    meta_raw, info_raw, diagnosis_raw = pipe.execute()
+    if meta_raw is None:
+        return None
+    meta = json.loads(meta_raw)
+    info = json.loads(info_raw) if info_raw is not None else {}
+    diagnosis = json.loads(diagnosis_raw) if diagnosis_raw is not None else {}
+    if meta.get("node"):
+        state = "bound"
+    elif info:
+        # "" means the cache took it over: reserved and handed to the binder.
+        state = info.get("w") or "binding"
+    else:
+        state = "unknown"  # not queued (yet): no worker has handled its event
+    plugins = diagnosis.get("plugins")
+    if plugins is None:
+        plugins = [p for p in str(info.get("pl", "")).split(",") if p]
+    return {
+        "pod": pod_key,
+        "state": state,
+        "node": meta.get("node") or None,
+        "attempts": int(info.get("a", 0)),
+        "priority": int(info.get("p", 0)),
+        "plugins": list(plugins),
+        "message": diagnosis.get("message", "") if state != "bound" else "",
+        "at_ms": diagnosis.get("at_ms"),
+    }
+
+
+def format_explanation(explanation: dict[str, Any]) -> str:
+    pod, state = explanation["pod"], explanation["state"]
+    if state == "bound":
+        return f"pod {pod} is bound to node {explanation['node']}"
+    lines = [
+        f"pod {pod}: {state}, {explanation['attempts']} attempt(s), "
+        f"priority {explanation['priority']}"
+    ]
+    if explanation["message"]:
+        lines.append(explanation["message"])
+    elif state == "unknown":
+        lines.append("no worker has queued it yet (is a worker running for this scheduler?)")
+    else:
+        lines.append("no failed scheduling attempt recorded")
+    if explanation["plugins"]:
+        lines.append("rejected by plugins: " + ", ".join(explanation["plugins"]))
+    return "\n".join(lines)
 
 
 def explain_pod(client: redis.Redis, keys: Keys, pod_key: str) -> str | None:
-    """A sentence on the pod's state; for a pending pod, the last attempt's diagnosis."""
-    info_raw = client.hget(keys.info, pod_key)
-    diagnosis_raw = client.hget(keys.explain, pod_key)
-    if info_raw is None and diagnosis_raw is None:
-        return None
-    lines: list[str] = []
-    if info_raw is not None:
-        info = json.loads(info_raw)
-        where = info.get("w") or "handed to the binder"
-        lines.append(
-            f"pod {pod_key}: {where}, attempts {info.get('a', 0)}, priority {info.get('p', 0)}"
-        )
-        if info.get("pl"):
-            lines.append(f"unschedulable plugins: {info['pl'].replace(',', ', ')}")
-    if diagnosis_raw is not None:
-        diagnosis = json.loads(diagnosis_raw)
-        lines.append(diagnosis["message"])
-    return "\n".join(lines)
+    """:func:`pod_explanation` as text, or None if there is no such pod."""
+    explanation = pod_explanation(client, keys, pod_key)
+    return None if explanation is None else format_explanation(explanation)
