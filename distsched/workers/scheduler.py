@@ -257,11 +257,7 @@ class SchedulingWorker:
             if cached_rv == rv and rv:
                 return cached_pod
             node = obj.get("spec", {}).get("nodeName", "")
-            if (
-                node
-                and not cached_pod.spec.node_name
-                and _same_but_binding(cached_obj, obj)
-            ):
+            if node and not cached_pod.spec.node_name and _same_but_binding(cached_obj, obj):
                 pod = replace(cached_pod, spec=replace(cached_pod.spec, node_name=node))
                 self._parsed[key] = (rv, obj, pod)
                 return pod
@@ -372,12 +368,64 @@ class SchedulingWorker:
             if constrained(attempt.pod):
                 self._reserve(batch)
                 batch = []
-                self.refresh_from_ledger()
-                if self._decide_safely(attempt):
-                    self._reserve([attempt])
+                self._schedule_constrained(attempt)
             elif self._decide_safely(attempt):
                 batch.append(attempt)
         self._reserve(batch)
+
+    def _schedule_constrained(self, attempt: Attempt) -> None:
+        """Decide and reserve one pod with inter-pod constraints on a view that matches
+        the topology-domain generations it sends (see :meth:`_read_generations`)."""
+        while True:
+            self.refresh_from_ledger()
+            if not self._decide_safely(attempt):
+                return
+            generations = self._read_generations(attempt)
+            if generations is None:  # the ledger moved while we decided: decide again
+                self._unassume(attempt)
+                attempt.tries -= 1
+                continue
+            checks, anti_affinity_gen = generations
+            [result] = self.ledger.reserve_batch(
+                [self._decision(attempt, checks=checks, anti_affinity_gen=anti_affinity_gen)]
+            )
+            if isinstance(result, Reserved):
+                self._bind([attempt])
+                return
+            self._unassume(attempt)
+            if not isinstance(result, Rejected):
+                log.info("stale decision for %s: %s", attempt.pod.key, result)
+                return
+            self._note_conflict(result)
+            if attempt.tries >= self.config.max_reserve_attempts:
+                self._fail(
+                    attempt,
+                    plugins=[],
+                    message=f"reservation conflicts: {result.reason}",
+                    error=True,
+                )
+                return
+
+    def _read_generations(self, attempt: Attempt) -> tuple[dict[str, int], int] | None:
+        """The chosen node's domain generations (for the pod's topology keys) and its
+        anti-affinity generation sum, read before checking that the ledger has not changed
+        since the snapshot we decided on. Generations first, data second: then every
+        reservation they count is in the snapshot. None when the ledger moved."""
+        labels = self.snapshot.node_by_name(attempt.node).metadata.labels
+        domains = sorted(
+            f"{key}={labels[key]}" for key in constraint_topology_keys(attempt.pod) if key in labels
+        )
+        state = self._node_states.get(attempt.node)
+        node_domains = sorted(f"{k}={v}" for k, v in (state.domains if state else {}).items())
+        pipe = self.client.pipeline(transaction=False)
+        pipe.hmget(self.ledger.domgen_key, domains or ["-"])
+        pipe.hmget(self.ledger.aagen_key, node_domains or ["-"])
+        pipe.zrangebyscore(self.ledger.feed_key, f"({self._feed_version}", "+inf", start=0, num=1)
+        gens, aagens, moved = pipe.execute()
+        if moved:
+            return None
+        checks = {d: int(g or 0) for d, g in zip(domains, gens, strict=False)}
+        return checks, sum(int(g or 0) for g in aagens)
 
     def _decide_safely(self, attempt: Attempt) -> bool:
         """A plugin that raises fails this pod's attempt (backoff), not the worker."""
@@ -455,16 +503,17 @@ class SchedulingWorker:
             self.snapshot.add_usage(index, attempt.info, -1)
         attempt.node = ""
 
-    def _decision(self, attempt: Attempt) -> Decision:
+    def _decision(
+        self,
+        attempt: Attempt,
+        *,
+        checks: dict[str, int] | None = None,
+        anti_affinity_gen: int | None = None,
+    ) -> Decision:
         assert attempt.info is not None
-        state = self._node_states.get(attempt.node)
-        checks: dict[str, int] = {}
-        if state is not None and constrained(attempt.pod):
-            labels = self.snapshot.node_by_name(attempt.node).metadata.labels
-            for key in constraint_topology_keys(attempt.pod):
-                if key in labels:
-                    domain = f"{key}={labels[key]}"
-                    checks[domain] = state.domain_gens.get(domain, 0)
+        if anti_affinity_gen is None:
+            state = self._node_states.get(attempt.node)
+            anti_affinity_gen = state.anti_affinity_gen if state is not None else 0
         return Decision(
             pod_key=attempt.pod.key,
             uid=attempt.pod.metadata.uid,
@@ -472,8 +521,8 @@ class SchedulingWorker:
             node=attempt.node,
             requests=attempt.info.requests,
             host_ports=[tuple(p) for p in attempt.info.host_ports],
-            domain_checks=checks,
-            anti_affinity_gen=state.anti_affinity_gen if state is not None else 0,
+            domain_checks=checks or {},
+            anti_affinity_gen=anti_affinity_gen,
             anti_affinity_keys=sorted(
                 {t.topology_key for t in attempt.info.required_anti_affinity_terms}
             ),
@@ -491,13 +540,7 @@ class SchedulingWorker:
                     continue
                 self._unassume(attempt)
                 if isinstance(result, Rejected):
-                    self.conflicts += 1
-                    metrics.reserve_conflicts.labels(result.reason.split(" ")[0]).inc()
-                    if result.node_state is not None:
-                        self._node_states[result.node_state.name] = result.node_state
-                        index = self.snapshot.get_index(result.node_state.name)
-                        if index is not None:
-                            self._apply_state(index, result.node_state)
+                    self._note_conflict(result)
                     if attempt.tries < self.config.max_reserve_attempts:
                         retry.append(attempt)
                     else:
@@ -514,6 +557,16 @@ class SchedulingWorker:
             if retry:
                 self.refresh_from_ledger()
                 batch = [a for a in retry if self._decide(a)]
+
+    def _note_conflict(self, result: Rejected) -> None:
+        """Count a refused reservation and take the node's current state from it."""
+        self.conflicts += 1
+        metrics.reserve_conflicts.labels(result.reason.split(" ")[0]).inc()
+        if result.node_state is not None:
+            self._node_states[result.node_state.name] = result.node_state
+            index = self.snapshot.get_index(result.node_state.name)
+            if index is not None:
+                self._apply_state(index, result.node_state)
 
     def _bind(self, reserved: list[Attempt]) -> None:
         if not reserved:
