@@ -109,6 +109,9 @@ class Snapshot:
         self._parked: dict[str, dict[str, PodInfo]] = {}  # node name -> pods awaiting it
         self.pods_with_affinity: dict[str, PodInfo] = {}
         self.pods_with_required_anti_affinity: dict[str, PodInfo] = {}
+        # Called as ``observer(slot, info, +1 | -1)`` whenever a pod is placed on or taken
+        # off a node: indexes kept outside the snapshot (plugins/helpers/pod_index.py).
+        self.pod_observers: list[Callable[[int, PodInfo, int], None]] = []
 
         self._node_indices: np.ndarray | None = None
         self._label_cache: dict[Hashable, Any] = {}
@@ -436,6 +439,8 @@ class Snapshot:
             self.pods_with_affinity[info.key] = info
         if info.has_required_anti_affinity:
             self.pods_with_required_anti_affinity[info.key] = info
+        for observer in self.pod_observers:
+            observer(index, info, 1)
 
     def _unplace(self, index: int, pod_key: str) -> PodInfo:
         info = self._pods[index].pop(pod_key)
@@ -443,6 +448,8 @@ class Snapshot:
         self._account(index, info, -1)
         self.pods_with_affinity.pop(pod_key, None)
         self.pods_with_required_anti_affinity.pop(pod_key, None)
+        for observer in self.pod_observers:
+            observer(index, info, -1)
         return info
 
     def _account(self, index: int, info: PodInfo, sign: int) -> None:
@@ -462,9 +469,7 @@ class Snapshot:
         if info.host_ports:
             self._account_ports(index, info.host_ports, sign)
 
-    def set_usage(
-        self, index: int, requested: dict[str, int], ports: Iterable[HostPort]
-    ) -> None:
+    def set_usage(self, index: int, requested: dict[str, int], ports: Iterable[HostPort]) -> None:
         """Replace the node's requested resources (``pods`` = pod count) and used host
         ports with absolute values from the ledger."""
         row = np.zeros(len(self.resource_names), dtype=np.int64)

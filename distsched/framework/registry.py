@@ -1,7 +1,6 @@
 """The in-tree plugin registry: plugin name -> PluginSpec. A plain dict, no import magic.
 
-Plugins named in the default profile but absent here (InterPodAffinity,
-PodTopologySpread, DefaultPreemption until they land) are skipped by the profile loader.
+Plugins named in the default profile but absent here are skipped by the profile loader.
 """
 
 from __future__ import annotations
@@ -12,12 +11,15 @@ from distsched.framework.interface import PluginSpec
 from distsched.plugins import (
     balanced_allocation,
     default_binder,
+    default_preemption,
     image_locality,
+    inter_pod_affinity,
     node_affinity,
     node_name,
     node_ports,
     node_resources_fit,
     node_unschedulable,
+    pod_topology_spread,
     priority_sort,
     scheduling_gates,
     taint_toleration,
@@ -40,6 +42,9 @@ IN_TREE_REGISTRY: dict[str, PluginSpec] = {
         spec(node_affinity),
         spec(node_ports),
         spec(node_resources_fit),
+        spec(pod_topology_spread),
+        spec(inter_pod_affinity),
+        spec(default_preemption),
         spec(balanced_allocation),
         spec(image_locality),
         spec(default_binder),

@@ -155,6 +155,11 @@ class Framework:
         self.bind_plugins = self._expand(profile, "bind", BindPlugin)
         self.post_bind_plugins = self._expand(profile, "postBind", PostBindPlugin)
         self._interest_cache: dict[ClusterEvent, frozenset[str]] = {}
+        # Plugins that run the framework themselves (DefaultPreemption's dry runs).
+        for plugin in self.plugins.values():
+            attach = getattr(plugin, "attach_framework", None)
+            if attach is not None:
+                attach(self)
 
     # ------------------------------------------------------------------ construction
     def _expand(self, profile: Profile, point: str, iface: type[P]) -> list[P]:

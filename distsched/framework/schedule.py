@@ -24,10 +24,11 @@ from distsched.framework.diagnosis import (
     ScheduleResult,
     SchedulingError,
 )
-from distsched.framework.podinfo import POD_INFO_STATE_KEY
+from distsched.framework.podinfo import POD_INFO_STATE_KEY, cycle_pod_info
 from distsched.framework.runtime import FilterOutcome, go_list
 from distsched.framework.status import Status
 from distsched.model.objects import Pod
+from distsched.plugins.helpers.what_if import NOMINATOR_KEY, run_filter_plugins_with_nominated_pods
 
 if TYPE_CHECKING:
     from distsched.cache.snapshot import Snapshot
@@ -104,7 +105,7 @@ def find_nodes_that_fit_pod(
         index = snapshot.get_index(nominated)
         if index is not None:
             candidate = np.array([index], dtype=np.int64)
-            if fw.run_filter_plugins(state, pod, snapshot, candidate).passed.size:
+            if _run_filters(fw, state, pod, snapshot, candidate).passed.size:
                 return candidate
 
     nodes = all_nodes
@@ -145,7 +146,7 @@ def find_nodes_that_pass_filters(
     while done < n and found_count < want:
         size = min(window, n - done)
         candidates = _rotated(nodes, (start + done) % n, size)
-        outcome = fw.run_filter_plugins(state, pod, snapshot, candidates)
+        outcome = _run_filters(fw, state, pod, snapshot, candidates)
         passed = outcome.passed
         need = want - found_count
         cutoff = size
@@ -160,6 +161,21 @@ def find_nodes_that_pass_filters(
     if len(found) == 1:
         return found[0]
     return np.concatenate(found)
+
+
+def _run_filters(
+    fw: Framework, state: CycleState, pod: Pod, snapshot: Snapshot, candidates: np.ndarray
+) -> FilterOutcome:
+    """kube's RunFilterPluginsWithNominatedPods: where pods nominated by preemption
+    (the worker's PodNominator in ``Handle.extras``) wait with at least this pod's
+    priority, the node must also fit the pod with them added."""
+    nominator = fw.handle.extras.get(NOMINATOR_KEY)
+    if not nominator:
+        return fw.run_filter_plugins(state, pod, snapshot, candidates)
+    priority = cycle_pod_info(state, pod).priority
+    return run_filter_plugins_with_nominated_pods(
+        fw, state, pod, snapshot, candidates, nominator, priority
+    )
 
 
 def _rotated(nodes: np.ndarray, start: int, size: int) -> np.ndarray:

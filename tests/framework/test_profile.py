@@ -32,11 +32,15 @@ def test_defaults_match_kube_for_registered_plugins():
         "NodeAffinity",
         "NodePorts",
         "NodeResourcesFit",
+        "PodTopologySpread",
+        "InterPodAffinity",
     ]
     assert [(p.name, w) for p, w in fw.score_plugins] == [
         ("TaintToleration", 3),
         ("NodeAffinity", 2),
         ("NodeResourcesFit", 1),
+        ("PodTopologySpread", 2),
+        ("InterPodAffinity", 2),
         ("NodeResourcesBalancedAllocation", 1),
         ("ImageLocality", 1),
     ]
@@ -48,8 +52,9 @@ def test_plugins_registered_later_take_their_default_place():
     registry = dict(IN_TREE_REGISTRY)
     registry["InterPodAffinity"] = spec("InterPodAffinity", lambda a, h: FakeScore(a))
     fw = build_profiles(default_config(registry), registry=registry)[DEFAULT_SCHEDULER_NAME]
-    assert [(p.name, w) for p, w in fw.score_plugins][2:4] == [
+    assert [(p.name, w) for p, w in fw.score_plugins][2:5] == [
         ("NodeResourcesFit", 1),
+        ("PodTopologySpread", 2),
         ("InterPodAffinity", 2),
     ]
 
@@ -98,6 +103,8 @@ def test_yaml_profiles(tmp_path: Path):
         ("NodeResourcesFit", 5),
         ("TaintToleration", 3),
         ("NodeAffinity", 2),
+        ("PodTopologySpread", 2),
+        ("InterPodAffinity", 2),
         ("NodeResourcesBalancedAllocation", 1),
     ]
     fit = default.plugins["NodeResourcesFit"]

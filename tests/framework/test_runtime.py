@@ -247,20 +247,21 @@ NODE_FILTERS = {
     "NodePorts",
     "NodeResourcesFit",
 }
+INTER_POD = {"PodTopologySpread", "InterPodAffinity"}
 
 
 @pytest.mark.parametrize(
     ("event", "want"),
     [
-        (ev.NODE_ADD, NODE_FILTERS),
-        (ev.NODE_LABEL_CHANGE, NODE_FILTERS),
-        (ev.NODE_TAINT_CHANGE, NODE_FILTERS),
-        (ev.NODE_SPEC_UNSCHEDULABLE_CHANGE, NODE_FILTERS),
+        (ev.NODE_ADD, NODE_FILTERS | INTER_POD),
+        (ev.NODE_LABEL_CHANGE, NODE_FILTERS | INTER_POD),
+        (ev.NODE_TAINT_CHANGE, NODE_FILTERS | INTER_POD),
+        (ev.NODE_SPEC_UNSCHEDULABLE_CHANGE, NODE_FILTERS | INTER_POD),
         (ev.NODE_ALLOCATABLE_CHANGE, {"NodeResourcesFit"}),
         (ev.NODE_CONDITION_CHANGE, set()),
-        (ev.NODE_DELETE, set()),
-        (ev.ASSIGNED_POD_DELETE, {"NodePorts", "NodeResourcesFit"}),
-        (ev.ASSIGNED_POD_ADD, set()),
+        (ev.NODE_DELETE, {"PodTopologySpread"}),
+        (ev.ASSIGNED_POD_DELETE, {"NodePorts", "NodeResourcesFit"} | INTER_POD),
+        (ev.ASSIGNED_POD_ADD, INTER_POD),
         (ev.POD_SCHEDULING_GATES_ELIMINATED, {"SchedulingGates"}),
         (ev.WILDCARD_EVENT, set()),
     ],
