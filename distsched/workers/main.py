@@ -19,8 +19,10 @@ from redis.retry import Retry
 from distsched import metrics
 from distsched.cache.ledger import LedgerConfig
 from distsched.connection import Backoff, RedisOptions, connect
+from distsched.framework.interface import Handle
 from distsched.framework.profile import ConfigError, build_profiles, load_config
 from distsched.keys import Keys
+from distsched.plugins.helpers.what_if import NOMINATOR_KEY, PodNominator
 from distsched.queue_types import QueueConfig
 from distsched.workers.scheduler import SchedulingWorker, WorkerConfig
 
@@ -41,8 +43,11 @@ def run_worker(
     lease_ms: int | None = None,
     assume_ttl_ms: int | None = None,
 ) -> None:
+    nominator = PodNominator()
     try:
-        profiles = build_profiles(load_config(config_path))
+        profiles = build_profiles(
+            load_config(config_path), handle=Handle(extras={NOMINATOR_KEY: nominator})
+        )
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         sys.exit(2)

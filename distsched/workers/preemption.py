@@ -30,6 +30,10 @@ def apply_post_filter(worker: SchedulingWorker, attempt: Attempt, err: FitError)
     result, status = fw.run_post_filter_plugins(attempt.state, pod, worker.snapshot, err.diagnosis)
     if result is None or not result.nominated_node_name:
         log.debug("no preemption for %s: %s", pod.key, status.message())
+        if result is not None and pod.status.nominated_node_name:
+            # kube: an empty result clears a nomination that no longer helps.
+            with contextlib.suppress(StoreError):
+                worker.store.update_pod_status(pod.key, nominated_node_name="")
         return ""
     node = result.nominated_node_name
     victims = result.victims if isinstance(result, PreemptionResult) else ()

@@ -47,6 +47,7 @@ from distsched.framework.profile import Profiles
 from distsched.framework.runtime import Framework
 from distsched.keys import Keys
 from distsched.model import Node, Pod
+from distsched.plugins.helpers.what_if import PodNominator
 from distsched.queue_redis import RedisQueue
 from distsched.queue_types import QueueConfig, QueuedPod
 from distsched.store import FuncHandler, Informer, Store
@@ -130,6 +131,7 @@ class SchedulingWorker:
         queue_config: QueueConfig | None = None,
         ledger_config: LedgerConfig | None = None,
         informer_client: redis.Redis | None = None,
+        nominator: PodNominator | None = None,
     ) -> None:
         self.client = client
         self.keys = keys
@@ -141,6 +143,9 @@ class SchedulingWorker:
         self.queue = RedisQueue(client, keys, config=queue_config)
         self.ledger = Ledger(client, keys, clock, ledger_config)
         self.snapshot = Snapshot(capacity=1024, usage_from_ledger=True)
+        # Pending pods nominated to a node by preemption, counted when filtering (the
+        # profiles' Handle carries the same object).
+        self.nominator = nominator if nominator is not None else PodNominator()
         self.informer = Informer(informer_client or client, keys)
         node_handler = FuncHandler(
             add=self._on_node_add, update=self._on_node_update, delete=self._on_node_delete
@@ -305,7 +310,12 @@ class SchedulingWorker:
     def _on_pod_add(self, obj: Obj, _initial: bool) -> None:
         pod = self.pod_from(obj)
         if pod.spec.node_name:
+            self.nominator.delete(pod.key)
             self.snapshot.add_pod(pod)
+        elif pod.status.nominated_node_name:
+            self.nominator.add(pod)
+        else:
+            self.nominator.delete(pod.key)
 
     def _on_pod_update(self, _old: Obj, new: Obj) -> None:
         self._on_pod_add(new, False)
@@ -313,6 +323,7 @@ class SchedulingWorker:
     def _on_pod_delete(self, obj: Obj, _unknown: bool) -> None:
         key = f"{obj['metadata'].get('namespace', 'default')}/{obj['metadata']['name']}"
         self.snapshot.remove_pod(key)
+        self.nominator.delete(key)
         self._parsed.pop(key, None)
 
     # ------------------------------------------------------------------ ledger → snapshot
