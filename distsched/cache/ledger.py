@@ -91,6 +91,7 @@ from distsched.cache.ledger_types import (
     HostPort,
     LedgerConfig,
     NodeState,
+    NodeUsage,
     PodRecord,
     Rejected,
     Reserved,
@@ -169,28 +170,29 @@ class Ledger:
         self.domgen_key = keys.cache("domgen")
         self.aagen_key = keys.cache("aagen")
         self.aapods_key = keys.cache("aapods")
+        self.usage_key = keys.cache("usage")
         self.feed_key = keys.cache("feed")
         self.feed_version_key = keys.cache("feedver")
 
     @property
     def feed_keys(self) -> list[str]:
-        """The change feed's zset and version counter: the last two KEYS of every script
-        that changes a node's usage."""
-        return [self.feed_key, self.feed_version_key]
+        """The change feed's usage hash, zset and version counter: the last three KEYS of
+        every script that changes a node's usage."""
+        return [self.usage_key, self.feed_key, self.feed_version_key]
 
-    def changes_since(self, version: int) -> tuple[int, dict[str, NodeState]]:
-        """Nodes whose ledger state changed after ``version``, and the version to ask from
-        next time. The version is read first, so a change racing with this call is seen now
-        or next time, never lost; a node may come back twice, which is harmless since the
-        states are absolute."""
-        pipe = self._r.pipeline(transaction=False)
-        pipe.get(self.feed_version_key)
-        pipe.zrangebyscore(self.feed_key, f"({version}", "+inf")
-        current_raw, names = pipe.execute()
-        current = int(current_raw or 0)
-        if current <= version and not names:
-            return version, {}
-        return current, self.node_state(_s(n) for n in names)
+    def changes_since(self, version: int) -> tuple[int, dict[str, NodeUsage]]:
+        """Nodes whose ledger usage changed after ``version`` with their absolute usage,
+        and the version to ask from next time (one script call). A change racing with
+        this call is seen now or next time, never lost; a node may come back twice,
+        which is harmless since the values are absolute."""
+        keys = [self.feed_version_key, self.feed_key, self.usage_key]
+        raw = self._scripts.get("cache_changes")(keys=keys, args=[version])
+        current = int(raw[0])
+        usages: dict[str, NodeUsage] = {}
+        for i in range(1, len(raw), 2):
+            name = _s(raw[i])
+            usages[name] = NodeUsage.parse(name, _s(raw[i + 1]) if raw[i + 1] else "")
+        return current, usages
 
     def node_keys(self, name: str) -> list[str]:
         """The node hash, ports hash and pod set of one node, in script KEYS order."""

@@ -63,6 +63,28 @@ class Decision:
 
 
 @dataclass(frozen=True, slots=True)
+class NodeUsage:
+    """A node's usage as the change feed reports it (see cache_changes.lua)."""
+
+    name: str
+    generation: int
+    requested: dict[str, int]
+    host_ports: int
+    """host ports in use; -1 when unknown (read :class:`NodeState` for the ports)"""
+
+    @classmethod
+    def parse(cls, name: str, record: str) -> NodeUsage:
+        if not record:
+            return cls(name, 0, {}, 0)
+        gen, ports, req = record.split("|", 2)
+        requested = {}
+        for item in req.split(",") if req else ():
+            resource, amount = item.rsplit("=", 1)
+            requested[resource] = int(amount)
+        return cls(name, int(gen), requested, int(ports))
+
+
+@dataclass(frozen=True, slots=True)
 class NodeState:
     """The ledger's view of one node (what a worker refreshes its snapshot with)."""
 

@@ -16,6 +16,7 @@ KEYS[7]  hash   queue info: ns/name -> JSON
 KEYS[8]  hash   cache:node:<node>
 KEYS[9]  hash   cache:ports:<node>
 KEYS[10] set    cache:nodepods:<node>
+KEYS[n-2] hash  cache:usage: node -> "<gen>|<host ports>|<res>=<amount>,..." (change feed)
 KEYS[n-1] zset  cache:feed: node -> ledger version of its last change (change feed)
 KEYS[n]   string cache:feedver: ledger version counter
 ARGV[1]  string pod key ns/name
@@ -26,17 +27,33 @@ Returns "added", "confirmed" (was assumed there), "present" (already bound there
 "conflict" (another record holds the name; nothing written).
 ]]
 
--- Change feed (last two KEYS): bump the version and stamp the touched nodes with it, so a
--- worker that saw version v reads every node changed since with ZRANGEBYSCORE (v +inf.
-local function bump_feed(names)
-  if #names == 0 then return end
+-- Change feed (last three KEYS): bump the version, stamp the touched nodes with it, and
+-- store each one's usage record "<gen>|<host ports in use, -1 unknown>|<res>=<amount>,..."
+-- so a worker that saw version v refreshes with one ZRANGEBYSCORE (v +inf and one HMGET.
+local function bump_feed(entries)
+  if #entries == 0 then return end
   local v = redis.call('INCR', KEYS[#KEYS])
-  local args = {}
-  for _, n in ipairs(names) do
-    args[#args + 1] = v
-    args[#args + 1] = n
+  local zargs, hargs = {}, {}
+  for _, e in ipairs(entries) do
+    zargs[#zargs + 1] = v
+    zargs[#zargs + 1] = e.name
+    local flat = redis.call('HGETALL', e.node_key)
+    local req, gen = {}, '0'
+    for j = 1, #flat, 2 do
+      local f = flat[j]
+      if string.sub(f, 1, 4) == 'req:' then
+        req[#req + 1] = string.sub(f, 5) .. '=' .. flat[j + 1]
+      elseif f == 'gen' then
+        gen = flat[j + 1]
+      end
+    end
+    local ports = -1
+    if e.ports_key then ports = redis.call('HLEN', e.ports_key) end
+    hargs[#hargs + 1] = e.name
+    hargs[#hargs + 1] = gen .. '|' .. ports .. '|' .. table.concat(req, ',')
   end
-  redis.call('ZADD', KEYS[#KEYS - 1], unpack(args))
+  redis.call('ZADD', KEYS[#KEYS - 1], unpack(zargs))
+  redis.call('HSET', KEYS[#KEYS - 2], unpack(hargs))
 end
 
 
@@ -48,7 +65,7 @@ local function is_count(v)
   return type(v) == 'number' and v >= 0 and v == math.floor(v) and v < 9007199254740992
 end
 
-if #KEYS ~= 12 or #ARGV ~= 3 then return fail('expects 12 keys and 3 arguments') end
+if #KEYS ~= 13 or #ARGV ~= 3 then return fail('expects 13 keys and 3 arguments') end
 local key, node = ARGV[1], ARGV[2]
 if key == '' or node == '' then return fail('pod key and node must be non-empty') end
 local ok, rec = pcall(cjson.decode, ARGV[3])
@@ -113,5 +130,5 @@ redis.call('HSET', KEYS[1], key, ARGV[3])
 for _, dom in ipairs(doms) do redis.call('HINCRBY', KEYS[3], dom, 1) end
 for _, dom in ipairs(aa_doms) do redis.call('HINCRBY', KEYS[4], dom, 1) end
 if rec.ak ~= '' then redis.call('HSET', KEYS[5], key, node) end
-bump_feed({ node })
+bump_feed({ { name = node, node_key = KEYS[8], ports_key = KEYS[9] } })
 return 'added'

@@ -13,27 +13,44 @@ KEYS[3]  zset   cache:assumed: ns/name -> assume deadline (ms)
 KEYS[4]  hash   cache:node:<name>
 KEYS[5]  hash   cache:ports:<name>
 KEYS[6]  set    cache:nodepods:<name>
+KEYS[n-2] hash  cache:usage: node -> "<gen>|<host ports>|<res>=<amount>,..." (change feed)
 KEYS[n-1] zset  cache:feed: node -> ledger version of its last change (change feed)
 KEYS[n]   string cache:feedver: ledger version counter
 ARGV[1]  string node name
 Returns the keys of the node's assumed pods (now due for the reaper).
 ]]
 
--- Change feed (last two KEYS): bump the version and stamp the touched nodes with it, so a
--- worker that saw version v reads every node changed since with ZRANGEBYSCORE (v +inf.
-local function bump_feed(names)
-  if #names == 0 then return end
+-- Change feed (last three KEYS): bump the version, stamp the touched nodes with it, and
+-- store each one's usage record "<gen>|<host ports in use, -1 unknown>|<res>=<amount>,..."
+-- so a worker that saw version v refreshes with one ZRANGEBYSCORE (v +inf and one HMGET.
+local function bump_feed(entries)
+  if #entries == 0 then return end
   local v = redis.call('INCR', KEYS[#KEYS])
-  local args = {}
-  for _, n in ipairs(names) do
-    args[#args + 1] = v
-    args[#args + 1] = n
+  local zargs, hargs = {}, {}
+  for _, e in ipairs(entries) do
+    zargs[#zargs + 1] = v
+    zargs[#zargs + 1] = e.name
+    local flat = redis.call('HGETALL', e.node_key)
+    local req, gen = {}, '0'
+    for j = 1, #flat, 2 do
+      local f = flat[j]
+      if string.sub(f, 1, 4) == 'req:' then
+        req[#req + 1] = string.sub(f, 5) .. '=' .. flat[j + 1]
+      elseif f == 'gen' then
+        gen = flat[j + 1]
+      end
+    end
+    local ports = -1
+    if e.ports_key then ports = redis.call('HLEN', e.ports_key) end
+    hargs[#hargs + 1] = e.name
+    hargs[#hargs + 1] = gen .. '|' .. ports .. '|' .. table.concat(req, ',')
   end
-  redis.call('ZADD', KEYS[#KEYS - 1], unpack(args))
+  redis.call('ZADD', KEYS[#KEYS - 1], unpack(zargs))
+  redis.call('HSET', KEYS[#KEYS - 2], unpack(hargs))
 end
 
 
-if #KEYS ~= 8 or #ARGV ~= 1 or ARGV[1] == '' then
+if #KEYS ~= 9 or #ARGV ~= 1 or ARGV[1] == '' then
   return redis.error_reply('ERR cache_node_remove: expects 6 keys and a node name')
 end
 local flat = redis.call('HGETALL', KEYS[4])
@@ -64,5 +81,5 @@ else
   for _, key in ipairs(assumed) do redis.call('ZADD', KEYS[3], 0, key) end
 end
 for _, dom in ipairs(doms) do redis.call('HINCRBY', KEYS[2], dom, 1) end
-bump_feed({ ARGV[1] })
+bump_feed({ { name = ARGV[1], node_key = KEYS[4], ports_key = KEYS[5] } })
 return assumed

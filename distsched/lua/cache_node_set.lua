@@ -12,6 +12,7 @@ KEYS[3]  hash   cache:aagen: "<topologyKey>=<value>" -> anti-affinity generation
 KEYS[4]  hash   cache:node:<name>
 KEYS[5]  set    cache:nodepods:<name>
 KEYS[6]  hash   cache:aapods: ns/name -> node, pods carrying required anti-affinity
+KEYS[n-2] hash  cache:usage: node -> "<gen>|<host ports>|<res>=<amount>,..." (change feed)
 KEYS[n-1] zset  cache:feed: node -> ledger version of its last change (change feed)
 KEYS[n]   string cache:feedver: ledger version counter
 ARGV[1]  string node name
@@ -20,17 +21,33 @@ ARGV[3]  JSON   topology domains {topologyKey: value}
 Returns 1 when the node was new or not live, 0 when a live node was updated.
 ]]
 
--- Change feed (last two KEYS): bump the version and stamp the touched nodes with it, so a
--- worker that saw version v reads every node changed since with ZRANGEBYSCORE (v +inf.
-local function bump_feed(names)
-  if #names == 0 then return end
+-- Change feed (last three KEYS): bump the version, stamp the touched nodes with it, and
+-- store each one's usage record "<gen>|<host ports in use, -1 unknown>|<res>=<amount>,..."
+-- so a worker that saw version v refreshes with one ZRANGEBYSCORE (v +inf and one HMGET.
+local function bump_feed(entries)
+  if #entries == 0 then return end
   local v = redis.call('INCR', KEYS[#KEYS])
-  local args = {}
-  for _, n in ipairs(names) do
-    args[#args + 1] = v
-    args[#args + 1] = n
+  local zargs, hargs = {}, {}
+  for _, e in ipairs(entries) do
+    zargs[#zargs + 1] = v
+    zargs[#zargs + 1] = e.name
+    local flat = redis.call('HGETALL', e.node_key)
+    local req, gen = {}, '0'
+    for j = 1, #flat, 2 do
+      local f = flat[j]
+      if string.sub(f, 1, 4) == 'req:' then
+        req[#req + 1] = string.sub(f, 5) .. '=' .. flat[j + 1]
+      elseif f == 'gen' then
+        gen = flat[j + 1]
+      end
+    end
+    local ports = -1
+    if e.ports_key then ports = redis.call('HLEN', e.ports_key) end
+    hargs[#hargs + 1] = e.name
+    hargs[#hargs + 1] = gen .. '|' .. ports .. '|' .. table.concat(req, ',')
   end
-  redis.call('ZADD', KEYS[#KEYS - 1], unpack(args))
+  redis.call('ZADD', KEYS[#KEYS - 1], unpack(zargs))
+  redis.call('HSET', KEYS[#KEYS - 2], unpack(hargs))
 end
 
 
@@ -42,7 +59,7 @@ local function is_count(v)
   return type(v) == 'number' and v >= 0 and v == math.floor(v) and v < 9007199254740992
 end
 
-if #KEYS ~= 8 or #ARGV ~= 3 or ARGV[1] == '' then
+if #KEYS ~= 9 or #ARGV ~= 3 or ARGV[1] == '' then
   return fail('expects 6 keys, a node name, allocatable and domains')
 end
 local ok, alloc = pcall(cjson.decode, ARGV[2])
@@ -114,6 +131,6 @@ if #changed > 0 then
   end
 end
 redis.call('SADD', KEYS[1], ARGV[1])
-bump_feed({ ARGV[1] })
+bump_feed({ { name = ARGV[1], node_key = KEYS[4] } })
 if was_live then return 0 end
 return 1

@@ -25,9 +25,10 @@ KEYS[8]  zset   queue active: "<ts:013d>|ns/name" -> -priority
 KEYS[9]  list   queue wake tokens
 KEYS[10+3(i-1)], KEYS[11+3(i-1)], KEYS[12+3(i-1)] for node i of ARGV[7]:
          hash cache:node:<name>, hash cache:ports:<name>, set cache:nodepods:<name>
-KEYS[n-2] hash  store meta of pods: ns/name -> {"rv","uid","node"} (expire mode: a pod the
+KEYS[n-3] hash  store meta of pods: ns/name -> {"rv","uid","node"} (expire mode: a pod the
                 store already has bound to the record's node is confirmed, not released:
                 its binder died between the store's bind and the ledger's confirm)
+KEYS[n-2] hash  cache:usage: node -> "<gen>|<host ports>|<res>=<amount>,..." (change feed)
 KEYS[n-1] zset  cache:feed: node -> ledger version of its last change (change feed)
 KEYS[n]   string cache:feedver: ledger version counter
 ARGV[1]  integer  now (ms since epoch)
@@ -42,17 +43,33 @@ Returns {"OK", released pod keys...}, or {"MOVED", pod key} (nothing written) wh
 record names a node not among ARGV[7]; the caller re-reads the record and retries.
 ]]
 
--- Change feed (last two KEYS): bump the version and stamp the touched nodes with it, so a
--- worker that saw version v reads every node changed since with ZRANGEBYSCORE (v +inf.
-local function bump_feed(names)
-  if #names == 0 then return end
+-- Change feed (last three KEYS): bump the version, stamp the touched nodes with it, and
+-- store each one's usage record "<gen>|<host ports in use, -1 unknown>|<res>=<amount>,..."
+-- so a worker that saw version v refreshes with one ZRANGEBYSCORE (v +inf and one HMGET.
+local function bump_feed(entries)
+  if #entries == 0 then return end
   local v = redis.call('INCR', KEYS[#KEYS])
-  local args = {}
-  for _, n in ipairs(names) do
-    args[#args + 1] = v
-    args[#args + 1] = n
+  local zargs, hargs = {}, {}
+  for _, e in ipairs(entries) do
+    zargs[#zargs + 1] = v
+    zargs[#zargs + 1] = e.name
+    local flat = redis.call('HGETALL', e.node_key)
+    local req, gen = {}, '0'
+    for j = 1, #flat, 2 do
+      local f = flat[j]
+      if string.sub(f, 1, 4) == 'req:' then
+        req[#req + 1] = string.sub(f, 5) .. '=' .. flat[j + 1]
+      elseif f == 'gen' then
+        gen = flat[j + 1]
+      end
+    end
+    local ports = -1
+    if e.ports_key then ports = redis.call('HLEN', e.ports_key) end
+    hargs[#hargs + 1] = e.name
+    hargs[#hargs + 1] = gen .. '|' .. ports .. '|' .. table.concat(req, ',')
   end
-  redis.call('ZADD', KEYS[#KEYS - 1], unpack(args))
+  redis.call('ZADD', KEYS[#KEYS - 1], unpack(zargs))
+  redis.call('HSET', KEYS[#KEYS - 2], unpack(hargs))
 end
 
 
@@ -80,7 +97,7 @@ if mode ~= 'forget' and mode ~= 'delete' and mode ~= 'expire' then
 end
 local ok, nodes = pcall(cjson.decode, ARGV[7])
 if not ok or type(nodes) ~= 'table' then return fail('node names must be a JSON array') end
-if #KEYS ~= 12 + 3 * #nodes then return fail('expected ' .. (12 + 3 * #nodes) .. ' keys') end
+if #KEYS ~= 13 + 3 * #nodes then return fail('expected ' .. (13 + 3 * #nodes) .. ' keys') end
 local index = {}
 for i, n in ipairs(nodes) do
   if type(n) ~= 'string' or n == '' then return fail('node names must be non-empty strings') end
@@ -113,7 +130,7 @@ end
 local released, seen, orphans, bound = {}, {}, {}, {}
 
 local function bound_in_store(key, node)
-  local raw = redis.call('HGET', KEYS[#KEYS - 2], key)
+  local raw = redis.call('HGET', KEYS[#KEYS - 3], key)
   if not raw then return false end
   local good, meta = pcall(cjson.decode, raw)
   return good and type(meta) == 'table' and meta.node == node
@@ -216,7 +233,7 @@ end
 local touched = {}
 for _, st in pairs(state) do
   if #st.gone > 0 then
-    touched[#touched + 1] = st.name
+    touched[#touched + 1] = { name = st.name, node_key = st.node_key, ports_key = st.ports_key }
     if st.exists then
       for res, amt in pairs(st.dreq) do
         if amt ~= 0 then redis.call('HINCRBY', st.node_key, 'req:' .. res, int(-amt)) end

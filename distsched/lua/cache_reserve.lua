@@ -16,6 +16,7 @@ KEYS[6]  hash   cache:aagen: "<topologyKey>=<value>" -> anti-affinity generation
 KEYS[7]  hash   cache:aapods: ns/name -> node, pods carrying required anti-affinity terms
 KEYS[8+3(i-1)], KEYS[9+3(i-1)], KEYS[10+3(i-1)] for node i of ARGV[2]:
          hash cache:node:<name>, hash cache:ports:<name>, set cache:nodepods:<name>
+KEYS[n-2] hash  cache:usage: node -> "<gen>|<host ports>|<res>=<amount>,..." (change feed)
 KEYS[n-1] zset  cache:feed: node -> ledger version of its last change (change feed)
 KEYS[n]   string cache:feedver: ledger version counter
 ARGV[1]  integer  assume deadline (ms since epoch) given to every reserved pod
@@ -30,17 +31,33 @@ Returns an array with one entry per decision: {"R", token} reserved, {"X", reaso
 rejected, {"S", reason} stale (fencing). An invalid input returns an error, nothing written.
 ]]
 
--- Change feed (last two KEYS): bump the version and stamp the touched nodes with it, so a
--- worker that saw version v reads every node changed since with ZRANGEBYSCORE (v +inf.
-local function bump_feed(names)
-  if #names == 0 then return end
+-- Change feed (last three KEYS): bump the version, stamp the touched nodes with it, and
+-- store each one's usage record "<gen>|<host ports in use, -1 unknown>|<res>=<amount>,..."
+-- so a worker that saw version v refreshes with one ZRANGEBYSCORE (v +inf and one HMGET.
+local function bump_feed(entries)
+  if #entries == 0 then return end
   local v = redis.call('INCR', KEYS[#KEYS])
-  local args = {}
-  for _, n in ipairs(names) do
-    args[#args + 1] = v
-    args[#args + 1] = n
+  local zargs, hargs = {}, {}
+  for _, e in ipairs(entries) do
+    zargs[#zargs + 1] = v
+    zargs[#zargs + 1] = e.name
+    local flat = redis.call('HGETALL', e.node_key)
+    local req, gen = {}, '0'
+    for j = 1, #flat, 2 do
+      local f = flat[j]
+      if string.sub(f, 1, 4) == 'req:' then
+        req[#req + 1] = string.sub(f, 5) .. '=' .. flat[j + 1]
+      elseif f == 'gen' then
+        gen = flat[j + 1]
+      end
+    end
+    local ports = -1
+    if e.ports_key then ports = redis.call('HLEN', e.ports_key) end
+    hargs[#hargs + 1] = e.name
+    hargs[#hargs + 1] = gen .. '|' .. ports .. '|' .. table.concat(req, ',')
   end
-  redis.call('ZADD', KEYS[#KEYS - 1], unpack(args))
+  redis.call('ZADD', KEYS[#KEYS - 1], unpack(zargs))
+  redis.call('HSET', KEYS[#KEYS - 2], unpack(hargs))
 end
 
 
@@ -84,7 +101,7 @@ local deadline = tonumber(ARGV[1])
 if not is_count(deadline) then return fail('deadline must be a non-negative integer') end
 local ok, nodes = pcall(cjson.decode, ARGV[2])
 if not ok or type(nodes) ~= 'table' then return fail('node names must be a JSON array') end
-if #KEYS ~= 9 + 3 * #nodes then return fail('expected ' .. (9 + 3 * #nodes) .. ' keys') end
+if #KEYS ~= 10 + 3 * #nodes then return fail('expected ' .. (10 + 3 * #nodes) .. ' keys') end
 for _, n in ipairs(nodes) do
   if type(n) ~= 'string' or n == '' then return fail('node names must be non-empty strings') end
 end
@@ -281,7 +298,7 @@ if #reserved == 0 then return results end
 local touched = {}
 for _, st in ipairs(state) do
   if st.dgen > 0 then
-    touched[#touched + 1] = st.name
+    touched[#touched + 1] = { name = st.name, node_key = st.node_key, ports_key = st.ports_key }
     local fields = { 'gen', int(st.gen + st.dgen) }
     for res, amt in pairs(st.dreq) do
       fields[#fields + 1] = 'req:' .. res

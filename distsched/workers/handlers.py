@@ -37,7 +37,7 @@ Interested = Callable[[ClusterEvent], frozenset[str] | None]
 
 
 @dataclass
-class NodeUsage:
+class NodeOccupancy:
     """What already runs on a node, for pre-checks: requested resources, pods, ports."""
 
     requested: dict[str, int]
@@ -67,7 +67,7 @@ class QueueEventHandlers:
         responsible_for: Callable[[Pod], bool],
         pod_lookup: Callable[[str], Pod | None],
         parse: Callable[[dict[str, Any]], Pod] = Pod.from_dict,
-        node_usage: Callable[[str], NodeUsage],
+        node_usage: Callable[[str], NodeOccupancy],
         clock_ms: Callable[[], int],
     ) -> None:
         self.queue = queue

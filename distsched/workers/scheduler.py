@@ -36,7 +36,7 @@ from distsched import metrics
 from distsched.binder.faults import pause_at  # crash tests only; a no-op unless env set
 from distsched.binder.jobs import Binding, bind_queue, enqueue_bindings
 from distsched.cache.ledger import Ledger, LedgerConfig
-from distsched.cache.ledger_types import Decision, NodeState, Rejected, Reserved
+from distsched.cache.ledger_types import Decision, NodeState, NodeUsage, Rejected, Reserved
 from distsched.cache.snapshot import Snapshot
 from distsched.clock import SYSTEM_CLOCK, Clock
 from distsched.framework.cycle_state import CycleState
@@ -51,7 +51,7 @@ from distsched.plugins.helpers.what_if import PodNominator
 from distsched.queue_redis import RedisQueue
 from distsched.queue_types import QueueConfig, QueuedPod
 from distsched.store import FuncHandler, Informer, Store
-from distsched.workers.handlers import EventConsumer, NodeUsage, QueueEventHandlers
+from distsched.workers.handlers import EventConsumer, NodeOccupancy, QueueEventHandlers
 from distsched.workers.periodic import Periodic
 
 log = logging.getLogger(__name__)
@@ -157,6 +157,8 @@ class SchedulingWorker:
         self.informer.add_handler("Pod", pod_handler)
         self._parsed: dict[str, tuple[str, Obj, Pod]] = {}
         self._node_states: dict[str, NodeState] = {}
+        self._usage: dict[str, NodeUsage] = {}
+        self._pods_generation: dict[str, int] = {}
         self._feed_version = 0
         self.handlers = QueueEventHandlers(
             queue=self.queue,
@@ -284,11 +286,11 @@ class SchedulingWorker:
             names |= fw.plugins_interested_in(event)
         return frozenset(names)
 
-    def _node_usage(self, name: str) -> NodeUsage:
+    def _node_usage(self, name: str) -> NodeOccupancy:
         state = self.ledger.node_state([name]).get(name)
         if state is None:
-            return NodeUsage({}, 0, [])
-        return NodeUsage(
+            return NodeOccupancy({}, 0, [])
+        return NodeOccupancy(
             dict(state.requested), state.requested.get("pods", len(state.pods)), list(state.ports)
         )
 
@@ -296,16 +298,19 @@ class SchedulingWorker:
     def _on_node_add(self, obj: Obj, _initial: bool) -> None:
         node = Node.from_dict(obj)
         index = self.snapshot.add_node(node)
-        state = self._node_states.get(node.metadata.name)
-        if state is not None:
-            self._apply_state(index, state)
+        usage = self._usage.get(node.metadata.name)
+        if usage is not None:
+            self.snapshot.set_usage(index, usage.requested, ())
+            self._pods_generation.pop(node.metadata.name, None)
 
     def _on_node_update(self, _old: Obj, new: Obj) -> None:
         self.snapshot.update_node(Node.from_dict(new))
 
     def _on_node_delete(self, obj: Obj, _unknown: bool) -> None:
-        self.snapshot.remove_node(obj["metadata"]["name"])
-        self._node_states.pop(obj["metadata"]["name"], None)
+        name = obj["metadata"]["name"]
+        self.snapshot.remove_node(name)
+        self._node_states.pop(name, None)
+        self._pods_generation.pop(name, None)
 
     def _on_pod_add(self, obj: Obj, _initial: bool) -> None:
         pod = self.pod_from(obj)
@@ -328,17 +333,46 @@ class SchedulingWorker:
 
     # ------------------------------------------------------------------ ledger → snapshot
     def refresh_from_ledger(self) -> int:
-        version, states = self.ledger.changes_since(self._feed_version)
+        """Mirror the ledger's absolute usage of every node that changed since the last
+        refresh. Pod lists follow lazily (:meth:`sync_pod_lists`): only decisions with
+        inter-pod constraints need other workers' assumed pods."""
+        version, usages = self.ledger.changes_since(self._feed_version)
+        with_ports = []
+        for name, usage in usages.items():
+            self._usage[name] = usage
+            index = self.snapshot.get_index(name)
+            if index is None:
+                continue
+            if usage.host_ports != 0:
+                with_ports.append(name)
+            else:
+                self.snapshot.set_usage(index, usage.requested, ())
+        if with_ports:
+            self._apply_states(self.ledger.node_state(with_ports))
+        self._feed_version = version
+        return len(usages)
+
+    def sync_pod_lists(self) -> None:
+        """Bring every node's pod list (assumed + bound, all workers) up to the ledger's."""
+        stale = [
+            name
+            for name, usage in self._usage.items()
+            if self._pods_generation.get(name) != usage.generation
+            and self.snapshot.get_index(name) is not None
+        ]
+        for i in range(0, len(stale), 500):
+            self._apply_states(self.ledger.node_state(stale[i : i + 500]))
+
+    def _apply_states(self, states: dict[str, NodeState]) -> None:
         for name, state in states.items():
             self._node_states[name] = state
             index = self.snapshot.get_index(name)
             if index is not None:
                 self._apply_state(index, state)
-        self._feed_version = version
-        return len(states)
 
     def _apply_state(self, index: int, state: NodeState) -> None:
         """Usage and pod list of one node as the ledger has them (assumed + bound)."""
+        self._pods_generation[state.name] = state.generation
         self.snapshot.set_usage(index, dict(state.requested), state.ports)
         want = set(state.pods)
         have = set(self.snapshot.pods_on(index))
@@ -389,6 +423,7 @@ class SchedulingWorker:
         the topology-domain generations it sends (see :meth:`_read_generations`)."""
         while True:
             self.refresh_from_ledger()
+            self.sync_pod_lists()
             if not self._decide_safely(attempt):
                 return
             generations = self._read_generations(attempt)
@@ -574,10 +609,7 @@ class SchedulingWorker:
         self.conflicts += 1
         metrics.reserve_conflicts.labels(result.reason.split(" ")[0]).inc()
         if result.node_state is not None:
-            self._node_states[result.node_state.name] = result.node_state
-            index = self.snapshot.get_index(result.node_state.name)
-            if index is not None:
-                self._apply_state(index, result.node_state)
+            self._apply_states({result.node_state.name: result.node_state})
 
     def _bind(self, reserved: list[Attempt]) -> None:
         if not reserved:

@@ -371,7 +371,7 @@ def test_script_validates_its_input_before_writing(
             keys=base + node_keys + ledger.feed_keys,
             args=[1, json.dumps(["n1"]), json.dumps(checks), json.dumps(good), json.dumps(bad)],
         )
-    with pytest.raises(redis.ResponseError, match="expected 12 keys"):
+    with pytest.raises(redis.ResponseError, match="expected 13 keys"):
         script(keys=base, args=[1, json.dumps(["n1"]), json.dumps(checks[:1]), json.dumps(good)])
     assert snapshot_db(r) == before
 
@@ -395,6 +395,9 @@ def test_change_feed_names_every_node_whose_usage_changed(
     assert version2 > version
     assert list(states) == ["n2"]
     assert states["n2"].requested["cpu"] == 500
+    assert states["n2"].requested["pods"] == 1
+    assert states["n2"].generation == ledger.node_state(["n2"])["n2"].generation
+    assert states["n2"].host_ports == 0
 
     assert ledger.release("ns/a", result.token)
     _, states = ledger.changes_since(version2)
