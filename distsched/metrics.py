@@ -4,22 +4,34 @@ Names follow kube-scheduler's where one applies, under the single prefix ``dists
 (never doubled). Counters end in ``_total``, durations in ``_seconds``. Gauges that
 describe shared state (pending pods per sub-queue, unschedulable pods per plugin,
 dead-lettered pods) are read from Redis at scrape time by :class:`QueueCollector`, so
-every replica reports the same cluster-wide figure.
+every replica reports the same cluster-wide figure (aggregate them with ``max``, not
+``sum``). docs/operating.md lists every series with its labels.
 """
 
 from __future__ import annotations
 
+import json
 import logging
+from collections import Counter as Tally
 from collections.abc import Iterable
 
 import redis
-from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Histogram,
+    disable_created_metrics,
+    start_http_server,
+)
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from distsched.keys import Keys
 
 log = logging.getLogger(__name__)
+
+# No <name>_created series: kube-scheduler has none, and they double the exposition.
+disable_created_metrics()
 
 PREFIX = "distsched"
 REGISTRY = CollectorRegistry(auto_describe=True)
@@ -47,6 +59,8 @@ scheduling_attempt_duration = Histogram(
     buckets=ATTEMPT_BUCKETS,
     registry=REGISTRY,
 )
+# queue is active, backoff, gated, unschedulable, or active_or_backoff for a move request
+# (one script moves each pod to whichever its backoff allows and returns only the total).
 queue_incoming_pods = Counter(
     "queue_incoming_pods",
     "Pods added to a scheduling sub-queue, by sub-queue and the event that moved them.",
@@ -83,6 +97,24 @@ preemption_victims = Histogram(
     buckets=(1, 2, 4, 8, 16, 32, 64),
     registry=REGISTRY,
 )
+CONFLICT_REASONS = ("resources", "ports", "topology", "anti-affinity", "node-gone", "holder")
+
+
+def conflict_reason(reason: str) -> str:
+    """The bounded ``reason`` label of reserve_conflicts for a ledger rejection message."""
+    if reason.startswith("Insufficient"):
+        return "resources"
+    if "free ports" in reason:
+        return "ports"
+    if reason.startswith("topology domain"):
+        return "topology"
+    if reason.startswith("anti-affinity"):
+        return "anti-affinity"
+    if reason.startswith("node(s) not found"):
+        return "node-gone"
+    return "holder"  # a previous pod of that name still holds a reservation
+
+
 reserve_conflicts = Counter(
     "reserve_conflicts",
     "Optimistic reservations refused by the ledger (another worker won the node).",
@@ -100,7 +132,8 @@ binding_duration = Histogram(
 )
 bindings = Counter(
     "bindings",
-    "Binding results: bound, duplicate (already bound to that node), failed.",
+    "Binding results: bound, duplicate (already bound to that node), stale (the reservation "
+    "was gone: reaped or released, nothing bound), failed.",
     ["result"],
     namespace=PREFIX,
     registry=REGISTRY,
@@ -120,11 +153,21 @@ redis_retries = Counter(
     registry=REGISTRY,
 )
 
+# Series that exist from the start, so that rate() and alerts see a 0 before the first event.
+for _kind in ("inflight", "assumed"):
+    lease_reclaims.labels(_kind)
+for _result in ("bound", "duplicate", "stale", "failed"):
+    bindings.labels(_result)
+
 SUB_QUEUES = ("active", "backoff", "unschedulable", "gated", "inflight", "dead")
 
 
 class QueueCollector(Collector):
-    """Reads cluster-wide queue gauges from Redis when Prometheus scrapes."""
+    """Reads cluster-wide queue gauges from Redis when Prometheus scrapes.
+
+    unschedulable_pods costs one HMGET of the unschedulable pods' queue info and
+    diagnoses per scrape: O(unschedulable pods).
+    """
 
     def __init__(self, client: redis.Redis, keys: Keys) -> None:
         self._client = client
@@ -135,11 +178,13 @@ class QueueCollector(Collector):
             f"{PREFIX}_pending_pods", "Pods waiting in each scheduling sub-queue.", labels=["queue"]
         )
         dead = GaugeMetricFamily(f"{PREFIX}_dead_lettered_pods", "Pods in the dead-letter set.")
+        unschedulable = GaugeMetricFamily(
+            f"{PREFIX}_unschedulable_pods",
+            "Pods in the unschedulable set, counted once per plugin that rejected them.",
+            labels=["plugin", "profile"],
+        )
         try:
-            pipe = self._client.pipeline(transaction=False)
-            for name in SUB_QUEUES:
-                pipe.zcard(getattr(self._keys, name))
-            counts = dict(zip(SUB_QUEUES, pipe.execute(), strict=True))
+            counts, per_plugin = self._read()
         except redis.RedisError as exc:
             log.warning("metrics: cannot read queue sizes from Redis: %s", exc)
             return
@@ -147,8 +192,36 @@ class QueueCollector(Collector):
             if name != "dead":
                 pending.add_metric([name], counts[name])
         dead.add_metric([], counts["dead"])
+        for (plugin, profile), count in sorted(per_plugin.items()):
+            unschedulable.add_metric([plugin, profile], count)
         yield pending
         yield dead
+        yield unschedulable
+
+    def _read(self) -> tuple[dict[str, int], Tally[tuple[str, str]]]:
+        keys = self._keys
+        pipe = self._client.pipeline(transaction=False)
+        for name in SUB_QUEUES:
+            pipe.zcard(getattr(keys, name))
+        pipe.zrange(keys.unschedulable, 0, -1)
+        *sizes, members = pipe.execute()
+        counts = dict(zip(SUB_QUEUES, sizes, strict=True))
+        per_plugin: Tally[tuple[str, str]] = Tally()
+        if not members:
+            return counts, per_plugin
+        pipe = self._client.pipeline(transaction=False)
+        pipe.hmget(keys.info, members)
+        pipe.hmget(keys.explain, members)
+        infos, diagnoses = pipe.execute()
+        for info_raw, diagnosis_raw in zip(infos, diagnoses, strict=True):
+            if info_raw is None:
+                continue  # left the queue since the ZRANGE
+            plugins = [p for p in str(json.loads(info_raw).get("pl", "")).split(",") if p]
+            # The worker's diagnosis names the profile; an older record may not.
+            profile = json.loads(diagnosis_raw).get("profile", "") if diagnosis_raw else ""
+            for plugin in plugins:
+                per_plugin[(plugin, profile)] += 1
+        return counts, per_plugin
 
 
 def serve(port: int, *, addr: str = "127.0.0.1") -> None:

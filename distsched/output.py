@@ -8,6 +8,7 @@ from typing import Any
 
 import yaml
 from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 console = Console()
@@ -29,3 +30,10 @@ def print_json(data: Any) -> None:
 
 def print_yaml(data: Any) -> None:
     print(yaml.safe_dump(data, sort_keys=False), end="")
+
+
+def progress_bar(label: str, *, on: Console = err_console) -> Progress:
+    """A bar with done/total and elapsed time (stderr by default, so stdout stays data)."""
+    return Progress(
+        TextColumn(label), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(), console=on
+    )

