@@ -8,13 +8,16 @@ A score weight set at the ``score`` point wins over the multiPoint one; 0 means 
 
 from __future__ import annotations
 
+import functools
 import random
-from collections.abc import Iterable, Mapping
+import time
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, TypeVar, cast
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import numpy as np
 
+from distsched import metrics
 from distsched.framework.cycle_state import CycleState
 from distsched.framework.diagnosis import Diagnosis, ScheduleResult, SchedulingError
 from distsched.framework.events import WILDCARD_EVENT, ClusterEvent
@@ -50,6 +53,7 @@ if TYPE_CHECKING:
     from distsched.framework.schedule import BatchOutcome
 
 P = TypeVar("P", bound=Plugin)
+F = TypeVar("F", bound=Callable[..., Any])
 
 _EMPTY_POSITIONS = np.zeros(0, dtype=np.int64)
 
@@ -97,6 +101,41 @@ class FilterOutcome:
 
 class FrameworkError(ValueError):
     """The profile cannot be built (unknown plugin, double registration, bad args)."""
+
+
+_STATUS_LABELS = {code: code.name.title().replace("_", "") for code in Code}
+_histograms: dict[tuple[str, str, str], Any] = {}
+
+
+def _status_label(result: object) -> str:
+    """The Status code a run_* method returned (first Status of a tuple); Success if none."""
+    if isinstance(result, Status):
+        return _STATUS_LABELS[result.code]
+    if isinstance(result, tuple):
+        for item in result:
+            if isinstance(item, Status):
+                return _STATUS_LABELS[item.code]
+    return "Success"
+
+
+def _timed(point: str) -> Callable[[F], F]:
+    """Record framework_extension_point_duration_seconds for one extension point."""
+
+    def wrap(method: F) -> F:
+        @functools.wraps(method)
+        def timed(self: Framework, *args: Any, **kwargs: Any) -> Any:
+            start = time.perf_counter()
+            result = method(self, *args, **kwargs)
+            key = (point, _status_label(result), self.profile_name)
+            child = _histograms.get(key)
+            if child is None:
+                child = _histograms[key] = metrics.framework_extension_point_duration.labels(*key)
+            child.observe(time.perf_counter() - start)
+            return result
+
+        return timed  # type: ignore[return-value]
+
+    return wrap
 
 
 class Framework:
@@ -244,6 +283,7 @@ class Framework:
         return result
 
     # ------------------------------------------------------------------ filtering
+    @_timed("PreFilter")
     def run_pre_filter_plugins(
         self, state: CycleState, pod: Pod, snapshot: Snapshot
     ) -> tuple[PreFilterResult | None, Status, list[str]]:
@@ -280,6 +320,7 @@ class Framework:
         state.skip_filter_plugins = frozenset(skipped)
         return result, Status.success(), narrowing
 
+    @_timed("Filter")
     def run_filter_plugins(
         self, state: CycleState, pod: Pod, snapshot: Snapshot, candidates: np.ndarray
     ) -> FilterOutcome:
@@ -320,6 +361,7 @@ class Framework:
             positions = np.arange(candidates.size, dtype=np.int64)
         return FilterOutcome(positions, verdicts)
 
+    @_timed("PostFilter")
     def run_post_filter_plugins(
         self, state: CycleState, pod: Pod, snapshot: Snapshot, diagnosis: Diagnosis
     ) -> tuple[PostFilterResult | None, Status]:
@@ -345,6 +387,7 @@ class Framework:
         return result, Status(Code.UNSCHEDULABLE, *reasons, plugin=rejector)
 
     # ------------------------------------------------------------------ scoring
+    @_timed("PreScore")
     def run_pre_score_plugins(
         self, state: CycleState, pod: Pod, snapshot: Snapshot, indices: np.ndarray
     ) -> Status:
@@ -360,6 +403,7 @@ class Framework:
         state.skip_score_plugins = frozenset(skipped)
         return Status.success()
 
+    @_timed("Score")
     def run_score_plugins(
         self, state: CycleState, pod: Pod, snapshot: Snapshot, indices: np.ndarray
     ) -> np.ndarray:
@@ -388,6 +432,7 @@ class Framework:
         return total
 
     # ------------------------------------------------------------------ binding cycle
+    @_timed("Reserve")
     def run_reserve_plugins_reserve(self, state: CycleState, pod: Pod, node_name: str) -> Status:
         for plugin in self.reserve_plugins:
             status = _call(plugin, plugin.reserve, state, pod, node_name)
@@ -403,6 +448,7 @@ class Framework:
         for plugin in reversed(self.reserve_plugins):
             plugin.unreserve(state, pod, node_name)
 
+    @_timed("Permit")
     def run_permit_plugins(
         self, state: CycleState, pod: Pod, node_name: str
     ) -> tuple[Status, dict[str, float]]:
@@ -428,6 +474,7 @@ class Framework:
             return Status(Code.WAIT, msg), waits
         return Status.success(), {}
 
+    @_timed("PreBind")
     def run_pre_bind_plugins(self, state: CycleState, pod: Pod, node_name: str) -> Status:
         for plugin in self.pre_bind_plugins:
             status = _call(plugin, plugin.pre_bind, state, pod, node_name)
@@ -439,6 +486,7 @@ class Framework:
             return _wrap_error("PreBind", plugin.name, status)
         return Status.success()
 
+    @_timed("Bind")
     def run_bind_plugins(self, state: CycleState, pod: Pod, node_name: str) -> Status:
         """The first bind plugin not answering Skip binds; Skip when none is configured."""
         status: Status | None = Status.skip()
@@ -454,6 +502,7 @@ class Framework:
             return _wrap_error("Bind", plugin.name, status)
         return status if status is not None else Status.success()
 
+    @_timed("PostBind")
     def run_post_bind_plugins(self, state: CycleState, pod: Pod, node_name: str) -> None:
         for plugin in self.post_bind_plugins:
             plugin.post_bind(state, pod, node_name)

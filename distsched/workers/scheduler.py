@@ -180,10 +180,21 @@ class SchedulingWorker:
     # ------------------------------------------------------------------ start-up
     def _setup_periodic(self) -> None:
         q, led, now = self.queue, self.ledger, self.clock.now_ms
-        self.periodic.every("flush-backoff", 1.0, lambda: q.flush_backoff_completed(now_ms=now()))
-        self.periodic.every(
-            "flush-leftover", 30.0, lambda: q.flush_unschedulable_leftover(now_ms=now())
-        )
+
+        def flush_backoff() -> int:
+            moved = q.flush_backoff_completed(now_ms=now())
+            metrics.queue_incoming_pods.labels("active", "BackoffComplete").inc(moved)
+            return moved
+
+        def flush_leftover() -> int:
+            moved = q.flush_unschedulable_leftover(now_ms=now())
+            metrics.queue_incoming_pods.labels("active_or_backoff", "UnschedulableTimeout").inc(
+                moved
+            )
+            return moved
+
+        self.periodic.every("flush-backoff", 1.0, flush_backoff)
+        self.periodic.every("flush-leftover", 30.0, flush_leftover)
         self.periodic.every("reclaim-leases", 1.0, self._reclaim_leases)
         self.periodic.every("reap-assumed", 1.0, self._reap_assumed)
         self.periodic.every("claim-events", 10.0, self.consumer.claim_abandoned)
@@ -194,6 +205,7 @@ class SchedulingWorker:
         keys = self.queue.reclaim_expired_leases(now_ms=self.clock.now_ms())
         if keys:
             metrics.lease_reclaims.labels("inflight").inc(len(keys))
+            metrics.queue_incoming_pods.labels("active", "LeaseExpired").inc(len(keys))
             log.warning("reclaimed %d expired leases: %s", len(keys), keys[:5])
         return len(keys)
 
@@ -607,7 +619,7 @@ class SchedulingWorker:
     def _note_conflict(self, result: Rejected) -> None:
         """Count a refused reservation and take the node's current state from it."""
         self.conflicts += 1
-        metrics.reserve_conflicts.labels(result.reason.split(" ")[0]).inc()
+        metrics.reserve_conflicts.labels(metrics.conflict_reason(result.reason)).inc()
         if result.node_state is not None:
             self._apply_states({result.node_state.name: result.node_state})
 
@@ -665,6 +677,13 @@ class SchedulingWorker:
         metrics.scheduling_attempt_duration.labels(result, profile).observe(
             time.perf_counter() - attempt.started
         )
-        record = {"message": message, "plugins": plugins, "at_ms": now, "queue": where}
+        metrics.queue_incoming_pods.labels(where, "ScheduleAttemptFailure").inc()
+        record = {
+            "message": message,
+            "plugins": plugins,
+            "profile": profile,
+            "at_ms": now,
+            "queue": where,
+        }
         self.client.hset(self.keys.explain, attempt.pod.key, json.dumps(record))
         log.debug("pod %s: %s (%s)", attempt.pod.key, message, where)
