@@ -342,7 +342,8 @@ def _assume_ttl_option(fn: Callable[..., Any]) -> Callable[..., Any]:
         type=click.IntRange(min=1),
         default=30_000,
         show_default=True,
-        help="How long a reservation stays assumed without a confirmed bind.",
+        help="How long a reservation stays assumed without a confirmed bind "
+        "(give workers and binders the same value).",
     )(fn)
 
 

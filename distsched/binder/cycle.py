@@ -1,31 +1,53 @@
 """The binding cycle (kube's bindingCycle), run by a binder process for a batch of pods.
 
-WaitOnPermit → PreBind → Bind (the store's bind script: idempotent for the same node,
-refused for another node, a deleted pod or a uid mismatch) → PostBind → the ledger turns
-the assumed pod into a bound one and the queue forgets it. Any failure goes through
-:func:`handle_binding_failure`: Unreserve, forget the assumed pod in the ledger, requeue
-the pod with backoff, and move pods that the freed capacity may help.
+For each job: claim → WaitOnPermit → PreBind → Bind → PostBind → confirm.
+
+- Claim: a binding is acted on only while the ledger still holds its reservation under the
+  job's token, assumed (not yet bound). The claim pushes the assume deadline to now +
+  ``assume_ttl_ms`` in the same transaction that checks it, so the reaper cannot release
+  a reservation while its binding is being written. A job whose reservation is already
+  bound under the same token is a duplicate (the same job run twice); one whose
+  reservation is gone is stale (the reaper requeued the pod after its deadline, or the
+  pod was deleted) and binds nothing: the pod belongs to a newer attempt.
+- WaitOnPermit: Permit ran in the worker; a Wait there does not hold the pod here (no
+  process-wide waiting-pods map), so this step has nothing to wait on.
+- PreBind, Bind, PostBind: the profile's plugins. A profile whose only binding plugin is
+  DefaultBinder (the default) binds the whole batch with one store script call; the store
+  bind is idempotent for the same node and refused for another node, a deleted pod or a
+  uid mismatch. Other profiles run their plugins pod by pod.
+- Confirm: the ledger turns the assumed pod into a bound one and drops its queue info.
+
+Any failure goes through :func:`handle_binding_failure`: Unreserve, forget the assumed pod
+in the ledger, requeue the pod through the queue's failure handler (backoff), and move
+pods that the freed capacity may help.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import redis
 
 from distsched import metrics
+from distsched.binder.faults import pause_at
 from distsched.binder.jobs import BIND_FUNCTION, Binding
-from distsched.binder.safety import allow
-from distsched.cache.ledger import Ledger
+from distsched.cache.ledger import Ledger, LedgerConfig
 from distsched.clock import SYSTEM_CLOCK, Clock
+from distsched.framework.cycle_state import CycleState
 from distsched.framework.events import ASSIGNED_POD_DELETE
-from distsched.framework.profile import build_profiles, default_config
+from distsched.framework.interface import Handle, PluginSpec
+from distsched.framework.profile import SchedulerConfig, build_profiles, default_config
+from distsched.framework.registry import IN_TREE_REGISTRY
+from distsched.framework.runtime import Framework
 from distsched.keys import Keys
+from distsched.model import Pod
 from distsched.queue_redis import RedisQueue
-from distsched.store import Store
+from distsched.store import Store, decode_object
 
 log = logging.getLogger(__name__)
 
@@ -34,89 +56,242 @@ log = logging.getLogger(__name__)
 class BindOutcome:
     bound: list[str] = field(default_factory=list)
     duplicate: list[str] = field(default_factory=list)
+    stale: list[str] = field(default_factory=list)
     failed: dict[str, str] = field(default_factory=dict)
+
+
+def batch_bindable(fw: Framework | None) -> bool:
+    """Whether binding with one store call is exactly what the profile's plugins would do."""
+    if fw is None:
+        return True  # unknown profile: the store write is all a binding can be
+    plugins = [p.name for p in fw.bind_plugins]
+    return (
+        plugins == ["DefaultBinder"]
+        and not fw.pre_bind_plugins
+        and not fw.post_bind_plugins
+        and not fw.reserve_plugins
+    )
 
 
 class Binder:
     """Everything one binder process needs, built once per (connection, scheduler)."""
 
-    def __init__(self, client: redis.Redis, keys: Keys, *, clock: Clock = SYSTEM_CLOCK) -> None:
+    def __init__(
+        self,
+        client: redis.Redis,
+        keys: Keys,
+        *,
+        clock: Clock = SYSTEM_CLOCK,
+        config: SchedulerConfig | None = None,
+        registry: Mapping[str, PluginSpec] = IN_TREE_REGISTRY,
+        ledger_config: LedgerConfig | None = None,
+    ) -> None:
         self.client = client
         self.keys = keys
         self.clock = clock
         self.store = Store(client, keys, clock=clock)
-        self.ledger = Ledger(client, keys, clock)
+        self.ledger = Ledger(client, keys, clock, ledger_config)
         self.queue = RedisQueue(client, keys)
+        self._store_results: dict[str, str] = {}
+        self.profiles = build_profiles(
+            config or default_config(registry),
+            registry=registry,
+            handle=Handle(bind_pod=self._bind_pod),
+        )
         # Which unschedulable pods freed capacity may help (kube moves them on unreserve).
-        profiles = build_profiles(default_config())
         self.interested_on_delete = frozenset().union(
-            *(fw.plugins_interested_in(ASSIGNED_POD_DELETE) for fw in profiles.values())
+            *(fw.plugins_interested_in(ASSIGNED_POD_DELETE) for fw in self.profiles.values())
         )
 
+    # ------------------------------------------------------------------ the cycle
     def bind(self, bindings: Sequence[Binding]) -> BindOutcome:
         started = time.perf_counter()
         outcome = BindOutcome()
-        results = self.store.bind_many([(b.pod_key, b.uid, b.node) for b in bindings])
-        confirmed: list[Binding] = []
-        for binding, result in zip(bindings, results, strict=True):
-            if result == "bound":
-                outcome.bound.append(binding.pod_key)
-                confirmed.append(binding)
-            elif result == "already-bound":
-                outcome.duplicate.append(binding.pod_key)
-                confirmed.append(binding)
-            else:
-                outcome.failed[binding.pod_key] = str(result)
-        if confirmed:
+        claimed = self.claim(bindings, outcome)
+        pause_at("bind-claimed", [b.pod_key for b in claimed])
+        batched = [b for b in claimed if batch_bindable(self.profiles.get(b.profile))]
+        by_plugins = [b for b in claimed if not batch_bindable(self.profiles.get(b.profile))]
+        stored: list[Binding] = []
+        if batched:
+            results = self.store.bind_many([(b.pod_key, b.uid, b.node) for b in batched])
+            for binding, result in zip(batched, results, strict=True):
+                self._record(binding, str(result), outcome, stored)
+        pods = self._pods(by_plugins) if by_plugins else {}
+        states = {b.pod_key: CycleState() for b in by_plugins}
+        for binding in by_plugins:
+            self._bind_with_plugins(binding, pods, states[binding.pod_key], outcome, stored)
+        pause_at("bind-stored", [b.pod_key for b in stored])
+        if stored:
             # Confirming also drops the pod's queue info: it has left the queue for good.
-            self.ledger.confirm_bound_many([(b.pod_key, b.token) for b in confirmed])
-            self.client.hdel(self.keys.explain, *(b.pod_key for b in confirmed))
-        failed = [b for b in bindings if b.pod_key in outcome.failed]
+            confirmed = self.ledger.confirm_bound_many([(b.pod_key, b.token) for b in stored])
+            for binding, ok in zip(stored, confirmed, strict=True):
+                if not ok:  # only after a stall longer than the claim; the bind event adds it
+                    log.warning("reservation of %s vanished before its confirm", binding.pod_key)
+            self.client.hdel(self.keys.explain, *(b.pod_key for b in stored))
+        failed = [b for b in claimed if b.pod_key in outcome.failed]
         if failed:
-            handle_binding_failure(self, failed, outcome.failed)
-        elapsed = time.perf_counter() - started
+            handle_binding_failure(self, failed, outcome.failed, pods, states)
+        for binding in by_plugins:
+            pod = pods.get(binding.pod_key)
+            fw = self.profiles.get(binding.profile)
+            if pod is not None and fw is not None and binding.pod_key in outcome.bound:
+                fw.run_post_bind_plugins(states[binding.pod_key], pod, binding.node)
+        self._observe(bindings, outcome, time.perf_counter() - started)
+        return outcome
+
+    def claim(self, bindings: Sequence[Binding], outcome: BindOutcome) -> list[Binding]:
+        """The bindings whose reservation is still assumed under their token, with the
+        assume deadline renewed; the others go to ``outcome`` as duplicate or stale."""
+        if not bindings:
+            return []
+        keys = [b.pod_key for b in bindings]
+        pipe = self.client.pipeline(transaction=True)
+        pipe.hmget(self.ledger.pods_key, keys)
+        pipe.zmscore(self.ledger.assumed_key, keys)
+        records, deadlines = pipe.execute()
+        mine: list[Binding] = []
+        for binding, raw, deadline in zip(bindings, records, deadlines, strict=True):
+            token = json.loads(raw).get("token") if raw is not None else None
+            if token != binding.token:
+                outcome.stale.append(binding.pod_key)
+            elif deadline is None:
+                outcome.duplicate.append(binding.pod_key)
+            else:
+                mine.append(binding)
+        if not mine:
+            return []
+        # XX renews without re-adding a reservation the reaper took since the read above.
+        # A reaped pod waits out its backoff (1 s at least by default) before anyone can
+        # reserve it again, so a token that matched a moment ago is not someone else's now.
+        renewed = self.clock.now_ms() + self.ledger.config.assume_ttl_ms
+        pipe = self.client.pipeline(transaction=True)
+        pipe.zadd(self.ledger.assumed_key, {b.pod_key: renewed for b in mine}, xx=True)
+        pipe.zmscore(self.ledger.assumed_key, [b.pod_key for b in mine])
+        _, after = pipe.execute()
+        claimed = []
+        for binding, deadline in zip(mine, after, strict=True):
+            if deadline is None:
+                outcome.stale.append(binding.pod_key)
+            else:
+                claimed.append(binding)
+        return claimed
+
+    def _record(
+        self, binding: Binding, result: str, outcome: BindOutcome, stored: list[Binding]
+    ) -> None:
+        if result == "bound":
+            outcome.bound.append(binding.pod_key)
+        elif result == "already-bound":
+            outcome.duplicate.append(binding.pod_key)
+        else:
+            outcome.failed[binding.pod_key] = result
+            return
+        stored.append(binding)
+
+    # ------------------------------------------------------------------ plugins
+    def _pods(self, bindings: Sequence[Binding]) -> dict[str, Pod]:
+        keys = [b.pod_key for b in bindings]
+        blobs = self.client.hmget(self.keys.objects("Pod"), keys)
+        return {k: Pod.from_dict(decode_object(b)) for k, b in zip(keys, blobs, strict=True) if b}
+
+    def _bind_pod(self, pod: Pod, node: str) -> None:
+        """DefaultBinder's bind function: the store write (raises when refused)."""
+        self._store_results[pod.key] = self.store.bind(pod.key, pod.metadata.uid, node)
+
+    def _bind_with_plugins(
+        self,
+        binding: Binding,
+        pods: dict[str, Pod],
+        state: CycleState,
+        outcome: BindOutcome,
+        stored: list[Binding],
+    ) -> None:
+        pod = pods.get(binding.pod_key)
+        fw = self.profiles[binding.profile]
+        if pod is None or pod.metadata.uid != binding.uid:
+            outcome.failed[binding.pod_key] = "not-found"
+            return
+        status = fw.run_pre_bind_plugins(state, pod, binding.node)
+        if status.is_success():
+            self._store_results.pop(pod.key, None)
+            status = fw.run_bind_plugins(state, pod, binding.node)
+        if not status.is_success():
+            outcome.failed[binding.pod_key] = status.message() or "no bind plugin bound the pod"
+            return
+        self._record(binding, self._store_results.pop(pod.key, "bound"), outcome, stored)
+
+    # ------------------------------------------------------------------ metrics
+    def _observe(self, bindings: Sequence[Binding], outcome: BindOutcome, elapsed: float) -> None:
         now_ms = self.clock.now_ms()
         per_pod = elapsed / max(1, len(bindings))
+        bound = set(outcome.bound)
         for binding in bindings:
             if binding.pod_key in outcome.failed:
                 metrics.binding_duration.labels("failed").observe(per_pod)
                 continue
             metrics.binding_duration.labels("bound").observe(per_pod)
-            if binding.initial_attempt_ms and binding.pod_key in outcome.bound:
+            if binding.initial_attempt_ms and binding.pod_key in bound:
                 sli = max(0.0, (now_ms - binding.initial_attempt_ms) / 1000)
                 attempts = str(min(binding.attempts, 10))
                 metrics.pod_scheduling_sli_duration.labels(attempts).observe(sli)
         metrics.bindings.labels("bound").inc(len(outcome.bound))
         metrics.bindings.labels("duplicate").inc(len(outcome.duplicate))
+        metrics.bindings.labels("stale").inc(len(outcome.stale))
         metrics.bindings.labels("failed").inc(len(outcome.failed))
-        return outcome
+        if outcome.stale:
+            log.info("%d stale bindings skipped: %s", len(outcome.stale), outcome.stale[:5])
 
 
-def handle_binding_failure(binder: Binder, failed: Sequence[Binding], why: dict[str, str]) -> None:
+def handle_binding_failure(
+    binder: Binder,
+    failed: Sequence[Binding],
+    why: dict[str, str],
+    pods: dict[str, Pod] | None = None,
+    states: dict[str, CycleState] | None = None,
+) -> None:
     """The one failure path of the binding cycle: unreserve, forget, requeue with backoff."""
     now = binder.clock.now_ms()
     for binding in failed:
+        fw = binder.profiles.get(binding.profile)
+        pod = (pods or {}).get(binding.pod_key)
+        if fw is not None and pod is not None:
+            state = (states or {}).get(binding.pod_key) or CycleState()
+            fw.run_reserve_plugins_unreserve(state, pod, binding.node)
         binder.ledger.release(binding.pod_key, binding.token)
         where = binder.queue.add_unschedulable_if_not_present(
             binding.pod_key, epoch=binding.epoch, plugins=(), now_ms=now, error=True
         )
-        log.warning(
-            "binding %s to %s failed (%s); requeued: %s",
-            binding.pod_key,
-            binding.node,
-            why[binding.pod_key],
-            where,
-        )
+        message = f"binding to {binding.node} failed: {why[binding.pod_key]}"
+        record = {"message": message, "plugins": [], "at_ms": now, "queue": where}
+        binder.client.hset(binder.keys.explain, binding.pod_key, json.dumps(record))
+        log.warning("pod %s: %s; requeued: %s", binding.pod_key, message, where)
     # Freed capacity may help pods that wait for it (kube moves them on unreserve).
     binder.queue.move_all_to_active_or_backoff(
         ASSIGNED_POD_DELETE.label, now_ms=now, interested_plugins=binder.interested_on_delete
     )
 
 
+# ---------------------------------------------------------------------- the rq job
+
+
+@dataclass(frozen=True)
+class BinderSettings:
+    """Per-process settings of the job function (set once by the pool child)."""
+
+    config: SchedulerConfig | None = None
+    ledger_config: LedgerConfig | None = None
+
+
+_settings = BinderSettings()
 _binders: dict[tuple[int, str], Binder] = {}
 
 
-@allow(BIND_FUNCTION)
+def configure(settings: BinderSettings) -> None:
+    global _settings
+    _settings = settings
+    _binders.clear()
+
+
 def bind_batch(scheduler: str, wire_bindings: list[list[object]]) -> dict[str, int]:
     """The rq job function: bind a batch. Runs inside a binder process."""
     from rq import get_current_job
@@ -127,11 +302,20 @@ def bind_batch(scheduler: str, wire_bindings: list[list[object]]) -> dict[str, i
     cache_key = (id(job.connection), scheduler)
     binder = _binders.get(cache_key)
     if binder is None:
-        binder = _binders[cache_key] = Binder(job.connection, Keys(scheduler))
-    bindings = [Binding.from_wire(item) for item in wire_bindings]
-    outcome = binder.bind(bindings)
+        binder = _binders[cache_key] = Binder(
+            job.connection,
+            Keys(scheduler),
+            config=_settings.config,
+            ledger_config=_settings.ledger_config,
+        )
+    outcome = binder.bind([Binding.from_wire(item) for item in wire_bindings])
     return {
         "bound": len(outcome.bound),
         "duplicate": len(outcome.duplicate),
+        "stale": len(outcome.stale),
         "failed": len(outcome.failed),
     }
+
+
+JOB_FUNCTIONS: dict[str, Callable[..., Any]] = {BIND_FUNCTION: bind_batch}
+"""The only functions a binder process runs (see :mod:`distsched.binder.safety`)."""

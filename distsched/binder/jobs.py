@@ -1,8 +1,9 @@
 """Binding jobs: what a scheduling worker enqueues and what a binder process runs.
 
 A job carries a batch of bindings so one rq job amortizes rq's per-job round trips.
-Payloads are plain lists/dicts (msgpack); the job function is reached only through the
-allow-list in :mod:`distsched.binder.safety`.
+Payloads are plain lists (msgpack). The enqueue side uses :class:`AllowListJob` with an
+empty allow-list; binder processes resolve ``BIND_FUNCTION`` through their own allow-list
+(:data:`distsched.binder.cycle.JOB_FUNCTIONS`), never by importing a name from Redis.
 """
 
 from __future__ import annotations
@@ -68,12 +69,15 @@ def queue_name(keys: Keys) -> str:
     return f"distsched-bind-{keys.scheduler}"
 
 
-def bind_queue(client: redis.Redis, keys: Keys) -> Queue:
+def bind_queue(
+    client: redis.Redis, keys: Keys, *, job_class: type[AllowListJob] = AllowListJob
+) -> Queue:
+    """The rq queue of binding jobs; binder processes pass their allow-listing job class."""
     return Queue(
         queue_name(keys),
         connection=client,
         serializer=MsgpackSerializer,
-        job_class=AllowListJob,
+        job_class=job_class,
         default_timeout=JOB_TIMEOUT_S,
     )
 

@@ -1,10 +1,18 @@
 """`distsched binder --processes M`: a pool of rq SimpleWorkers that respawns the dead.
 
 Each child runs an rq SimpleWorker (no fork per job) on the binding queue with the
-msgpack serializer and the allow-listing job class. The parent restarts a child that
-died (SIGKILL, OOM) within a second. A binder killed mid-job loses nothing: its pods stay
-assumed until the ledger's reaper releases and requeues them, or a retried job binds
-them (binding is idempotent).
+msgpack serializer and a job class that runs only :data:`~distsched.binder.cycle.
+JOB_FUNCTIONS`. The parent checks its children every :data:`CHECK_S` and starts a new
+one in the slot of any that died (SIGKILL, OOM), backing off when a slot keeps dying
+right after its start.
+
+A child killed mid-job leaves its rq job in rq's StartedJobRegistry; rq would only notice
+it at its next maintenance (10 minutes) and then fail it, since binding jobs carry no
+retries. Nothing waits for that: the job's pods stay assumed in the ledger with the
+deadline the claim renewed, and the assumed-pod reaper of the scheduling workers releases
+and requeues them once it passes. Pods the job had already written to the store are
+confirmed by the workers' handler of the bind event. Should rq ever run such a job again,
+its claim finds the reservations gone or bound and it binds nothing.
 """
 
 from __future__ import annotations
@@ -18,28 +26,54 @@ from multiprocessing.process import BaseProcess
 from rq import SimpleWorker
 
 from distsched import metrics
-from distsched.binder import cycle  # noqa: F401  (registers the allow-listed job function)
+from distsched.binder.cycle import JOB_FUNCTIONS, BinderSettings, configure
 from distsched.binder.jobs import bind_queue
-from distsched.binder.safety import AllowListJob, MsgpackSerializer
+from distsched.binder.safety import MsgpackSerializer, allow_list_job_class
+from distsched.cache.ledger import LedgerConfig
 from distsched.connection import RedisOptions, connect, retry_redis
+from distsched.framework.profile import load_config
 from distsched.keys import Keys
 
 log = logging.getLogger(__name__)
 
+CHECK_S = 0.2
+QUICK_DEATH_S = 5.0
+MAX_RESPAWN_DELAY_S = 10.0
 
-def run_one_binder(options: RedisOptions, scheduler: str, metrics_port: int, addr: str) -> None:
+
+def run_one_binder(
+    options: RedisOptions,
+    scheduler: str,
+    metrics_port: int,
+    addr: str,
+    config_path: str | None,
+    assume_ttl_ms: int,
+    log_level: int,
+) -> None:
     """Body of one binder process."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent owns Ctrl-C
+    logging.basicConfig(
+        level=log_level,
+        format="%(asctime)s %(levelname)s %(processName)s %(name)s: %(message)s",
+    )
     keys = Keys(scheduler)
+    configure(
+        BinderSettings(
+            config=load_config(config_path),
+            ledger_config=LedgerConfig(assume_ttl_ms=assume_ttl_ms),
+        )
+    )
     if metrics_port:
         metrics.serve(metrics_port, addr=addr)
     client = connect(options)
-    queue = bind_queue(client, keys)
+    job_class = allow_list_job_class(JOB_FUNCTIONS)
+    queue = bind_queue(client, keys, job_class=job_class)
     if metrics_port:
         metrics.register_queue_collector(client, keys)
     worker = SimpleWorker(
-        [queue], connection=client, serializer=MsgpackSerializer, job_class=AllowListJob
+        [queue], connection=client, serializer=MsgpackSerializer, job_class=job_class
     )
+    log.info("%s ready (rq worker %s)", mp.current_process().name, worker.name)
     retry_redis(
         lambda: worker.work(with_scheduler=False, logging_level="WARNING"),
         what=f"binder {mp.current_process().name}",
@@ -53,21 +87,36 @@ def run_binder_pool(
     processes: int = 1,
     metrics_port: int = 0,
     metrics_addr: str = "127.0.0.1",
+    config_path: str | None = None,
+    assume_ttl_ms: int = LedgerConfig().assume_ttl_ms,
 ) -> None:
+    load_config(config_path)  # a bad file fails here (ConfigError), not in every child
     ctx = mp.get_context("spawn")
     children: dict[int, BaseProcess] = {}
+    started_at: dict[int, float] = {}
+    quick_deaths: dict[int, int] = dict.fromkeys(range(processes), 0)
+    not_before: dict[int, float] = {}
     stopping = False
 
     def start(slot: int) -> None:
         port = metrics_port + slot if metrics_port else 0
         child = ctx.Process(
             target=run_one_binder,
-            args=(options, keys.scheduler, port, metrics_addr),
+            args=(
+                options,
+                keys.scheduler,
+                port,
+                metrics_addr,
+                config_path,
+                assume_ttl_ms,
+                logging.getLogger().getEffectiveLevel(),
+            ),
             name=f"binder-{slot}",
             daemon=False,
         )
         child.start()
         children[slot] = child
+        started_at[slot] = time.monotonic()
         log.info("binder-%d started (pid %s)", slot, child.pid)
 
     def request_stop(signum: int, _frame: object) -> None:
@@ -79,12 +128,25 @@ def run_binder_pool(
     for slot in range(processes):
         start(slot)
     while not stopping:
-        time.sleep(0.5)
+        time.sleep(CHECK_S)
+        now = time.monotonic()
         for slot, child in list(children.items()):
-            if not child.is_alive() and not stopping:
+            if stopping or child.is_alive():
+                continue
+            if slot not in not_before:
+                quick = now - started_at[slot] < QUICK_DEATH_S
+                quick_deaths[slot] = quick_deaths[slot] + 1 if quick else 0
+                delay = min(MAX_RESPAWN_DELAY_S, 0.5 * (2 ** quick_deaths[slot] - 1))
+                not_before[slot] = now + delay
                 log.warning(
-                    "binder-%d (pid %s) died with %s; respawning", slot, child.pid, child.exitcode
+                    "binder-%d (pid %s) died with exit code %s; respawning in %.1fs",
+                    slot,
+                    child.pid,
+                    child.exitcode,
+                    delay,
                 )
+            if now >= not_before[slot]:
+                del not_before[slot]
                 start(slot)
     for child in children.values():
         if child.is_alive() and child.pid:
