@@ -113,7 +113,10 @@ class Binder:
         by_plugins = [b for b in claimed if not batch_bindable(self.profiles.get(b.profile))]
         stored: list[Binding] = []
         if batched:
-            results = self.store.bind_many([(b.pod_key, b.uid, b.node) for b in batched])
+            results = self.store.bind_many(
+                [(b.pod_key, b.uid, b.node) for b in batched],
+                reservations={b.pod_key: b.token for b in batched},
+            )
             for binding, result in zip(batched, results, strict=True):
                 self._record(binding, str(result), outcome, stored)
         pods = self._pods(by_plugins) if by_plugins else {}
@@ -183,6 +186,11 @@ class Binder:
             outcome.bound.append(binding.pod_key)
         elif result == "already-bound":
             outcome.duplicate.append(binding.pod_key)
+        elif result == "unreserved":
+            # The reaper took the reservation while this binder stalled: the pod is back
+            # in the queue under a new lease, and nothing was written.
+            outcome.stale.append(binding.pod_key)
+            return
         else:
             outcome.failed[binding.pod_key] = result
             return

@@ -5,32 +5,64 @@
 -- KEYS[3]  string  store epoch (set to ARGV[2] if missing)
 -- KEYS[4]  hash    pod objects: "ns/name" -> msgpack blob
 -- KEYS[5]  hash    pod meta: "ns/name" -> JSON {"rv", "uid", "node"}
+-- Reservation mode (the binder's), when 8 KEYS are given:
+-- KEYS[6]  hash    ledger cache:pods: "ns/name" -> record JSON {"node", "uid", "token", ...}
+-- KEYS[7]  zset    ledger cache:assumed: "ns/name" -> assume deadline (ms)
+-- KEYS[8]  hash    queue info: "ns/name" -> JSON
 --
 -- ARGV[1]  int     stream cap (XADD MAXLEN ~)
 -- ARGV[2]  string  epoch candidate (a fresh random id; used only if KEYS[3] is missing)
 -- ARGV[3]  int     n, the number of bindings
--- then 6 ARGV per binding i (0-based), from ARGV[4 + 6i]:
+-- then 6 ARGV per binding i (0-based), from ARGV[4 + 6i] (7 in reservation mode):
 --   key          string  "ns/name"
 --   uid          string  uid precondition ("" = none)
 --   node         string  target node name
 --   expected_rv  string  rv of the pod Python read and built the bound object from
 --   prefix       bytes   msgpack of the bound pod up to its metadata.resourceVersion value
 --   suffix       bytes   msgpack of the bound pod after that value
+--   token        string  (reservation mode) the reservation token the binding carries
 --
 -- Checks per pod, in order: exists, uid, already on this node (idempotent, no write),
--- bound elsewhere, rv unchanged since Python's read (else Python rebuilds and retries).
+-- bound elsewhere, rv unchanged since Python's read (else Python rebuilds and retries);
+-- in reservation mode a pod is written only while the ledger still holds its reservation
+-- on that node under the token ("unreserved" otherwise: the reaper took it), and the
+-- reservation is confirmed (assumed -> bound, queue info dropped) in the same script, so
+-- a binder stalled past its reservation can never bind over capacity given to others.
 --
 -- Returns a flat array of 2n values, a (status, detail) pair per binding:
 --   "bound", new_rv | "already-bound", "" | "conflict", current_node | "not-found", "" |
---   "uid-mismatch", current_uid | "stale", current_rv
+--   "uid-mismatch", current_uid | "stale", current_rv | "unreserved", ""
 -- Each "bound" appends a MODIFIED event (obj = bound pod, old = previous).
 
 local n = tonumber(ARGV[3])
 local out = {}
 local epoch = nil
+local reserving = #KEYS == 8
+local stride = reserving and 7 or 6
+
+-- The ledger record of ``key`` when it holds a reservation on ``node`` under ``token``.
+local function reservation(key, node, token)
+  local raw = redis.call('HGET', KEYS[6], key)
+  if not raw then return nil end
+  local ok, rec = pcall(cjson.decode, raw)
+  if ok and type(rec) == 'table' and rec.node == node and rec.token == token then return rec end
+  return nil
+end
+
+local function confirm(key, rec)
+  redis.call('ZREM', KEYS[7], key)
+  local info_raw = redis.call('HGET', KEYS[8], key)
+  if info_raw then
+    local ok, info = pcall(cjson.decode, info_raw)
+    if ok and type(info) == 'table' and info.w == 'assumed'
+        and (info.uid == nil or info.uid == '' or info.uid == rec.uid) then
+      redis.call('HDEL', KEYS[8], key)
+    end
+  end
+end
 
 for i = 0, n - 1 do
-  local base = 4 + 6 * i
+  local base = 4 + stride * i
   local key = ARGV[base]
   local node = ARGV[base + 2]
   local meta_json = redis.call('HGET', KEYS[5], key)
@@ -50,6 +82,12 @@ for i = 0, n - 1 do
       status, detail = 'stale', meta.rv
     end
   end
+  local rec = nil
+  if reserving and (not status or status == 'already-bound') then
+    rec = reservation(key, node, ARGV[base + 6])
+    if not rec and not status then status = 'unreserved' end
+  end
+  if rec then confirm(key, rec) end
   if not status then
     if not epoch then
       epoch = redis.call('GET', KEYS[3])

@@ -76,7 +76,9 @@ from distsched.store.errors import (
 DEFAULT_MAX_EVENTS = 1_000_000
 DEFAULT_RETRIES = 8
 
-BindStatus = Literal["bound", "already-bound", "conflict", "not-found", "uid-mismatch", "stale"]
+BindStatus = Literal[
+    "bound", "already-bound", "conflict", "not-found", "uid-mismatch", "stale", "unreserved"
+]
 ApplyAction = Literal["created", "configured", "unchanged"]
 
 
@@ -463,17 +465,24 @@ class Store:
         return "bound" if result.status == "bound" else "already-bound"
 
     def bind_many(
-        self, bindings: Sequence[Binding | tuple[str, str | None, str]]
+        self,
+        bindings: Sequence[Binding | tuple[str, str | None, str]],
+        *,
+        reservations: Mapping[str, str] | None = None,
     ) -> builtins.list[BindResult]:
         """Bind a batch in one script call per attempt; one :class:`BindResult` per binding,
-        in order. Pods whose rv moved between our read and the script are re-read and retried."""
+        in order. Pods whose rv moved between our read and the script are re-read and retried.
+
+        ``reservations`` (pod key -> token) is the binder's mode: a pod is bound only while
+        the ledger still holds that reservation on that node ("unreserved" otherwise), and
+        the reservation is confirmed in the same script."""
         items = [Binding(*b) for b in bindings]
         results: builtins.list[BindResult | None] = [None] * len(items)
         pending = list(range(len(items)))
         for _ in range(self._retries):
             if not pending:
                 break
-            pending = self._bind_attempt(items, pending, results)
+            pending = self._bind_attempt(items, pending, results, reservations)
         for i in pending:
             results[i] = BindResult(items[i].pod_key, "stale", "", None, "(changed on every retry)")
         return [r for r in results if r is not None]
@@ -483,6 +492,7 @@ class Store:
         items: builtins.list[Binding],
         pending: builtins.list[int],
         results: builtins.list[BindResult | None],
+        reservations: Mapping[str, str] | None,
     ) -> builtins.list[int]:
         blobs = self._client.hmget(self._keys.objects("Pod"), [items[i].pod_key for i in pending])
         now = rfc3339(self._clock.now_ms())
@@ -504,20 +514,22 @@ class Store:
             else:
                 prefix, suffix = pack_with_rv_slot(self._bound_pod(pod, b.node_name, now))
                 argv += [b.pod_key, b.uid or "", b.node_name, rv_of(pod), prefix, suffix]
+                if reservations is not None:
+                    argv.append(reservations.get(b.pod_key, ""))
                 writes.append(i)
         if not writes:
             return []
         argv[2] = len(writes)
-        reply = self._scripts.get("store_bind")(
-            keys=[
-                self._keys.resource_version,
-                self._keys.events,
-                self._keys.store_epoch,
-                self._keys.objects("Pod"),
-                self._keys.store_meta("Pod"),
-            ],
-            args=argv,
-        )
+        keys = [
+            self._keys.resource_version,
+            self._keys.events,
+            self._keys.store_epoch,
+            self._keys.objects("Pod"),
+            self._keys.store_meta("Pod"),
+        ]
+        if reservations is not None:
+            keys += [self._keys.cache("pods"), self._keys.cache("assumed"), self._keys.info]
+        reply = self._scripts.get("store_bind")(keys=keys, args=argv)
         retry: builtins.list[int] = []
         for n, i in enumerate(writes):
             status, detail = reply[2 * n].decode(), reply[2 * n + 1].decode()
@@ -532,6 +544,8 @@ class Store:
                 results[i] = BindResult(key, "conflict", detail)
             elif status == "uid-mismatch":
                 results[i] = BindResult(key, "uid-mismatch", "", None, detail)
+            elif status == "unreserved":
+                results[i] = BindResult(key, "unreserved")
             else:
                 results[i] = BindResult(key, "not-found")
         return retry

@@ -176,3 +176,39 @@ def test_bind_result_is_its_status_string_and_pickles(store: Store) -> None:
     assert (result.pod_key, result.node, result.rv) == ("default/a", "n1", 2)
     copy = pickle.loads(pickle.dumps(result))
     assert (copy, copy.pod_key, copy.node, copy.rv) == ("bound", "default/a", "n1", 2)
+
+
+def test_bind_many_in_reservation_mode_binds_only_reserved_pods_and_confirms_them(
+    store: Store, r: redis.Redis, keys: Keys
+) -> None:
+    """The binder's mode: a pod is written only while the ledger holds its reservation
+    under the job's token, and the reservation is confirmed in the same script."""
+    store.create_many([make_pod(n) for n in ("held", "reaped", "moved")])
+    record = (
+        '{{"node": "{node}", "uid": "", "token": "{token}", "req": {{}}, "ports": "", "ak": ""}}'
+    )
+    r.hset(keys.cache("pods"), "default/held", record.format(node="n1", token="7"))
+    r.hset(keys.cache("pods"), "default/moved", record.format(node="n2", token="9"))
+    r.zadd(keys.cache("assumed"), {"default/held": 1, "default/moved": 1})
+    r.hset(keys.info, "default/held", '{"w": "assumed", "uid": ""}')
+    before = len(events(r, keys))
+
+    results = store.bind_many(
+        [
+            ("default/held", None, "n1"),
+            ("default/reaped", None, "n1"),
+            ("default/moved", None, "n1"),
+        ],
+        reservations={"default/held": "7", "default/reaped": "8", "default/moved": "9"},
+    )
+    assert [x.status for x in results] == ["bound", "unreserved", "unreserved"]
+    assert len(events(r, keys)) == before + 1
+    assert store.get("Pod", "default/reaped")["spec"].get("nodeName", "") == ""
+    assert r.zscore(keys.cache("assumed"), "default/held") is None
+    assert r.zscore(keys.cache("assumed"), "default/moved") is not None
+    assert r.hget(keys.info, "default/held") is None
+
+    # The same job again: idempotent, nothing written.
+    again = store.bind_many([("default/held", None, "n1")], reservations={"default/held": "7"})
+    assert [x.status for x in again] == ["already-bound"]
+    assert len(events(r, keys)) == before + 1
