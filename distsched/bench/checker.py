@@ -1,0 +1,414 @@
+"""An independent invariant checker: reads the store, the queue and the ledger and lists
+every broken invariant (an empty list means all hold).
+
+It decodes objects with :mod:`distsched.model` and evaluates every rule with the helpers
+of :mod:`distsched.bench.selectors`, never with the scheduler's plugins. Run it on a
+drained system (no pod in flight); what it checks:
+
+* no node over its allocatable (each resource the node's pods request, pods included);
+* no host port (protocol, port, overlapping IP) taken twice on a node;
+* nodeSelector and required node affinity, NoSchedule/NoExecute taints tolerated;
+* required pod anti-affinity: no two bound pods where one's term selects the other and
+  their nodes share the term's topology value (both directions are checked);
+* required pod affinity: each term selects some pod in the pod's domain; the pod itself
+  counts (this accepts kube's "first pod of a group" case without looking for it);
+* DoNotSchedule topology spread, approximated on the final state: for each group of pods
+  sharing a namespace, constraint and node filter, the matching pods counted per domain
+  of the eligible nodes must differ by at most maxSkew. kube checks each placement
+  instead; the two agree as long as no matching pod was deleted and every matching pod
+  carried the constraint (true for the bench workloads);
+* a pod bound at most once (bind events in the event stream, per uid);
+* every pod in ``expect_bound`` bound;
+* the ledger consistent with itself (``Ledger.check_consistency``) and with the store's
+  bound pods; nothing left inflight or assumed; every pending default-scheduler pod in
+  exactly one sub-queue and no bound pod in any.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter, defaultdict
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+import msgpack
+import redis
+
+from distsched.bench.selectors import (
+    node_selection_violations,
+    port_clashes,
+    selector_matches,
+    term_matches,
+    tolerates,
+    untolerated_hard_taints,
+)
+from distsched.cache.ledger import Ledger
+from distsched.clock import SYSTEM_CLOCK
+from distsched.keys import Keys
+from distsched.model import (
+    DEFAULT_SCHEDULER_NAME,
+    LabelSelector,
+    LabelSelectorRequirement,
+    Node,
+    Pod,
+    PodAffinityTerm,
+    TopologySpreadConstraint,
+    pod_host_ports,
+    pod_requests,
+)
+from distsched.store import Store
+
+MAX_PER_KIND = 20
+STREAM_PAGE = 2000
+QUEUE_PLACES = ("active", "backoff", "unschedulable", "gated", "inflight", "dead")
+
+
+def _s(value: bytes | str) -> str:
+    return value.decode() if isinstance(value, bytes) else value
+
+
+@dataclass
+class Violations:
+    """Violation messages by kind, capped at ``limit`` messages per kind."""
+
+    limit: int = MAX_PER_KIND
+    by_kind: dict[str, list[str]] = field(default_factory=dict)
+    counts: Counter[str] = field(default_factory=Counter)
+
+    def add(self, kind: str, message: str) -> None:
+        self.counts[kind] += 1
+        if self.counts[kind] <= self.limit:
+            self.by_kind.setdefault(kind, []).append(f"{kind}: {message}")
+
+    def messages(self) -> list[str]:
+        out: list[str] = []
+        for kind, messages in self.by_kind.items():
+            out += messages
+            extra = self.counts[kind] - len(messages)
+            if extra > 0:
+                out.append(f"{kind}: ... and {extra} more")
+        return out
+
+
+@dataclass
+class Cluster:
+    nodes: dict[str, Node]
+    bound: dict[str, Pod]  # pod key -> pod with spec.nodeName
+    pending: dict[str, Pod]
+
+
+def read_cluster(client: redis.Redis, keys: Keys) -> Cluster:
+    snap = Store(client, keys).snapshot(["Node", "Pod"])
+    nodes = {name: Node.from_dict(obj) for name, obj in snap.objects["Node"].items()}
+    bound: dict[str, Pod] = {}
+    pending: dict[str, Pod] = {}
+    for key, obj in snap.objects["Pod"].items():
+        pod = Pod.from_dict(obj)
+        (bound if pod.spec.node_name else pending)[key] = pod
+    return Cluster(nodes, bound, pending)
+
+
+# --------------------------------------------------------------------------- node-local
+
+
+def check_nodes(cluster: Cluster, out: Violations) -> None:
+    by_node: dict[str, list[Pod]] = defaultdict(list)
+    for pod in cluster.bound.values():
+        by_node[pod.spec.node_name].append(pod)
+    for name, pods in sorted(by_node.items()):
+        node = cluster.nodes.get(name)
+        if node is None:
+            continue  # the node was deleted after its pods were bound (kube allows it)
+        used: Counter[str] = Counter({"pods": len(pods)})
+        ports = []
+        for pod in pods:
+            used.update(pod_requests(pod))
+            ports += [(pod.key, port) for port in pod_host_ports(pod)]
+            for problem in node_selection_violations(pod, node):
+                out.add("node-affinity", f"{pod.key} on {name}: {problem}")
+            for taint in untolerated_hard_taints(pod, node):
+                out.add("taint", f"{pod.key} on {name}: {taint.key}={taint.value}:{taint.effect}")
+        allocatable = node.status.allocatable
+        for resource, amount in sorted(used.items()):
+            if amount > allocatable.get(resource, 0):
+                out.add(
+                    "overcommit",
+                    f"node {name}: {resource} requested {amount} > allocatable "
+                    f"{allocatable.get(resource, 0)}",
+                )
+        for a, b, (ip, proto, port) in port_clashes(ports):
+            out.add("host-port", f"node {name}: {a} and {b} both use {proto}/{ip}:{port}")
+
+
+# --------------------------------------------------------------------------- inter-pod
+
+
+class DomainIndex:
+    """Bound pods per topology domain, grouped by (namespace, labels) so that a selector
+    is evaluated once per distinct group rather than once per pod."""
+
+    def __init__(self, cluster: Cluster) -> None:
+        self._cluster = cluster
+        self._by_key: dict[str, dict[str, dict[tuple, list[Pod]]]] = {}
+
+    def _index(self, topology_key: str) -> dict[str, dict[tuple, list[Pod]]]:
+        index = self._by_key.get(topology_key)
+        if index is None:
+            index = {}
+            for pod in self._cluster.bound.values():
+                node = self._cluster.nodes.get(pod.spec.node_name)
+                value = node.metadata.labels.get(topology_key) if node else None
+                if value is None:
+                    continue
+                group = (pod.metadata.namespace, tuple(sorted(pod.metadata.labels.items())))
+                index.setdefault(value, {}).setdefault(group, []).append(pod)
+            self._by_key[topology_key] = index
+        return index
+
+    def matching(self, term: PodAffinityTerm, owner: Pod, value: str) -> Iterable[Pod]:
+        for pods in self._index(term.topology_key).get(value, {}).values():
+            if term_matches(term, owner, pods[0]):
+                yield from pods
+
+
+def _domain_of(cluster: Cluster, pod: Pod, topology_key: str) -> str | None:
+    node = cluster.nodes.get(pod.spec.node_name)
+    return node.metadata.labels.get(topology_key) if node else None
+
+
+def check_inter_pod(cluster: Cluster, out: Violations) -> None:
+    index = DomainIndex(cluster)
+    reported: set[tuple[str, str]] = set()
+    for pod in sorted(cluster.bound.values(), key=lambda p: p.key):
+        affinity = pod.spec.affinity
+        if affinity is None:
+            continue
+        if affinity.pod_anti_affinity is not None:
+            for term in affinity.pod_anti_affinity.required:
+                value = _domain_of(cluster, pod, term.topology_key)
+                if value is None:
+                    continue
+                for other in index.matching(term, pod, value):
+                    pair = tuple(sorted((pod.key, other.key)))
+                    if other.key == pod.key or pair in reported:
+                        continue
+                    reported.add(pair)  # type: ignore[arg-type]
+                    out.add(
+                        "anti-affinity",
+                        f"{pod.key} on {pod.spec.node_name} and {other.key} on "
+                        f"{other.spec.node_name} share {term.topology_key}={value}",
+                    )
+        if affinity.pod_affinity is not None:
+            for term in affinity.pod_affinity.required:
+                value = _domain_of(cluster, pod, term.topology_key)
+                if value is None:
+                    out.add(
+                        "affinity",
+                        f"{pod.key}: node {pod.spec.node_name} has no {term.topology_key} label",
+                    )
+                elif next(iter(index.matching(term, pod, value)), None) is None:
+                    out.add(
+                        "affinity",
+                        f"{pod.key}: no pod matching its term in {term.topology_key}={value}",
+                    )
+
+
+def _spread_selector(pod: Pod, constraint: TopologySpreadConstraint) -> LabelSelector | None:
+    """The constraint's selector with matchLabelKeys folded in (key In [pod's value])."""
+    selector = constraint.label_selector
+    extra = tuple(
+        LabelSelectorRequirement(key, "In", (pod.metadata.labels[key],))
+        for key in constraint.match_label_keys
+        if key in pod.metadata.labels
+    )
+    if selector is None or not extra:
+        return selector
+    return LabelSelector(dict(selector.match_labels), (*selector.match_expressions, *extra))
+
+
+def _eligible(pod: Pod, node: Node, constraint: TopologySpreadConstraint, keys: set[str]) -> bool:
+    labels = node.metadata.labels
+    if any(key not in labels for key in keys):
+        return False
+    if constraint.node_affinity_policy != "Ignore" and node_selection_violations(pod, node):
+        return False
+    if constraint.node_taints_policy == "Honor":
+        hard = [t for t in node.spec.taints if t.effect in ("NoSchedule", "NoExecute")]
+        if any(not any(tolerates(tol, t) for tol in pod.spec.tolerations) for t in hard):
+            return False
+    return True
+
+
+def check_topology_spread(cluster: Cluster, out: Violations) -> None:
+    seen: set[str] = set()
+    for pod in sorted(cluster.bound.values(), key=lambda p: p.key):
+        hard = [
+            c
+            for c in pod.spec.topology_spread_constraints
+            if c.when_unsatisfiable == "DoNotSchedule"
+        ]
+        keys = {c.topology_key for c in hard}
+        for constraint in hard:
+            selector = _spread_selector(pod, constraint)
+            affinity = pod.spec.affinity.node_affinity if pod.spec.affinity else None
+            node_filter = (pod.spec.node_selector, affinity, pod.spec.tolerations)
+            signature = repr(
+                (pod.metadata.namespace, constraint, selector, sorted(keys), node_filter)
+            )
+            if signature in seen:
+                continue
+            seen.add(signature)
+            eligible = {
+                name: node.metadata.labels[constraint.topology_key]
+                for name, node in cluster.nodes.items()
+                if _eligible(pod, node, constraint, keys)
+            }
+            counts: Counter[str] = Counter({value: 0 for value in eligible.values()})
+            for other in cluster.bound.values():
+                value = eligible.get(other.spec.node_name)
+                if (
+                    value is not None
+                    and other.metadata.namespace == pod.metadata.namespace
+                    and selector_matches(selector, other.metadata.labels)
+                ):
+                    counts[value] += 1
+            if not counts:
+                continue
+            low = min(counts.values())
+            if constraint.min_domains is not None and len(counts) < constraint.min_domains:
+                low = 0
+            skew = max(counts.values()) - low
+            if skew > constraint.max_skew:
+                out.add(
+                    "topology-spread",
+                    f"pods like {pod.key} over {constraint.topology_key}: "
+                    f"{dict(sorted(counts.items()))} skew {skew} > maxSkew {constraint.max_skew}",
+                )
+
+
+# --------------------------------------------------------------------------- history, queue
+
+
+def bind_events(client: redis.Redis, keys: Keys) -> tuple[Counter[tuple[str, str]], list[str]]:
+    """(pod key, uid) -> number of times the event stream shows it bound; and pods the
+    stream shows moved from one node to another."""
+    binds: Counter[tuple[str, str]] = Counter()
+    moved: list[str] = []
+    start = "-"
+    while True:
+        page = client.xrange(keys.events, min=start, max="+", count=STREAM_PAGE)
+        for _entry_id, fields in page:
+            if fields.get(b"kind") != b"Pod" or fields.get(b"type") != b"MODIFIED":
+                continue
+            new = msgpack.unpackb(fields[b"obj"], raw=False)
+            old = msgpack.unpackb(fields[b"old"], raw=False) if fields.get(b"old") else {}
+            new_node = (new.get("spec") or {}).get("nodeName") or ""
+            old_node = (old.get("spec") or {}).get("nodeName") or ""
+            key = _s(fields[b"key"])
+            if new_node and not old_node:
+                binds[(key, str(new["metadata"].get("uid", "")))] += 1
+            elif old_node and new_node != old_node:
+                moved.append(f"{key} from {old_node} to {new_node or '(none)'}")
+        if len(page) < STREAM_PAGE:
+            return binds, moved
+        last = _s(page[-1][0])
+        ms, seq = last.split("-")
+        start = f"{ms}-{int(seq) + 1}"
+
+
+def check_history(client: redis.Redis, keys: Keys, out: Violations) -> None:
+    binds, moved = bind_events(client, keys)
+    for (key, uid), count in sorted(binds.items()):
+        if count > 1:
+            out.add("double-bind", f"{key} (uid {uid}) bound {count} times")
+    for message in moved:
+        out.add("double-bind", f"{message}")
+
+
+def _queue_members(client: redis.Redis, keys: Keys) -> dict[str, list[str]]:
+    pipe = client.pipeline(transaction=True)
+    for place in QUEUE_PLACES:
+        pipe.zrange(getattr(keys, place), 0, -1)
+    pipe.zrange(keys.cache("assumed"), 0, -1)
+    replies = pipe.execute()
+    members: dict[str, list[str]] = {}
+    for place, reply in zip((*QUEUE_PLACES, "assumed"), replies, strict=True):
+        names = [_s(m) for m in reply]
+        if place == "active":
+            names = [m.split("|", 1)[1] if "|" in m else m for m in names]
+        members[place] = names
+    return members
+
+
+def check_queue(client: redis.Redis, keys: Keys, cluster: Cluster, out: Violations) -> None:
+    members = _queue_members(client, keys)
+    for place in ("inflight", "assumed"):
+        for key in members[place]:
+            out.add("not-drained", f"{key} still {place}")
+    places: dict[str, list[str]] = defaultdict(list)
+    for place, names in members.items():
+        for key in names:
+            places[key].append(place)
+    for key, pod in sorted(cluster.pending.items()):
+        if pod.spec.scheduler_name != DEFAULT_SCHEDULER_NAME:
+            continue
+        where = places.get(key, [])
+        if not where:
+            out.add("lost-pod", f"pending pod {key} is in no sub-queue")
+        elif len(where) > 1:
+            out.add("lost-pod", f"pending pod {key} is in {', '.join(where)} at once")
+    for key in sorted(cluster.bound):
+        queued = [p for p in places.get(key, []) if p not in ("assumed", "dead")]
+        if queued:
+            out.add("lost-pod", f"bound pod {key} is still in {', '.join(queued)}")
+
+
+def check_ledger(client: redis.Redis, keys: Keys, cluster: Cluster, out: Violations) -> None:
+    ledger = Ledger(client, keys, SYSTEM_CLOCK)
+    for diff in ledger.check_consistency():
+        out.add(
+            "ledger",
+            f"node {diff.node or '-'} {diff.item}: ledger has {diff.ledger}, "
+            f"its pods add up to {diff.expected}",
+        )
+    records = {_s(k): json.loads(v) for k, v in client.hgetall(keys.cache("pods")).items()}
+    for key, pod in sorted(cluster.bound.items()):
+        record = records.get(key)
+        if record is None:
+            out.add("ledger", f"bound pod {key} on {pod.spec.node_name} has no ledger record")
+        elif record.get("node") != pod.spec.node_name:
+            out.add(
+                "ledger", f"{key} is bound to {pod.spec.node_name}, ledger says {record['node']}"
+            )
+    for key in sorted(set(records) - set(cluster.bound) - set(cluster.pending)):
+        out.add("ledger", f"ledger holds {key}, which is not in the store")
+
+
+def check_expected(cluster: Cluster, expect_bound: Iterable[str], out: Violations) -> None:
+    for key in sorted(expect_bound):
+        if key in cluster.bound:
+            continue
+        state = "pending" if key in cluster.pending else "missing from the store"
+        out.add("unbound", f"{key} is {state}")
+
+
+def check(
+    client: redis.Redis,
+    keys: Keys,
+    *,
+    expect_bound: set[str] | None = None,
+    limit_per_kind: int = MAX_PER_KIND,
+) -> list[str]:
+    """Every broken invariant as one message (``kind: details``); [] when all hold.
+    ``client`` must return bytes (decode_responses=False)."""
+    out = Violations(limit_per_kind)
+    cluster = read_cluster(client, keys)
+    check_nodes(cluster, out)
+    check_inter_pod(cluster, out)
+    check_topology_spread(cluster, out)
+    check_history(client, keys, out)
+    check_queue(client, keys, cluster, out)
+    check_ledger(client, keys, cluster, out)
+    if expect_bound is not None:
+        check_expected(cluster, expect_bound, out)
+    return out.messages()

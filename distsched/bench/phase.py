@@ -1,0 +1,209 @@
+"""The measured phase of a bench run: create the measured pods (at once or at a fixed
+rate), run the workload's churn, follow progress, and stop when every measured pod is
+bound, when progress stalls, or at the deadline.
+
+Following progress must cost Redis little, since Redis CPU per pod is a result: every
+0.25 s the number of bound pods comes from two O(1) reads of the ledger (records minus
+assumed pods); the exact check (one HMGET of the still-pending pods' store meta) runs
+when that estimate says done, and every 2 s in case it is off (churn and preemption
+delete bound pods).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+import redis
+from rich.progress import (
+    BarColumn,
+    MofNCompleteColumn,
+    Progress,
+    TaskID,
+    TextColumn,
+    TimeElapsedColumn,
+)
+
+from distsched.bench.workloads import ZONES, Names, Obj, churn_pod, node
+from distsched.keys import Keys
+from distsched.output import err_console
+from distsched.store import NotFound, Store
+
+PROGRESS_INTERVAL_S = 0.25
+EXACT_INTERVAL_S = 2.0
+HMGET_CHUNK = 5000
+CREATE_CHUNK = 1000
+
+
+class BindTracker:
+    """Which of a set of pods are bound, and the resourceVersion of each binding (a bound
+    pod is never written again, so its meta rv is the bind's rv)."""
+
+    def __init__(self, client: redis.Redis, keys: Keys, pod_keys: Sequence[str]) -> None:
+        self._client = client
+        self._meta = keys.store_meta("Pod")
+        self.pending: list[str] = list(pod_keys)
+        self.bind_rv: dict[str, int] = {}
+        self.calls = 0
+
+    def poll(self) -> int:
+        """Read the pending pods' meta; returns how many are bound now."""
+        still: list[str] = []
+        pipe = self._client.pipeline(transaction=False)
+        chunks = [
+            self.pending[i : i + HMGET_CHUNK] for i in range(0, len(self.pending), HMGET_CHUNK)
+        ]
+        for chunk in chunks:
+            pipe.hmget(self._meta, chunk)
+        self.calls += len(chunks)
+        for chunk, raws in zip(chunks, pipe.execute(), strict=True):
+            for key, raw in zip(chunk, raws, strict=True):
+                meta = json.loads(raw) if raw is not None else None
+                if meta is not None and meta.get("node"):
+                    self.bind_rv[key] = int(meta["rv"])
+                else:
+                    still.append(key)
+        self.pending = still
+        return len(self.bind_rv)
+
+    @property
+    def bound(self) -> int:
+        return len(self.bind_rv)
+
+
+def create_chunked(store: Store, objs: Sequence[Obj], chunk: int = CREATE_CHUNK) -> list[Obj]:
+    created: list[Obj] = []
+    for i in range(0, len(objs), chunk):
+        created += store.create_many(objs[i : i + chunk])
+    return created
+
+
+@dataclass
+class Churn:
+    """MixedChurn: every step recreates a node and an unschedulable high-priority pod, and
+    deletes one bound init pod (scheduler_perf's churn op in "recreate" mode, plus pod
+    deletions so that AssignedPodDelete events flow)."""
+
+    store: Store
+    names: Names
+    init_keys: Sequence[str]
+    step: int = 0
+    deleted_init: list[str] = field(default_factory=list)
+
+    def run_step(self) -> None:
+        k = self.step
+        self.store.create(node(self.names.churn_node(k), ZONES[k % len(ZONES)]))
+        self.store.create(churn_pod(self.names, k))
+        if k > 0:
+            self.store.delete("Node", self.names.churn_node(k - 1))
+            self.store.delete("Pod", f"{self.names.init_ns}/churn-{k - 1:06d}")
+        if k < len(self.init_keys):
+            try:
+                self.store.delete("Pod", self.init_keys[k])
+                self.deleted_init.append(self.init_keys[k])
+            except NotFound:
+                pass
+        self.step += 1
+
+
+@dataclass
+class PhaseResult:
+    start: float  # monotonic time the first measured pod was created
+    end: float
+    created_rv: dict[str, int]
+    outcome: str  # "complete", "stalled", "timeout"
+    after: object  # whatever the caller's snapshot function returned at completion
+
+
+@dataclass
+class MeasuredPhase:
+    client: redis.Redis
+    keys: Keys
+    store: Store
+    pods: Sequence[Obj]
+    pod_keys: Sequence[str]
+    rate: float  # pods/s; 0 = all at once
+    timeout_s: float
+    stall_s: float
+    snapshot: Callable[[], object]
+    check_alive: Callable[[], None]
+    churn: Churn | None = None
+    churn_interval_s: float = 0.25
+    baseline_bound: int = 0
+
+    def _ledger_bound(self) -> int:
+        pipe = self.client.pipeline(transaction=False)
+        pipe.hlen(self.keys.cache("pods"))
+        pipe.zcard(self.keys.cache("assumed"))
+        records, assumed = pipe.execute()
+        return int(records) - int(assumed)
+
+    def run(self, tracker: BindTracker) -> PhaseResult:
+        total = len(self.pods)
+        created_rv: dict[str, int] = {}
+        with Progress(
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[rate]}"),
+            TimeElapsedColumn(),
+            console=err_console,
+            transient=False,
+        ) as progress:
+            bar = progress.add_task("bound", total=total, rate="")
+            return self._loop(tracker, created_rv, progress, bar)
+
+    def _create_due(self, created_rv: dict[str, int], start: float, now: float) -> None:
+        done = len(created_rv)
+        if self.rate > 0:
+            due = min(len(self.pods), int((now - start) * self.rate) + 1) - done
+        else:
+            due = len(self.pods) - done
+        due = min(due, CREATE_CHUNK)
+        if due <= 0:
+            return
+        created = self.store.create_many(self.pods[done : done + due])
+        for key, obj in zip(self.pod_keys[done : done + due], created, strict=True):
+            created_rv[key] = int(obj["metadata"]["resourceVersion"])
+
+    def _loop(
+        self, tracker: BindTracker, created_rv: dict[str, int], progress: Progress, bar: TaskID
+    ) -> PhaseResult:
+        total = len(self.pods)
+        start = time.monotonic()
+        next_progress = next_exact = start
+        next_churn = start + self.churn_interval_s
+        last_count, last_change = 0, start
+        while True:
+            now = time.monotonic()
+            if len(created_rv) < total:
+                self._create_due(created_rv, start, now)
+            if self.churn is not None and now >= next_churn:
+                self.churn.run_step()
+                next_churn += self.churn_interval_s
+            if now >= next_progress:
+                self.check_alive()
+                estimate = self._ledger_bound() - self.baseline_bound
+                if self.churn is not None:
+                    estimate += len(self.churn.deleted_init)
+                estimate = max(tracker.bound, min(estimate, total))
+                elapsed = max(now - start, 1e-6)
+                progress.update(bar, completed=estimate, rate=f"{estimate / elapsed:,.0f}/s")
+                next_progress = now + PROGRESS_INTERVAL_S
+                if len(created_rv) == total and (estimate >= total or now >= next_exact):
+                    after = self.snapshot()
+                    count = tracker.poll()
+                    progress.update(bar, completed=count)
+                    next_exact = time.monotonic() + EXACT_INTERVAL_S
+                    if count >= total:
+                        return PhaseResult(start, time.monotonic(), created_rv, "complete", after)
+                    if count != last_count:
+                        last_count, last_change = count, now
+                    elif now - last_change > self.stall_s:
+                        return PhaseResult(start, now, created_rv, "stalled", after)
+                    if now - start > self.timeout_s:
+                        return PhaseResult(start, now, created_rv, "timeout", after)
+            pause = 0.002 if self.rate > 0 and len(created_rv) < total else 0.01
+            time.sleep(pause)

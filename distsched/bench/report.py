@@ -1,0 +1,282 @@
+"""Turn a run's raw measurements into the bench's figures; print them; plot them.
+
+Definitions (also in BENCHMARKS.md):
+
+* throughput: scheduler_perf's SchedulingThroughput over 1 s samples of bound measured
+  pods (see :func:`distsched.bench.measure.throughput_samples`); average and nearest-rank
+  percentiles. With no full sample (a run shorter than ~2 s) every figure is the overall
+  rate, bound pods / (last binding - first creation), and ``samples`` is 0.
+* latency: created -> bound per measured pod, in seconds, from the store rvs of both
+  writes mapped to time (:class:`distsched.bench.measure.RvClock`).
+* conflict_rate: ledger refusals / (refusals + successful scheduling attempts).
+* attempts_per_pod: scheduling attempts of any result / measured pods bound.
+* cpu_seconds_per_1000_pods: CPU of each role during the measured phase per 1,000 bound
+  measured pods; ``bench`` is this process (pod creation and sampling).
+* redis_*: INFO deltas over the measured phase per bound measured pod; they include the
+  creation of the pods (the API server's share) and the bench's sampling. Commands run
+  inside Lua scripts count as commands, and a script's usec includes theirs.
+* host.other_cpu_cores: CPU the rest of the machine used during the phase (all busy CPU
+  of /proc/stat minus the roles above), in cores: on a shared 2-core box, the figures of
+  a run with a high value are not comparable.
+* redis_scripts (``--redis-profile`` only): µs and calls per pod of each Lua script, from
+  the slow log.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from distsched.bench.measure import (
+    RedisStats,
+    WorkerCounters,
+    histogram_quantile,
+    nearest_rank,
+    throughput_samples,
+)
+from distsched.output import err_console, print_table
+
+TOP_COMMANDS = 10
+
+
+@dataclass
+class RawRun:
+    workload: str
+    nodes: int
+    init_pods: int
+    pods: int
+    workers: int | None  # None: an external deployment whose workers are unknown
+    binders: int | None
+    rate: float
+    outcome: str
+    start: float
+    end: float
+    created_at: np.ndarray  # monotonic seconds, per bound measured pod
+    bound_at: np.ndarray
+    all_created_at: np.ndarray  # every measured pod created
+    cpu: dict[str, float | None]  # role -> CPU seconds during the phase
+    other_cpu_cores: float | None  # CPU of the machine's other processes, in cores
+    load_average: float  # 1-minute load average at the end of the phase
+    redis: RedisStats
+    counters: WorkerCounters | None
+    scripts: dict[str, tuple[int, int]] | None  # --redis-profile: script -> (calls, µs)
+    violations: list[str]
+    warnings: list[str]
+
+
+def _round(value: float | None, digits: int = 4) -> float | None:
+    return None if value is None else round(float(value), digits)
+
+
+def _per_pod(value: float | None, pods: int, scale: float = 1.0) -> float | None:
+    return None if value is None or pods == 0 else value * scale / pods
+
+
+def throughput_figures(run: RawRun) -> dict[str, Any]:
+    bound = len(run.bound_at)
+    span = float(run.bound_at.max() - run.start) if bound else 0.0
+    overall = bound / span if span > 0 else 0.0
+    samples = sorted(throughput_samples(run.bound_at, run.start))
+    if samples:
+        average = sum(samples) / len(samples)
+        p50, p90, p99 = (nearest_rank(samples, p) for p in (50, 90, 99))
+    else:
+        average = p50 = p90 = p99 = overall
+    return {
+        "average": _round(average, 1),
+        "p50": _round(p50, 1),
+        "p90": _round(p90, 1),
+        "p99": _round(p99, 1),
+        "samples": len(samples),
+        "overall": _round(overall, 1),
+    }
+
+
+def latency_figures(run: RawRun) -> dict[str, float | None]:
+    latencies = np.sort(np.maximum(run.bound_at - run.created_at, 0.0))
+    if len(latencies) == 0:
+        return {"p50": None, "p90": None, "p99": None, "max": None}
+    values = latencies.tolist()
+    return {
+        "p50": _round(nearest_rank(values, 50)),
+        "p90": _round(nearest_rank(values, 90)),
+        "p99": _round(nearest_rank(values, 99)),
+        "max": _round(values[-1]),
+    }
+
+
+def build_result(run: RawRun) -> dict[str, Any]:
+    bound = len(run.bound_at)
+    counters = run.counters
+    conflicts = attempts = scheduled = None
+    attempt_latency: dict[str, float | None] = {"p50": None, "p90": None, "p99": None}
+    if counters is not None:
+        conflicts = counters.conflicts
+        attempts = sum(counters.attempts.values())
+        scheduled = counters.attempts.get("scheduled", 0.0)
+        attempt_latency = {
+            f"p{q}": _round(histogram_quantile(q / 100, counters.attempt_buckets), 5)
+            for q in (50, 90, 99)
+        }
+    tried = (conflicts or 0) + (scheduled or 0)
+    redis_cpu = run.redis.cpu_seconds
+    top = sorted(run.redis.usec.items(), key=lambda kv: kv[1], reverse=True)[:TOP_COMMANDS]
+    return {
+        "workload": run.workload,
+        "nodes": run.nodes,
+        "init_pods": run.init_pods,
+        "pods": run.pods,
+        "workers": run.workers,
+        "binders": run.binders,
+        "rate": run.rate or None,
+        "outcome": run.outcome,
+        "bound": bound,
+        "duration_s": _round(run.end - run.start, 3),
+        "throughput": throughput_figures(run),
+        "latency": latency_figures(run),
+        "attempt_latency": attempt_latency,
+        "conflicts": None if conflicts is None else int(conflicts),
+        "conflict_rate": _round(conflicts / tried, 5) if conflicts is not None and tried else None,
+        "attempts_per_pod": _round(_per_pod(attempts, bound), 4),
+        "cpu_seconds_per_1000_pods": {
+            role: _round(_per_pod(seconds, bound, 1000.0), 4) for role, seconds in run.cpu.items()
+        },
+        "redis_commands_per_pod": _round(_per_pod(run.redis.total_calls, bound), 2),
+        "redis_cpu_us_per_pod": _round(_per_pod(redis_cpu, bound, 1e6), 2),
+        "redis_ceiling_pods_per_s": _round(bound / redis_cpu, 0) if redis_cpu > 0 else None,
+        "redis_top_commands": {
+            name: {
+                "calls_per_pod": _round(_per_pod(run.redis.calls.get(name, 0), bound), 3),
+                "usec_per_pod": _round(_per_pod(usec, bound), 3),
+            }
+            for name, usec in top
+        },
+        "redis_scripts": None
+        if run.scripts is None
+        else {
+            name: {
+                "calls_per_pod": _round(_per_pod(calls, bound), 3),
+                "usec_per_pod": _round(_per_pod(usec, bound), 3),
+            }
+            for name, (calls, usec) in sorted(
+                run.scripts.items(), key=lambda kv: kv[1][1], reverse=True
+            )
+        },
+        "host": {
+            "cores": os.cpu_count(),
+            "other_cpu_cores": _round(run.other_cpu_cores, 2),
+            "load_average": _round(run.load_average, 2),
+        },
+        "invariants": {"ok": not run.violations, "violations": run.violations},
+        "warnings": run.warnings,
+    }
+
+
+def _fmt(value: Any, suffix: str = "") -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, float):
+        return f"{value:,.4g}{suffix}" if abs(value) < 100 else f"{value:,.0f}{suffix}"
+    return f"{value}{suffix}"
+
+
+def print_summary(result: dict[str, Any]) -> None:
+    t, lat, cpu = result["throughput"], result["latency"], result["cpu_seconds_per_1000_pods"]
+    host = result["host"]
+    rate = f" at {result['rate']:g} pods/s" if result["rate"] else ""
+    title = (
+        f"{result['workload']}: {result['nodes']} nodes, {result['init_pods']} init, "
+        f"{result['pods']} pods{rate}, {_fmt(result['workers'])} worker(s), "
+        f"{_fmt(result['binders'])} binder(s) - {result['outcome']}"
+    )
+    rows: list[Sequence[Any]] = [
+        ("bound", f"{result['bound']} in {_fmt(result['duration_s'], ' s')}"),
+        (
+            "throughput (pods/s)",
+            f"avg {_fmt(t['average'])}  p50 {_fmt(t['p50'])}  p90 {_fmt(t['p90'])}  "
+            f"p99 {_fmt(t['p99'])}  ({t['samples']} samples, overall {_fmt(t['overall'])})",
+        ),
+        (
+            "latency created->bound (s)",
+            f"p50 {_fmt(lat['p50'])}  p90 {_fmt(lat['p90'])}  p99 {_fmt(lat['p99'])}  "
+            f"max {_fmt(lat['max'])}",
+        ),
+        (
+            "attempt latency (s)",
+            "  ".join(f"{k} {_fmt(v)}" for k, v in result["attempt_latency"].items()),
+        ),
+        (
+            "conflicts",
+            f"{_fmt(result['conflicts'])} (rate {_fmt(result['conflict_rate'])}), "
+            f"attempts/pod {_fmt(result['attempts_per_pod'])}",
+        ),
+        ("CPU s / 1000 pods", "  ".join(f"{role} {_fmt(v)}" for role, v in cpu.items())),
+        (
+            "Redis per pod",
+            f"{_fmt(result['redis_cpu_us_per_pod'])} us CPU, "
+            f"{_fmt(result['redis_commands_per_pod'])} commands; ceiling "
+            f"{_fmt(result['redis_ceiling_pods_per_s'])} pods/s",
+        ),
+        (
+            "Redis top commands",
+            ", ".join(
+                f"{name} {v['calls_per_pod']}x/{v['usec_per_pod']}us"
+                for name, v in list(result["redis_top_commands"].items())[:6]
+            ),
+        ),
+        (
+            "host",
+            f"{host['cores']} cores, other processes used {_fmt(host['other_cpu_cores'])} "
+            f"cores, load {host['load_average']}",
+        ),
+        ("invariants", "ok" if result["invariants"]["ok"] else "VIOLATED"),
+    ]
+    if result["redis_scripts"] is not None:
+        scripts = ", ".join(
+            f"{name} {v['usec_per_pod']}us" for name, v in list(result["redis_scripts"].items())[:8]
+        )
+        rows.insert(-1, ("Redis scripts per pod", scripts))
+    print_table(title, ["figure", "value"], rows)
+    for warning in result["warnings"]:
+        err_console.print(f"warning: {warning}", markup=False, highlight=False)
+    for violation in result["invariants"]["violations"]:
+        err_console.print(f"violation: {violation}", markup=False, highlight=False)
+
+
+def plot(run: RawRun, path: str) -> bool:
+    """Throughput per second and pending measured pods over time; False when matplotlib
+    is missing (the message says how to get it)."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        err_console.print(
+            "--plot needs matplotlib: pip install 'distsched[plot]' (no figure written)",
+            markup=False,
+        )
+        return False
+    end = max(float(run.bound_at.max()) if len(run.bound_at) else run.end, run.end)
+    grid = np.arange(run.start, end + 0.1, 0.1)
+    created = np.searchsorted(np.sort(run.all_created_at), grid, side="right")
+    bound = np.searchsorted(np.sort(run.bound_at), grid, side="right")
+    seconds = np.arange(run.start, end + 1.0, 1.0)
+    per_second = np.diff(np.searchsorted(np.sort(run.bound_at), seconds, side="right"))
+    fig, ax_rate = plt.subplots(figsize=(9, 4.5))
+    ax_rate.bar(seconds[:-1] - run.start + 0.5, per_second, width=0.9, alpha=0.5, label="bound/s")
+    ax_rate.set_xlabel("seconds since the first measured pod was created")
+    ax_rate.set_ylabel("pods bound per second")
+    ax_pending = ax_rate.twinx()
+    ax_pending.plot(grid - run.start, created - bound, color="tab:red", label="pending")
+    ax_pending.set_ylabel("pending measured pods")
+    ax_rate.set_title(f"{run.workload}: {run.nodes} nodes, {run.pods} pods, {run.workers} workers")
+    fig.legend(loc="upper right")
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return True

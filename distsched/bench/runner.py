@@ -1,0 +1,469 @@
+"""`distsched bench`: run a scheduler_perf-shaped workload end to end and report figures.
+
+A run: start a private Redis (``appendfsync everysec``) unless a URL is given; spawn W
+workers (each serving /metrics on a free port) and one binder pool of B processes, unless
+``--external``; create the nodes and the init pods and wait until the cluster has settled;
+then measure while the measured pods are created (all at once, or ``--rate`` per second)
+and scheduled; drain; stop the processes; verify the invariants
+(:mod:`distsched.bench.checker`). Exit 0 when every measured pod was bound and every
+invariant holds, 1 otherwise, 2 on bad options.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import signal
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import redis
+
+from distsched.bench import checker
+from distsched.bench.measure import (
+    RedisStats,
+    RvSampler,
+    ScriptProfile,
+    WorkerCounters,
+    host_busy_seconds,
+    redis_stats,
+    role_cpu_seconds,
+    scrape,
+)
+from distsched.bench.phase import BindTracker, Churn, MeasuredPhase, create_chunked
+from distsched.bench.procs import ProcessGroup
+from distsched.bench.report import RawRun, build_result, plot, print_summary
+from distsched.bench.workloads import WORKLOADS, Names, Workload
+from distsched.connection import RedisOptions, connect
+from distsched.embedded import EmbeddedRedis, free_port
+from distsched.keys import Keys
+from distsched.output import err_console, print_json
+from distsched.store import Store
+from distsched.workers.handlers import GROUP
+
+EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
+SETUP_TIMEOUT_S = 300.0
+DRAIN_TIMEOUT_S = 30.0
+STALL_S = 30.0
+
+
+class BadInput(Exception):
+    """Options that cannot make a run (exit 2)."""
+
+
+class BenchFailure(Exception):
+    """The run could not complete (exit 1): a process died, a setup step timed out."""
+
+
+@dataclass(frozen=True)
+class BenchConfig:
+    workload: Workload
+    nodes: int
+    init_pods: int
+    pods: int
+    workers: int
+    binders: int
+    rate: float
+    external: bool
+    timeout_s: float
+    metrics_urls: tuple[str, ...] = ()
+    redis_profile: bool = False
+
+
+def config_from_options(kwargs: dict[str, Any]) -> BenchConfig:
+    name = kwargs["workload"]
+    workload = WORKLOADS.get(name)
+    if workload is None:
+        raise BadInput(f"--workload {name!r}: unknown; one of {', '.join(WORKLOADS)}")
+    nodes, pods = int(kwargs["nodes"]), int(kwargs["pods"])
+    init = kwargs.get("init_pods")
+    init = workload.default_init(nodes, pods) if init is None else int(init)
+    workers, binders = int(kwargs["workers"]), int(kwargs["binders"])
+    rate = float(kwargs.get("rate") or 0.0)
+    for flag, value, low in (
+        ("--nodes", nodes, 1),
+        ("--pods", pods, 1),
+        ("--init-pods", init, 0),
+        ("--binders", binders, 1),
+        ("--rate", rate, 0),
+    ):
+        if value < low:
+            raise BadInput(f"{flag} must be at least {low}, got {value}")
+    external = bool(kwargs.get("external"))
+    if not external and workers < 1:
+        raise BadInput(f"--workers must be at least 1, got {workers}")
+    limit = workload.max_measured(nodes, init)
+    if limit is not None and pods > limit:
+        raise BadInput(
+            f"--pods {pods}: {workload.name} can schedule at most {limit} measured pods "
+            f"on {nodes} nodes with {init} init pods"
+        )
+    return BenchConfig(
+        workload=workload,
+        nodes=nodes,
+        init_pods=init,
+        pods=pods,
+        workers=workers,
+        binders=binders,
+        rate=rate,
+        external=external,
+        timeout_s=float(kwargs.get("timeout") or 600.0),
+        metrics_urls=tuple(kwargs.get("metrics_url") or ()),
+        redis_profile=bool(kwargs.get("redis_profile")),
+    )
+
+
+def run_bench_command(options: RedisOptions, keys: Keys, **kwargs: Any) -> int:
+    """Entry point of the CLI's ``bench`` command; returns the exit code."""
+    try:
+        config = config_from_options(kwargs)
+        if config.external and not options.url:
+            raise BadInput("--external needs --redis-url (the deployment to measure)")
+    except BadInput as exc:
+        err_console.print(f"error: {exc}", markup=False, highlight=False)
+        return EXIT_BAD_INPUT
+    if threading.current_thread() is threading.main_thread():
+        # SIGTERM unwinds like Ctrl-C, so the workers, binders and server we started stop.
+        signal.signal(signal.SIGTERM, _interrupt)
+    embedded: EmbeddedRedis | None = None
+    try:
+        if not options.url:
+            embedded = EmbeddedRedis(appendfsync="everysec").start()
+            options = RedisOptions(url=embedded.url)
+            _say(f"embedded Redis at {embedded.url}")
+        raw = run_bench(options, keys, config)
+    except BadInput as exc:
+        err_console.print(f"error: {exc}", markup=False, highlight=False)
+        return EXIT_BAD_INPUT
+    except BenchFailure as exc:
+        err_console.print(f"bench failed: {exc}", markup=False, highlight=False)
+        return EXIT_FAILED
+    except KeyboardInterrupt:
+        err_console.print("bench interrupted", markup=False)
+        return EXIT_FAILED
+    finally:
+        if embedded is not None:
+            embedded.stop()
+    result = build_result(raw)
+    if kwargs.get("output") == "json":
+        print_json(result)
+    else:
+        print_summary(result)
+    if kwargs.get("plot"):
+        plot(raw, kwargs["plot"])
+    ok = result["invariants"]["ok"] and result["outcome"] == "complete"
+    if not ok and kwargs.get("output") == "json":
+        for violation in result["invariants"]["violations"]:
+            err_console.print(f"violation: {violation}", markup=False, highlight=False)
+    return EXIT_OK if ok else EXIT_FAILED
+
+
+def _interrupt(_signum: int, _frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+def _say(message: str) -> None:
+    err_console.print(f"[dim]{message}[/dim]", highlight=False)
+
+
+# --------------------------------------------------------------------------- deployment
+
+
+@dataclass
+class Deployment:
+    """The processes measured: our own ProcessGroup, or an external deployment."""
+
+    options: RedisOptions
+    client: redis.Redis
+    keys: Keys
+    group: ProcessGroup | None
+    metrics_urls: list[str] = field(default_factory=list)
+    log_dir: Path | None = None
+
+    def roles(self) -> dict[str, list[int]]:
+        if self.group is None:
+            return {}
+        return {
+            "workers": [p.pid for p in self.group.workers()],
+            "binders": [p.pid for p in self.group.binders()],
+        }
+
+    def check_alive(self, roles: tuple[str, ...] = ("worker", "binder")) -> None:
+        if self.group is None:
+            return
+        for proc in self.group.processes:
+            if proc.role in roles and not proc.alive():
+                tail = ""
+                if proc.log_path and proc.log_path.exists():
+                    tail = "\n".join(proc.log_path.read_text(errors="replace").splitlines()[-15:])
+                raise BenchFailure(f"{proc.role} (pid {proc.pid}) exited:\n{tail}")
+
+
+def start_deployment(
+    options: RedisOptions, keys: Keys, config: BenchConfig, log_dir: Path
+) -> Deployment:
+    client = connect(options)
+    if config.external:
+        return Deployment(options, client, keys, None, list(config.metrics_urls))
+    group = ProcessGroup(options.url, scheduler=keys.scheduler, log_dir=log_dir)
+    urls = []
+    for _ in range(config.workers):
+        port = free_port()
+        group.spawn("worker", "--metrics-port", str(port))
+        urls.append(f"http://127.0.0.1:{port}/metrics")
+    group.spawn("binder", "--processes", str(config.binders))
+    return Deployment(options, client, keys, group, urls, log_dir)
+
+
+def wait_for(
+    what: str,
+    condition: Callable[[], bool],
+    deployment: Deployment,
+    timeout_s: float,
+    roles: tuple[str, ...] = ("worker", "binder"),
+) -> None:
+    """Poll ``condition`` until true; fail when a process of ``roles`` died or at timeout."""
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        deployment.check_alive(roles)
+        if time.monotonic() > deadline:
+            raise BenchFailure(f"timed out after {timeout_s:.0f}s waiting for {what}")
+        time.sleep(0.05)
+
+
+def _consumers(client: redis.Redis, keys: Keys) -> int:
+    try:
+        return len(client.xinfo_consumers(keys.events, GROUP))
+    except redis.ResponseError:
+        return 0  # no stream or group yet
+
+
+def _store_is_empty(client: redis.Redis, keys: Keys) -> bool:
+    pipe = client.pipeline(transaction=False)
+    pipe.hlen(keys.store_meta("Pod"))
+    pipe.hlen(keys.store_meta("Node"))
+    return not any(pipe.execute())
+
+
+# --------------------------------------------------------------------------- the run
+
+
+@dataclass
+class Snapshot:
+    at: float
+    cpu: dict[str, float]
+    redis: RedisStats
+
+
+def take_snapshot(deployment: Deployment) -> Snapshot:
+    cpu = role_cpu_seconds(deployment.roles())
+    cpu["bench"] = time.process_time()
+    cpu["host"] = host_busy_seconds()
+    return Snapshot(time.monotonic(), cpu, redis_stats(deployment.client))
+
+
+def _scrape(deployment: Deployment) -> WorkerCounters | None:
+    if not deployment.metrics_urls:
+        return None
+    return scrape(deployment.metrics_urls)
+
+
+def _missing_plugins(workload: Workload) -> list[str]:
+    from distsched.framework.registry import IN_TREE_REGISTRY
+
+    return [name for name in workload.needs if name not in IN_TREE_REGISTRY]
+
+
+def setup_cluster(
+    deployment: Deployment, store: Store, config: BenchConfig, names: Names
+) -> list[str]:
+    """Nodes and init pods; returns the init pod keys."""
+    workload, client, keys = config.workload, deployment.client, deployment.keys
+    if deployment.group is not None:
+        _say(f"starting {config.workers} worker(s) and a pool of {config.binders} binder(s)")
+        wait_for(
+            "the workers to join the event stream",
+            lambda: _consumers(client, keys) >= config.workers,
+            deployment,
+            SETUP_TIMEOUT_S,
+        )
+    _say(f"creating {config.nodes} nodes")
+    ledger_nodes = client.scard(keys.cache("nodes"))
+    create_chunked(store, workload.nodes(names, config.nodes))
+    wait_for(
+        "the ledger to register every node",
+        lambda: client.scard(keys.cache("nodes")) >= ledger_nodes + config.nodes,
+        deployment,
+        SETUP_TIMEOUT_S,
+    )
+    init_keys = [names.init_key(i) for i in range(config.init_pods)]
+    if not init_keys:
+        return init_keys
+    verb = "waiting for" if workload.init_schedulable else "not waiting for"
+    _say(f"creating {config.init_pods} init pods ({verb} them)")
+    create_chunked(store, workload.init_pods(names, config.init_pods))
+    if workload.init_schedulable:
+        tracker = BindTracker(client, keys, init_keys)
+
+        def all_bound() -> bool:
+            time.sleep(0.2)
+            return tracker.poll() >= len(init_keys)
+
+        wait_for("the init pods to be bound", all_bound, deployment, config.timeout_s)
+    return init_keys
+
+
+def drain(deployment: Deployment) -> None:
+    """Stop our workers, let the binders finish the queued bindings, stop everything."""
+    client, keys = deployment.client, deployment.keys
+
+    def quiet() -> bool:
+        pipe = client.pipeline(transaction=False)
+        pipe.zcard(keys.inflight)
+        pipe.zcard(keys.cache("assumed"))
+        return not any(pipe.execute())
+
+    if deployment.group is None:
+        try:
+            wait_for("inflight and assumed pods to drain", quiet, deployment, DRAIN_TIMEOUT_S)
+        except BenchFailure as exc:
+            _say(str(exc))
+        return
+    for proc in deployment.group.workers():
+        proc.stop()
+    try:
+        wait_for("assumed pods to drain", quiet, deployment, DRAIN_TIMEOUT_S, ("binder",))
+    except BenchFailure as exc:
+        _say(str(exc))  # the checker reports what is left
+    deployment.group.stop()
+
+
+def run_bench(options: RedisOptions, keys: Keys, config: BenchConfig) -> RawRun:
+    workload = config.workload
+    warnings = [
+        f"{workload.name} needs the {name} plugin, which is not registered: "
+        "expect unbound pods or violated constraints"
+        for name in _missing_plugins(workload)
+    ]
+    for warning in warnings:
+        err_console.print(f"warning: {warning}", markup=False, highlight=False)
+    names = Names(f"b{secrets.token_hex(2)}-" if config.external else "")
+    with tempfile.TemporaryDirectory(prefix="distsched-bench-") as tmp:
+        probe = connect(options)
+        try:
+            if not config.external and not _store_is_empty(probe, keys):
+                raise BadInput(
+                    f"scheduler {keys.scheduler!r} at the given Redis already has objects; "
+                    "use an empty database, another --scheduler, or --external"
+                )
+        finally:
+            probe.close()
+        deployment = start_deployment(options, keys, config, Path(tmp))
+        try:
+            return _measure(deployment, config, names, warnings)
+        finally:
+            if deployment.group is not None:
+                deployment.group.stop()
+            deployment.client.close()
+
+
+def _measure(
+    deployment: Deployment, config: BenchConfig, names: Names, warnings: list[str]
+) -> RawRun:
+    client, keys, workload = deployment.client, deployment.keys, config.workload
+    store = Store(client, keys)
+    init_keys = setup_cluster(deployment, store, config, names)
+    pods = workload.measured_pods(names, 0, config.pods)
+    pod_keys = [names.measured_key(i) for i in range(config.pods)]
+    tracker = BindTracker(client, keys, pod_keys)
+    churn = Churn(store, names, init_keys) if workload.churn else None
+    pipe = client.pipeline(transaction=False)
+    pipe.hlen(keys.cache("pods"))
+    pipe.zcard(keys.cache("assumed"))
+    records, assumed = pipe.execute()
+    before_counters = _scrape(deployment)
+    before = take_snapshot(deployment)
+    profile = ScriptProfile(client).start() if config.redis_profile else None
+    sampler = RvSampler(connect(deployment.options), keys).start()
+    mode = f"at {config.rate:g} pods/s" if config.rate else "all at once"
+    _say(f"measuring: {config.pods} {workload.name} pods created {mode}")
+    phase = MeasuredPhase(
+        client=client,
+        keys=keys,
+        store=store,
+        pods=pods,
+        pod_keys=pod_keys,
+        rate=config.rate,
+        timeout_s=config.timeout_s,
+        stall_s=STALL_S,
+        snapshot=lambda: take_snapshot(deployment),
+        check_alive=deployment.check_alive,
+        churn=churn,
+        churn_interval_s=workload.churn_interval_s,
+        baseline_bound=int(records) - int(assumed),
+    )
+    try:
+        result = phase.run(tracker)
+    finally:
+        clock = sampler.stop()
+        scripts = profile.stop() if profile is not None else None
+    after = result.after
+    assert isinstance(after, Snapshot)
+    after_counters = _scrape(deployment)
+    counters = None
+    if before_counters is not None and after_counters is not None:
+        counters = after_counters - before_counters
+    if result.outcome != "complete":
+        warnings.append(
+            f"{result.outcome}: {len(tracker.pending)} measured pods unbound after "
+            f"{result.end - result.start:.0f}s"
+        )
+    _say("draining and checking invariants")
+    drain(deployment)
+    expected = set(pod_keys)
+    if workload.init_schedulable and not workload.init_evictable:
+        expected.update(init_keys)
+    violations = checker.check(client, keys, expect_bound=expected)
+    bound_keys = [k for k in pod_keys if k in tracker.bind_rv]
+    created_rvs = [result.created_rv[k] for k in pod_keys if k in result.created_rv]
+    cpu: dict[str, float | None] = {
+        role: after.cpu[role] - before.cpu.get(role, 0.0) for role in after.cpu
+    }
+    redis_cpu = after.redis.cpu_seconds - before.redis.cpu_seconds
+    host = cpu.pop("host") or 0.0
+    ours = sum(v for v in cpu.values() if v is not None) + redis_cpu
+    # What else ran on this machine meanwhile (other benchmarks, test suites): it competes
+    # for the same cores. Meaningless when Redis runs on another host.
+    other_cores: float | None = max(0.0, host - ours) / max(after.at - before.at, 1e-9)
+    if deployment.group is None:
+        cpu = {"workers": None, "binders": None, **cpu}
+        other_cores = None  # the deployment's own processes are "other" here
+    return RawRun(
+        workload=workload.name,
+        nodes=config.nodes,
+        init_pods=config.init_pods,
+        pods=config.pods,
+        workers=config.workers if deployment.group else (len(config.metrics_urls) or None),
+        binders=config.binders if deployment.group else None,
+        rate=config.rate,
+        outcome=result.outcome,
+        start=result.start,
+        end=result.end,
+        created_at=clock.times_of([result.created_rv[k] for k in bound_keys]),
+        bound_at=clock.times_of([tracker.bind_rv[k] for k in bound_keys]),
+        all_created_at=clock.times_of(created_rvs) if created_rvs else np.zeros(0),
+        cpu={**cpu, "redis": redis_cpu},
+        other_cpu_cores=other_cores,
+        load_average=os.getloadavg()[0],
+        redis=after.redis - before.redis,
+        counters=counters,
+        scripts=scripts,
+        violations=violations,
+        warnings=warnings,
+    )
