@@ -13,7 +13,7 @@ The cache half (each worker's local snapshot) is fed by each worker's own inform
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,10 +24,12 @@ from distsched.cache.ledger import Ledger
 from distsched.framework import events
 from distsched.framework.events import ClusterEvent
 from distsched.framework.podinfo import PodInfo
-from distsched.model import Node, Pod, pod_priority
+from distsched.model import Node, Pod
+from distsched.model.objects import DEFAULT_SCHEDULER_NAME
 from distsched.queue_types import PodEntry, SchedulingQueue
-from distsched.store import ADDED, DELETED, MODIFIED, Event, decode_event
+from distsched.store import ADDED, DELETED, Event, decode_event, object_key
 from distsched.workers import prechecks
+from distsched.workers.affinity import pods_with_matching_affinity, required_affinity_terms
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +45,17 @@ class NodeOccupancy:
     requested: dict[str, int]
     pod_count: int
     ports: list[tuple[str, str, int]]
+
+
+def pod_entry(key: str, obj: dict[str, Any]) -> PodEntry:
+    """The queue's view of a pod, straight from its dict (priority None counts as 0)."""
+    spec = obj.get("spec") or {}
+    return PodEntry(
+        key=key,
+        uid=str((obj.get("metadata") or {}).get("uid", "")),
+        priority=int(spec.get("priority") or 0),
+        gated=bool(spec.get("schedulingGates")),
+    )
 
 
 def pod_spec_changed(old: dict[str, Any], new: dict[str, Any]) -> bool:
@@ -64,7 +77,7 @@ class QueueEventHandlers:
         queue: SchedulingQueue,
         ledger: Ledger,
         interested: Interested,
-        responsible_for: Callable[[Pod], bool],
+        profiles: Collection[str],
         pod_lookup: Callable[[str], Pod | None],
         parse: Callable[[dict[str, Any]], Pod] = Pod.from_dict,
         node_usage: Callable[[str], NodeOccupancy],
@@ -73,7 +86,7 @@ class QueueEventHandlers:
         self.queue = queue
         self.ledger = ledger
         self.interested = interested
-        self.responsible_for = responsible_for
+        self.profiles = frozenset(profiles)
         self.pod_lookup = pod_lookup
         self.parse = parse
         self.node_usage = node_usage
@@ -85,47 +98,53 @@ class QueueEventHandlers:
 
         Pending adds are flushed before any delete or update so that the order of events
         on one pod is kept (a pod deleted and created again within one batch stays queued).
+        Pods are read from their dicts where a few fields suffice; typed parsing (which
+        validates, ~40 us a pod) is left to the worker that schedules the pod. An event
+        that cannot be handled is logged and skipped, so one bad object cannot block the
+        stream for everyone.
         """
         now = self.now_ms()
         adds: list[PodEntry] = []
-        newly_bound: list[Pod] = []
+        newly_bound: list[dict[str, Any]] = []
         assigned_deleted = False
         for event in batch:
-            if event.kind == "Node":
-                self._flush_adds(adds, now)
-                self._node_event(event)
-                continue
-            if event.kind != "Pod":
-                continue
-            pod = self.parse(event.obj)
-            if event.type == DELETED:
-                self._flush_adds(adds, now)
-                # An unassigned pod may be assumed (reserved, not yet bound): release it too.
-                self.ledger.pod_deleted(pod.key)
-                self.queue.delete([pod.key], now_ms=now)
-                assigned_deleted = assigned_deleted or bool(pod.spec.node_name)
-                continue
-            old = self.parse(event.old) if event.type == MODIFIED and event.old else None
-            if pod.spec.node_name:
-                if old is None or not old.spec.node_name:
-                    newly_bound.append(pod)
-                continue
-            if not self.responsible_for(pod):
-                continue
-            entry = PodEntry(
-                key=pod.key,
-                uid=pod.metadata.uid,
-                priority=pod_priority(pod),
-                gated=bool(pod.spec.scheduling_gates),
-            )
-            if event.type == ADDED or old is None:
-                adds.append(entry)
-            elif event.old is not None and pod_spec_changed(event.old, event.obj):
-                self._flush_adds(adds, now)
-                before = self.queue.where(entry.key)
-                after = self.queue.update(entry, now_ms=now)
-                if after != before and after in ("active", "backoff", "gated"):
-                    metrics.queue_incoming_pods.labels(after, "PodUpdate").inc()
+            try:
+                if event.kind == "Node":
+                    self._flush_adds(adds, now)
+                    self._node_event(event)
+                    continue
+                if event.kind != "Pod":
+                    continue
+                obj, old = event.obj, event.old
+                spec = obj.get("spec") or {}
+                if event.type == DELETED:
+                    self._flush_adds(adds, now)
+                    # An unassigned pod may be assumed (reserved, not bound): release it too.
+                    self.ledger.pod_deleted(event.key)
+                    self.queue.delete([event.key], now_ms=now)
+                    assigned_deleted = assigned_deleted or bool(spec.get("nodeName"))
+                    continue
+                if spec.get("nodeName"):
+                    if old is None or not (old.get("spec") or {}).get("nodeName"):
+                        newly_bound.append(obj)
+                    continue
+                if (spec.get("schedulerName") or DEFAULT_SCHEDULER_NAME) not in self.profiles:
+                    continue
+                entry = pod_entry(event.key, obj)
+                if event.type == ADDED or old is None:
+                    adds.append(entry)
+                elif pod_spec_changed(old, obj):
+                    self._flush_adds(adds, now)
+                    before = self.queue.where(entry.key)
+                    after = self.queue.update(entry, now_ms=now)
+                    if after != before and after in ("active", "backoff", "gated"):
+                        metrics.queue_incoming_pods.labels(after, "PodUpdate").inc()
+            except (redis.ConnectionError, redis.TimeoutError):
+                raise
+            except Exception:
+                log.exception(
+                    "skipping %s %s %s: cannot handle it", event.type, event.kind, event.key
+                )
         self._flush_adds(adds, now)
         if newly_bound:
             self._record_bound(newly_bound)
@@ -145,13 +164,17 @@ class QueueEventHandlers:
                 metrics.queue_incoming_pods.labels(queue, "PodAdd").inc(added)
         adds.clear()
 
-    def _record_bound(self, pods: list[Pod]) -> None:
+    def _record_bound(self, objs: list[dict[str, Any]]) -> None:
         """Newly bound pods the ledger does not hold on that node yet (bound by someone
         else, or created bound) are added as bound. Pods our binders bound are already
-        there: the binder confirms them, and the assumed-pod reaper confirms instead of
-        releasing if a binder died between the store's bind and its confirm."""
-        nodes = self.ledger.pod_nodes([p.key for p in pods])
-        unknown = [p for p in pods if nodes.get(p.key) != p.spec.node_name]
+        there: the binder's bind script confirms them in the same call."""
+        keys = [object_key(obj)[1] for obj in objs]
+        nodes = self.ledger.pod_nodes(keys)
+        unknown = [
+            self.parse(obj)
+            for key, obj in zip(keys, objs, strict=True)
+            if nodes.get(key) != obj["spec"]["nodeName"]
+        ]
         for pod in unknown:
             info = PodInfo.of(pod)
             self.ledger.add_bound_pod(
@@ -167,17 +190,17 @@ class QueueEventHandlers:
         if unknown:
             self.queue.forget([p.key for p in unknown])
 
-    def _assigned_pods_added(self, pods: list[Pod]) -> None:
+    def _assigned_pods_added(self, objs: list[dict[str, Any]]) -> None:
         """AssignedPodAdd: move unschedulable pods whose required affinity terms match."""
-        from distsched.workers.affinity import pods_with_matching_affinity
-
         now = self.now_ms()
         candidates = []
         for key in self.queue.unschedulable_keys():
             pod = self.pod_lookup(key)
-            if pod is not None:
+            if pod is not None and required_affinity_terms(pod):
                 candidates.append(pod)
-        matching = pods_with_matching_affinity(candidates, pods)
+        if not candidates:
+            return
+        matching = pods_with_matching_affinity(candidates, [self.parse(o) for o in objs])
         if matching:
             self._move(events.ASSIGNED_POD_ADD, now, [p.key for p in matching])
 

@@ -158,13 +158,14 @@ class SchedulingWorker:
         self._parsed: dict[str, tuple[str, Obj, Pod]] = {}
         self._node_states: dict[str, NodeState] = {}
         self._usage: dict[str, NodeUsage] = {}
+        self._pending_bindings: list[Binding] = []
         self._pods_generation: dict[str, int] = {}
         self._feed_version = 0
         self.handlers = QueueEventHandlers(
             queue=self.queue,
             ledger=self.ledger,
             interested=self._interested,
-            responsible_for=lambda pod: self.profiles.for_pod(pod) is not None,
+            profiles=list(self.profiles),
             pod_lookup=self.pod,
             parse=self.pod_from,
             node_usage=self._node_usage,
@@ -325,6 +326,12 @@ class SchedulingWorker:
         self._pods_generation.pop(name, None)
 
     def _on_pod_add(self, obj: Obj, _initial: bool) -> None:
+        spec, status = obj.get("spec") or {}, obj.get("status") or {}
+        if not spec.get("nodeName") and not status.get("nominatedNodeName"):
+            # A pending pod: parsed only when a worker pops it, not by every informer.
+            meta = obj.get("metadata") or {}
+            self.nominator.delete(f"{meta.get('namespace', 'default')}/{meta.get('name')}")
+            return
         pod = self.pod_from(obj)
         if pod.spec.node_name:
             self.nominator.delete(pod.key)
@@ -421,14 +428,25 @@ class SchedulingWorker:
             if attempt is not None:
                 attempts.append(attempt)
         batch: list[Attempt] = []
-        for attempt in attempts:
-            if constrained(attempt.pod):
-                self._reserve(batch)
-                batch = []
-                self._schedule_constrained(attempt)
-            elif self._decide_safely(attempt):
-                batch.append(attempt)
-        self._reserve(batch)
+        try:
+            for attempt in attempts:
+                if constrained(attempt.pod):
+                    self._reserve(batch)
+                    batch = []
+                    self._schedule_constrained(attempt)
+                elif self._decide_safely(attempt):
+                    batch.append(attempt)
+            self._reserve(batch)
+        finally:
+            # One rq job for the whole pop batch, constrained pods included: rq's per-job
+            # round trips would otherwise dominate Redis CPU for those workloads.
+            self._flush_bindings()
+
+    def _flush_bindings(self) -> None:
+        if self._pending_bindings:
+            enqueue_bindings(self.bind_queue, self.keys, self._pending_bindings)
+            self.scheduled += len(self._pending_bindings)
+            self._pending_bindings = []
 
     def _schedule_constrained(self, attempt: Attempt) -> None:
         """Decide and reserve one pod with inter-pod constraints on a view that matches
@@ -654,9 +672,7 @@ class SchedulingWorker:
             metrics.scheduling_attempt_duration.labels("scheduled", fw.profile_name).observe(
                 elapsed
             )
-        if bindings:
-            enqueue_bindings(self.bind_queue, self.keys, bindings)
-            self.scheduled += len(bindings)
+        self._pending_bindings.extend(bindings)
 
     # ------------------------------------------------------------------ the one failure path
     def _fail(self, attempt: Attempt, *, plugins: list[str], message: str, error: bool) -> None:
