@@ -159,6 +159,8 @@ class SchedulingWorker:
         self._node_states: dict[str, NodeState] = {}
         self._usage: dict[str, NodeUsage] = {}
         self._pending_bindings: list[Binding] = []
+        # Nodes whose usage changed since their pod list was last synced.
+        self._pods_dirty: set[str] = set()
         self._pods_generation: dict[str, int] = {}
         self._feed_version = 0
         self.handlers = QueueEventHandlers(
@@ -315,6 +317,7 @@ class SchedulingWorker:
         if usage is not None:
             self.snapshot.set_usage(index, usage.requested, ())
             self._pods_generation.pop(node.metadata.name, None)
+            self._pods_dirty.add(node.metadata.name)
 
     def _on_node_update(self, _old: Obj, new: Obj) -> None:
         self.snapshot.update_node(Node.from_dict(new))
@@ -359,6 +362,8 @@ class SchedulingWorker:
         with_ports = []
         for name, usage in usages.items():
             self._usage[name] = usage
+            if self._pods_generation.get(name) != usage.generation:
+                self._pods_dirty.add(name)
             index = self.snapshot.get_index(name)
             if index is None:
                 continue
@@ -375,10 +380,11 @@ class SchedulingWorker:
         """Bring every node's pod list (assumed + bound, all workers) up to the ledger's."""
         stale = [
             name
-            for name, usage in self._usage.items()
-            if self._pods_generation.get(name) != usage.generation
+            for name in self._pods_dirty
+            if self._pods_generation.get(name) != self._usage[name].generation
             and self.snapshot.get_index(name) is not None
         ]
+        self._pods_dirty.clear()
         for i in range(0, len(stale), 500):
             self._apply_states(self.ledger.node_state(stale[i : i + 500]))
 
