@@ -127,6 +127,11 @@ class Keys:
     def binder(self, *parts: str) -> str:
         return self._k("bind", *parts)
 
+    def permit(self, pod_key: str) -> str:
+        """list of Permit verdicts ("allow:<plugin>", "reject:<plugin>:<why>") for a
+        waiting pod (kube's WaitingPod, across processes)."""
+        return self._k("permit", pod_key)
+
     # --- coordination -----------------------------------------------------------------
     def lock(self, name: str) -> str:
         return self._k("lock", name)

@@ -41,6 +41,7 @@ from distsched.clock import SYSTEM_CLOCK, Clock
 from distsched.framework.cycle_state import CycleState
 from distsched.framework.events import ASSIGNED_POD_DELETE
 from distsched.framework.interface import Handle, PluginSpec
+from distsched.framework.permit import wait_on_permit
 from distsched.framework.profile import SchedulerConfig, build_profiles, default_config
 from distsched.framework.registry import IN_TREE_REGISTRY
 from distsched.framework.runtime import Framework
@@ -109,8 +110,9 @@ class Binder:
         outcome = BindOutcome()
         claimed = self.claim(bindings, outcome)
         pause_at("bind-claimed", [b.pod_key for b in claimed])
-        batched = [b for b in claimed if batch_bindable(self.profiles.get(b.profile))]
-        by_plugins = [b for b in claimed if not batch_bindable(self.profiles.get(b.profile))]
+        permitted = self._wait_on_permit(claimed, outcome)
+        batched = [b for b in permitted if batch_bindable(self.profiles.get(b.profile))]
+        by_plugins = [b for b in permitted if not batch_bindable(self.profiles.get(b.profile))]
         stored: list[Binding] = []
         if batched:
             results = self.store.bind_many(
@@ -141,6 +143,25 @@ class Binder:
                 fw.run_post_bind_plugins(states[binding.pod_key], pod, binding.node)
         self._observe(bindings, outcome, time.perf_counter() - started)
         return outcome
+
+    def _wait_on_permit(self, claimed: list[Binding], outcome: BindOutcome) -> list[Binding]:
+        """WaitOnPermit: hold pods a Permit plugin asked to wait until every such plugin
+        allowed them; a rejection or the deadline fails them (outcome.failed)."""
+        waiting = {
+            b.pod_key: (b.permit_plugins, b.permit_deadline_ms) for b in claimed if b.permit_plugins
+        }
+        if not waiting:
+            return claimed
+
+        def renew(pod_keys: Sequence[str]) -> None:
+            deadline = self.clock.now_ms() + self.ledger.config.assume_ttl_ms
+            self.client.zadd(self.ledger.assumed_key, dict.fromkeys(pod_keys, deadline), xx=True)
+
+        verdicts = wait_on_permit(self.client, self.keys, waiting, self.clock, keep_alive=renew)
+        for key, status in verdicts.items():
+            if not status.is_success():
+                outcome.failed[key] = f"permit: {status.message()}"
+        return [b for b in claimed if b.pod_key not in outcome.failed]
 
     def claim(self, bindings: Sequence[Binding], outcome: BindOutcome) -> list[Binding]:
         """The bindings whose reservation is still assumed under their token, with the

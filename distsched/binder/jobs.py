@@ -33,6 +33,9 @@ class Binding:
     token: str
     initial_attempt_ms: int = 0
     attempts: int = 1
+    # Permit plugins that asked the pod to wait, and until when (ms); see framework/permit.py.
+    permit_plugins: tuple[str, ...] = ()
+    permit_deadline_ms: int = 0
 
     def to_wire(self) -> list[object]:
         return [
@@ -45,13 +48,18 @@ class Binding:
             self.token,
             self.initial_attempt_ms,
             self.attempts,
+            list(self.permit_plugins),
+            self.permit_deadline_ms,
         ]
 
     @classmethod
     def from_wire(cls, item: list[object]) -> Binding:
-        if not isinstance(item, list | tuple) or len(item) != 9:
+        if not isinstance(item, list | tuple) or len(item) not in (9, 11):
             raise ValueError(f"malformed binding: {item!r}")
-        key, uid, node, profile, cycle, epoch, token, initial, attempts = item
+        key, uid, node, profile, cycle, epoch, token, initial, attempts = item[:9]
+        plugins, deadline = (item[9], item[10]) if len(item) == 11 else ([], 0)
+        if not isinstance(plugins, list | tuple) or not all(isinstance(p, str) for p in plugins):
+            raise ValueError(f"malformed binding: {item!r}")
         return cls(
             str(key),
             str(uid),
@@ -62,6 +70,8 @@ class Binding:
             str(token),
             int(initial),  # type: ignore[call-overload]
             int(attempts),  # type: ignore[call-overload]
+            tuple(plugins),
+            int(deadline),  # type: ignore[call-overload]
         )
 
 

@@ -653,7 +653,7 @@ class SchedulingWorker:
         bindings: list[Binding] = []
         for attempt in reserved:
             fw = attempt.framework
-            status, _waits = fw.run_permit_plugins(attempt.state, attempt.pod, attempt.node)
+            status, waits = fw.run_permit_plugins(attempt.state, attempt.pod, attempt.node)
             if not status.is_success() and not status.is_wait():
                 fw.run_reserve_plugins_unreserve(attempt.state, attempt.pod, attempt.node)
                 self.ledger.release(attempt.pod.key, str(attempt.queued.epoch))
@@ -671,6 +671,11 @@ class SchedulingWorker:
                     token=str(attempt.queued.epoch),
                     initial_attempt_ms=attempt.queued.initial_attempt_ms,
                     attempts=attempt.queued.attempts,
+                    # Wait: the binder holds the pod until the plugins allow it (WaitOnPermit).
+                    permit_plugins=tuple(sorted(waits)),
+                    permit_deadline_ms=(
+                        self.clock.now_ms() + int(max(waits.values()) * 1000) if waits else 0
+                    ),
                 )
             )
             elapsed = time.perf_counter() - attempt.started
