@@ -36,6 +36,8 @@ from distsched.keys import Keys
 
 log = logging.getLogger(__name__)
 
+SHUTDOWN_GRACE_S = 5.0
+
 CHECK_S = 0.2
 QUICK_DEATH_S = 5.0
 MAX_RESPAWN_DELAY_S = 10.0
@@ -77,6 +79,8 @@ def run_one_binder(
     retry_redis(
         lambda: worker.work(with_scheduler=False, logging_level="WARNING"),
         what=f"binder {mp.current_process().name}",
+        # rq's own SIGTERM handler sets this; without it an outage would retry forever.
+        stop=lambda: bool(getattr(worker, "_stop_requested", False)),
     )
 
 
@@ -151,7 +155,11 @@ def run_binder_pool(
     for child in children.values():
         if child.is_alive() and child.pid:
             child.terminate()  # rq's warm shutdown: finish the current job, then exit
+    # A bind job takes milliseconds; a child still alive after the grace period is stuck
+    # on an unreachable Redis. Killing it loses nothing: its pods are still assumed and
+    # the reaper requeues them.
+    grace_until = time.monotonic() + SHUTDOWN_GRACE_S
     for child in children.values():
-        child.join(timeout=20)
+        child.join(timeout=max(0.0, grace_until - time.monotonic()))
         if child.is_alive():
             child.kill()
