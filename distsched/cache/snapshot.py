@@ -455,8 +455,11 @@ class Snapshot:
     def _account(self, index: int, info: PodInfo, sign: int) -> None:
         self.nonzero_requested[index, 0] += sign * info.nonzero_cpu
         self.nonzero_requested[index, 1] += sign * info.nonzero_memory
-        if self.usage_from_ledger:
-            return
+        if not self.usage_from_ledger:
+            self._charge(index, info, sign)
+
+    def _charge(self, index: int, info: PodInfo, sign: int) -> None:
+        """requested/free (one pod, its requests) and host ports of one pod, +1 or -1."""
         for resource, amount in info.requests.items():
             col = self.resource_index.get(resource)
             if col is None:
@@ -496,17 +499,7 @@ class Snapshot:
     def add_usage(self, index: int, info: PodInfo, sign: int = 1) -> None:
         """Charge (or with ``sign=-1`` refund) a pod this worker is placing, before the
         ledger confirms it; the next :meth:`set_usage` of the node supersedes it."""
-        for resource, amount in info.requests.items():
-            col = self.resource_index.get(resource)
-            if col is None:
-                col = self.column(resource)
-            if col != PODS_COL:
-                self.requested[index, col] += sign * amount
-                self.free[index, col] -= sign * amount
-        self.requested[index, PODS_COL] += sign
-        self.free[index, PODS_COL] -= sign
-        if info.host_ports:
-            self._account_ports(index, info.host_ports, sign)
+        self._charge(index, info, sign)
         self._touch(index)
 
     def _account_ports(self, index: int, ports: tuple[HostPort, ...], sign: int) -> None:

@@ -13,11 +13,24 @@ from importlib import resources
 import redis
 from redis.commands.core import Script
 
+INCLUDE = "--!include "
+
 
 @cache
 def source(name: str) -> str:
-    """The text of ``distsched/lua/<name>.lua``."""
-    return resources.files(__package__).joinpath(f"{name}.lua").read_text(encoding="utf-8")
+    """The text of ``distsched/lua/<name>.lua``, with each ``--!include <lib>`` line
+    replaced by ``distsched/lua/lib/<lib>.lua`` (Redis scripts cannot load code, so shared
+    helpers are pasted in when the script is registered)."""
+    root = resources.files(__package__)
+    text = root.joinpath(f"{name}.lua").read_text(encoding="utf-8")
+    lines = []
+    for line in text.splitlines(keepends=True):
+        if line.startswith(INCLUDE):
+            lib = line[len(INCLUDE) :].strip()
+            lines.append(root.joinpath("lib", f"{lib}.lua").read_text(encoding="utf-8"))
+        else:
+            lines.append(line)
+    return "".join(lines)
 
 
 class ScriptSet:
