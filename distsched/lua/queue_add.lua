@@ -9,6 +9,8 @@
 -- ARGV[3+4i .. 6+4i]  per pod:  key (ns/name), uid (str), priority (int32), gated (0|1)
 -- Returns: integer, the number of pods added.
 
+--!include activeq
+
 local now = tonumber(ARGV[1])
 local wake_cap = tonumber(ARGV[2])
 if not now or not wake_cap or wake_cap < 1 then
@@ -41,7 +43,7 @@ for i = 3, #ARGV, 4 do
       redis.call('ZADD', KEYS[3], now, key)
     else
       info.w = 'active'
-      info.m = string.format('%013d', now) .. '|' .. key
+      info.m = active_member(now, key)
       redis.call('ZADD', KEYS[2], -p, info.m)
       activated = activated + 1
     end
@@ -50,10 +52,5 @@ for i = 3, #ARGV, 4 do
   end
 end
 
-if activated > 0 then
-  local tokens = {}
-  for i = 1, math.min(activated, wake_cap) do tokens[i] = '1' end
-  redis.call('RPUSH', KEYS[4], unpack(tokens))
-  redis.call('LTRIM', KEYS[4], -wake_cap, -1)
-end
+wake(KEYS[4], activated, wake_cap)
 return added

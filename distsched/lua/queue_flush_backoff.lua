@@ -9,6 +9,8 @@
 -- ARGV[2]  int   wake_cap  longest the wake list may grow
 -- Returns: integer, the number of pods moved.
 
+--!include activeq
+
 local now, wake_cap = tonumber(ARGV[1]), tonumber(ARGV[2])
 if not now or not wake_cap or wake_cap < 1 then
   return redis.error_reply('queue_flush_backoff: now_ms and wake_cap must be numbers')
@@ -27,16 +29,11 @@ for i, key in ipairs(due) do
   local info = infos[i]
   if info then
     info.w = 'active'
-    info.m = string.format('%013d', info.ts) .. '|' .. key
+    info.m = active_member(info.ts, key)
     redis.call('ZADD', KEYS[2], -info.p, info.m)
     redis.call('HSET', KEYS[3], key, cjson.encode(info))
     moved = moved + 1
   end
 end
-if moved > 0 then
-  local tokens = {}
-  for i = 1, math.min(moved, wake_cap) do tokens[i] = '1' end
-  redis.call('RPUSH', KEYS[4], unpack(tokens))
-  redis.call('LTRIM', KEYS[4], -wake_cap, -1)
-end
+wake(KEYS[4], moved, wake_cap)
 return moved

@@ -12,6 +12,8 @@
 -- ARGV[3]  int   wake_cap       longest the wake list may grow
 -- Returns: integer, the number of pods moved (to activeQ or backoffQ).
 
+--!include activeq
+
 local now, max_ms, wake_cap = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 if not now or not max_ms or not wake_cap or wake_cap < 1 then
   return redis.error_reply('queue_flush_leftover: numeric arguments expected')
@@ -29,23 +31,12 @@ local moved, activated = 0, 0
 for i, key in ipairs(stale) do
   local info = infos[i]
   if info then
-    if info.bo > now then
-      info.w = 'backoff'
-      redis.call('ZADD', KEYS[3], info.bo, key)
-    else
-      info.w = 'active'
-      info.m = string.format('%013d', info.ts) .. '|' .. key
-      redis.call('ZADD', KEYS[2], -info.p, info.m)
+    if to_active_or_backoff(key, info, now, KEYS[2], KEYS[3]) then
       activated = activated + 1
     end
     redis.call('HSET', KEYS[4], key, cjson.encode(info))
     moved = moved + 1
   end
 end
-if activated > 0 then
-  local tokens = {}
-  for i = 1, math.min(activated, wake_cap) do tokens[i] = '1' end
-  redis.call('RPUSH', KEYS[5], unpack(tokens))
-  redis.call('LTRIM', KEYS[5], -wake_cap, -1)
-end
+wake(KEYS[5], activated, wake_cap)
 return moved

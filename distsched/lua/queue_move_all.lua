@@ -21,6 +21,8 @@
 -- ARGV[6+n ..]            str  candidate pod keys (ns/name)
 -- Returns: integer, the number of pods moved.
 
+--!include activeq
+
 local now, wake_cap, n = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[4])
 local wildcard = ARGV[3]
 if not now or not wake_cap or wake_cap < 1 or not n or n < 0 or #ARGV < 5 + n then
@@ -56,23 +58,12 @@ for _, key in ipairs(candidates) do
   -- A key listed twice is skipped the second time: it is no longer unschedulable.
   if info and info.w == 'unschedulable' and matches(info.pl) then
     redis.call('ZREM', KEYS[1], key)
-    if info.bo > now then
-      info.w = 'backoff'
-      redis.call('ZADD', KEYS[3], info.bo, key)
-    else
-      info.w = 'active'
-      info.m = string.format('%013d', info.ts) .. '|' .. key
-      redis.call('ZADD', KEYS[2], -info.p, info.m)
+    if to_active_or_backoff(key, info, now, KEYS[2], KEYS[3]) then
       activated = activated + 1
     end
     redis.call('HSET', KEYS[4], key, cjson.encode(info))
     moved = moved + 1
   end
 end
-if activated > 0 then
-  local tokens = {}
-  for i = 1, math.min(activated, wake_cap) do tokens[i] = '1' end
-  redis.call('RPUSH', KEYS[7], unpack(tokens))
-  redis.call('LTRIM', KEYS[7], -wake_cap, -1)
-end
+wake(KEYS[7], activated, wake_cap)
 return moved

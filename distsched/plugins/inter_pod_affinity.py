@@ -31,7 +31,6 @@ from distsched.framework.interface import (
     FilterResult,
     Handle,
     PluginArgsError,
-    PreFilterExtensions,
     PreFilterPlugin,
     PreFilterResult,
     PreScorePlugin,
@@ -47,6 +46,7 @@ from distsched.plugins.helpers.label_selector import (
     compile_terms,
 )
 from distsched.plugins.helpers.pod_index import TermGroup, pod_index
+from distsched.plugins.helpers.prefilter_state import CountingPreFilterExtensions
 
 NAME = "InterPodAffinity"
 EVENTS: tuple[ClusterEvent, ...] = (
@@ -148,7 +148,11 @@ class _PreScoreState:
     topology_score: TopologyCounts
 
 
-class InterPodAffinity(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin):
+class InterPodAffinity(
+    CountingPreFilterExtensions, PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin
+):
+    pre_filter_state_key = _PRE_FILTER_KEY
+
     name = NAME
     scores_in_range = True
 
@@ -207,37 +211,6 @@ class InterPodAffinity(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugi
             ),
         )
         return None, None
-
-    def pre_filter_extensions(self) -> PreFilterExtensions | None:
-        return self
-
-    def add_pod(
-        self,
-        state: CycleState,
-        pod: Pod,
-        pod_info_to_add: PodInfo,
-        node_index: int,
-        snapshot: Snapshot,
-    ) -> Status | None:
-        s: _PreFilterState | None = state.get(_PRE_FILTER_KEY)
-        if s is None:
-            return Status.from_error(PluginError(f"reading {_PRE_FILTER_KEY!r} from cycleState"))
-        s.update_with_pod(pod_info_to_add, snapshot, node_index, 1)
-        return None
-
-    def remove_pod(
-        self,
-        state: CycleState,
-        pod: Pod,
-        pod_info_to_remove: PodInfo,
-        node_index: int,
-        snapshot: Snapshot,
-    ) -> Status | None:
-        s: _PreFilterState | None = state.get(_PRE_FILTER_KEY)
-        if s is None:
-            return Status.from_error(PluginError(f"reading {_PRE_FILTER_KEY!r} from cycleState"))
-        s.update_with_pod(pod_info_to_remove, snapshot, node_index, -1)
-        return None
 
     def filter(
         self, state: CycleState, pod: Pod, snapshot: Snapshot, indices: np.ndarray

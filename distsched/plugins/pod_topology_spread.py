@@ -30,7 +30,6 @@ from distsched.framework.interface import (
     FilterResult,
     Handle,
     PluginArgsError,
-    PreFilterExtensions,
     PreFilterPlugin,
     PreFilterResult,
     PreScorePlugin,
@@ -48,6 +47,7 @@ from distsched.plugins.helpers.label_selector import (
 )
 from distsched.plugins.helpers.node_selector import required_affinity_mask
 from distsched.plugins.helpers.pod_index import pod_index
+from distsched.plugins.helpers.prefilter_state import CountingPreFilterExtensions
 from distsched.plugins.helpers.taints import DO_NOT_SCHEDULE_EFFECTS, tolerations_tolerate
 
 NAME = "PodTopologySpread"
@@ -172,7 +172,11 @@ class _PreScoreState:
     node_counts: list[np.ndarray]  # per constraint: int64[capacity] matching pods per node
 
 
-class PodTopologySpread(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin):
+class PodTopologySpread(
+    CountingPreFilterExtensions, PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin
+):
+    pre_filter_state_key = _PRE_FILTER_KEY
+
     name = NAME
     scores_in_range = True
 
@@ -260,37 +264,6 @@ class PodTopologySpread(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlug
             _PreFilterState(constraints, namespace, eligible_nodes, counts, eligible, self_match),
         )
         return None, None
-
-    def pre_filter_extensions(self) -> PreFilterExtensions | None:
-        return self
-
-    def add_pod(
-        self,
-        state: CycleState,
-        pod: Pod,
-        pod_info_to_add: PodInfo,
-        node_index: int,
-        snapshot: Snapshot,
-    ) -> Status | None:
-        s: _PreFilterState | None = state.get(_PRE_FILTER_KEY)
-        if s is None:
-            return Status.from_error(PluginError(f"reading {_PRE_FILTER_KEY!r} from cycleState"))
-        s.update_with_pod(pod_info_to_add, snapshot, node_index, 1)
-        return None
-
-    def remove_pod(
-        self,
-        state: CycleState,
-        pod: Pod,
-        pod_info_to_remove: PodInfo,
-        node_index: int,
-        snapshot: Snapshot,
-    ) -> Status | None:
-        s: _PreFilterState | None = state.get(_PRE_FILTER_KEY)
-        if s is None:
-            return Status.from_error(PluginError(f"reading {_PRE_FILTER_KEY!r} from cycleState"))
-        s.update_with_pod(pod_info_to_remove, snapshot, node_index, -1)
-        return None
 
     def filter(
         self, state: CycleState, pod: Pod, snapshot: Snapshot, indices: np.ndarray
