@@ -472,7 +472,9 @@ class Snapshot:
         if info.host_ports:
             self._account_ports(index, info.host_ports, sign)
 
-    def set_usage(self, index: int, requested: dict[str, int], ports: Iterable[HostPort]) -> None:
+    def set_usage(
+        self, index: int, requested: dict[str, int], ports: Iterable[tuple[str, str, int]]
+    ) -> None:
         """Replace the node's requested resources (``pods`` = pod count) and used host
         ports with absolute values from the ledger."""
         row = np.zeros(len(self.resource_names), dtype=np.int64)

@@ -182,7 +182,7 @@ class QueueEventHandlers:
                 pod.metadata.uid,
                 pod.spec.node_name,
                 info.requests,
-                [tuple(p) for p in info.host_ports],
+                list(info.host_ports),
                 anti_affinity_keys=sorted(
                     {t.topology_key for t in info.required_anti_affinity_terms}
                 ),

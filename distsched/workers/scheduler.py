@@ -248,7 +248,7 @@ class SchedulingWorker:
                     pod.metadata.uid,
                     pod.spec.node_name,
                     info.requests,
-                    [tuple(p) for p in info.host_ports],
+                    list(info.host_ports),
                     anti_affinity_keys=sorted(
                         {t.topology_key for t in info.required_anti_affinity_terms}
                     ),
@@ -602,7 +602,7 @@ class SchedulingWorker:
             epoch=attempt.queued.epoch,
             node=attempt.node,
             requests=attempt.info.requests,
-            host_ports=[tuple(p) for p in attempt.info.host_ports],
+            host_ports=list(attempt.info.host_ports),
             domain_checks=checks or {},
             anti_affinity_gen=anti_affinity_gen,
             anti_affinity_keys=sorted(
