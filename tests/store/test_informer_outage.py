@@ -17,12 +17,13 @@ from redis.backoff import NoBackoff
 from redis.retry import Retry
 
 from distsched.clock import FakeClock
+from distsched.embedded import server_binary
 from distsched.keys import Keys
 from distsched.store import Informer, Store
 from tests.store.helpers import make_pod
 from tests.store.test_informer import Recorder
 
-REDIS_SERVER = shutil.which("redis-server")
+REDIS_SERVER = str(server_binary())  # the embedded valkey, else redis-server on PATH
 
 
 class RedisProcess:
