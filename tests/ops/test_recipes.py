@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 import time
@@ -133,6 +134,8 @@ def test_the_doc_has_the_recipes_operators_need() -> None:
 
 @pytest.mark.parametrize("recipe", recipes())
 def test_recipe_runs(demo_server: str, recipe: str) -> None:
+    if shutil.which("redis-cli") is None and not os.environ.get("CI"):
+        pytest.skip("redis-cli is not installed here (CI's machine has it)")
     result = subprocess.run(
         ["bash", "-c", recipe],
         capture_output=True,
