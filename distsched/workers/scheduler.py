@@ -2,11 +2,12 @@
 
 One thread, one loop (:meth:`SchedulingWorker.run_once`):
 
-1. the informer applies new store events to the local snapshot (nodes, pod objects);
+1. the informer applies new store events to the local view (:mod:`distsched.workers.view`:
+   snapshot, parsed pods);
 2. the event consumer turns its share of the events into queue moves (once per event
    across all workers, see :mod:`distsched.workers.handlers`);
-3. the ledger's change feed refreshes the usage and the pod lists of the nodes that
-   changed, with absolute values (other workers' assumed pods included);
+3. the ledger's change feed refreshes the usage of the nodes that changed, with absolute
+   values (other workers' assumed pods included); pod lists follow lazily;
 4. periodic maintenance runs if this worker wins its lock;
 5. a batch of pods is popped and scheduled on the snapshot, each pod seeing the earlier
    ones; the decisions are reserved against the ledger in one script call; rejected ones
@@ -28,7 +29,7 @@ import logging
 import time
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 import redis
 
@@ -36,8 +37,7 @@ from distsched import metrics
 from distsched.binder.faults import pause_at  # crash tests only; a no-op unless env set
 from distsched.binder.jobs import Binding, bind_queue, enqueue_bindings
 from distsched.cache.ledger import Ledger, LedgerConfig
-from distsched.cache.ledger_types import Decision, NodeState, NodeUsage, Rejected, Reserved
-from distsched.cache.snapshot import Snapshot
+from distsched.cache.ledger_types import Decision, Rejected, Reserved
 from distsched.clock import SYSTEM_CLOCK, Clock
 from distsched.framework.cycle_state import CycleState
 from distsched.framework.diagnosis import FitError, SchedulingError
@@ -50,9 +50,10 @@ from distsched.model import Node, Pod
 from distsched.plugins.helpers.what_if import PodNominator
 from distsched.queue_redis import RedisQueue
 from distsched.queue_types import QueueConfig, QueuedPod
-from distsched.store import FuncHandler, Informer, Store
+from distsched.store import Store
 from distsched.workers.handlers import EventConsumer, NodeOccupancy, QueueEventHandlers
 from distsched.workers.periodic import Periodic
+from distsched.workers.view import ClusterView
 
 log = logging.getLogger(__name__)
 
@@ -79,20 +80,6 @@ class Attempt:
     node: str = ""
     info: PodInfo | None = None
     tries: int = 0
-
-
-def _same_but_binding(old: Obj, new: Obj) -> bool:
-    """Whether ``new`` is ``old`` plus a binding: same metadata but resourceVersion, same
-    spec but nodeName (status may differ: the scheduler reads none of it but the
-    nominated node, which a bind leaves alone)."""
-    old_meta = {k: v for k, v in old.get("metadata", {}).items() if k != "resourceVersion"}
-    new_meta = {k: v for k, v in new.get("metadata", {}).items() if k != "resourceVersion"}
-    if old_meta != new_meta:
-        return False
-    new_spec = {k: v for k, v in new.get("spec", {}).items() if k != "nodeName"}
-    old_status = old.get("status", {}).get("nominatedNodeName", "")
-    new_status = new.get("status", {}).get("nominatedNodeName", "")
-    return new_spec == old.get("spec", {}) and old_status == new_status
 
 
 def constrained(pod: Pod) -> bool:
@@ -142,34 +129,26 @@ class SchedulingWorker:
         self.store = Store(client, keys, clock=clock)
         self.queue = RedisQueue(client, keys, config=queue_config)
         self.ledger = Ledger(client, keys, clock, ledger_config)
-        self.snapshot = Snapshot(capacity=1024, usage_from_ledger=True)
-        # Pending pods nominated to a node by preemption, counted when filtering (the
-        # profiles' Handle carries the same object).
-        self.nominator = nominator if nominator is not None else PodNominator()
-        self.informer = Informer(informer_client or client, keys)
-        node_handler = FuncHandler(
-            add=self._on_node_add, update=self._on_node_update, delete=self._on_node_delete
+        # The worker's local picture: snapshot, parsed pods, the ledger's mirror.
+        self.view = ClusterView(
+            client,
+            keys,
+            store=self.store,
+            ledger=self.ledger,
+            nominator=nominator,
+            informer_client=informer_client,
         )
-        pod_handler = FuncHandler(
-            add=self._on_pod_add, update=self._on_pod_update, delete=self._on_pod_delete
-        )
-        self.informer.add_handler("Node", node_handler)
-        self.informer.add_handler("Pod", pod_handler)
-        self._parsed: dict[str, tuple[str, Obj, Pod]] = {}
-        self._node_states: dict[str, NodeState] = {}
-        self._usage: dict[str, NodeUsage] = {}
+        self.snapshot = self.view.snapshot
+        self.informer = self.view.informer
+        self.nominator = self.view.nominator
         self._pending_bindings: list[Binding] = []
-        # Nodes whose usage changed since their pod list was last synced.
-        self._pods_dirty: set[str] = set()
-        self._pods_generation: dict[str, int] = {}
-        self._feed_version = 0
         self.handlers = QueueEventHandlers(
             queue=self.queue,
             ledger=self.ledger,
             interested=self._interested,
             profiles=list(self.profiles),
-            pod_lookup=self.pod,
-            parse=self.pod_from,
+            pod_lookup=self.view.pod,
+            parse=self.view.pod_from,
             node_usage=self._node_usage,
             clock_ms=clock.now_ms,
         )
@@ -226,7 +205,7 @@ class SchedulingWorker:
         self.consumer.ensure_group()
         if self.client.set(self.keys.lock("resync"), self.name, nx=True, px=60_000):
             self.resync()
-        self.refresh_from_ledger()
+        self.view.refresh_from_ledger()
 
     def resync(self) -> int:
         """Make the ledger and the queue agree with the store (events before the consumer
@@ -240,7 +219,7 @@ class SchedulingWorker:
 
         entries = []
         for obj in self.informer.list("Pod"):
-            pod = self.pod_from(obj)
+            pod = self.view.pod_from(obj)
             if pod.spec.node_name:
                 info = PodInfo.of(pod)
                 self.ledger.add_bound_pod(
@@ -267,34 +246,6 @@ class SchedulingWorker:
         return added
 
     # ------------------------------------------------------------------ lookups
-    def pod_from(self, obj: Obj) -> Pod:
-        """The typed pod of a store object, parsed once per resourceVersion. A bind only
-        sets spec.nodeName (and status), so a bound pod reuses its parsed unbound self."""
-        meta = obj.get("metadata", {})
-        key = f"{meta.get('namespace', 'default')}/{meta.get('name')}"
-        rv = str(meta.get("resourceVersion", ""))
-        cached = self._parsed.get(key)
-        if cached is not None:
-            cached_rv, cached_obj, cached_pod = cached
-            if cached_rv == rv and rv:
-                return cached_pod
-            node = obj.get("spec", {}).get("nodeName", "")
-            if node and not cached_pod.spec.node_name and _same_but_binding(cached_obj, obj):
-                pod = replace(cached_pod, spec=replace(cached_pod.spec, node_name=node))
-                self._parsed[key] = (rv, obj, pod)
-                return pod
-        pod = Pod.from_dict(obj)
-        self._parsed[key] = (rv, obj, pod)
-        return pod
-
-    def pod(self, key: str) -> Pod | None:
-        obj = self.informer.get("Pod", key)
-        if obj is None:
-            obj = self.store.get("Pod", key)
-            if obj is None:
-                return None
-        return self.pod_from(obj)
-
     def _interested(self, event: ClusterEvent) -> frozenset[str] | None:
         names: set[str] = set()
         for fw in self.profiles.values():
@@ -309,105 +260,6 @@ class SchedulingWorker:
             dict(state.requested), state.requested.get("pods", len(state.pods)), list(state.ports)
         )
 
-    # ------------------------------------------------------------------ informer → snapshot
-    def _on_node_add(self, obj: Obj, _initial: bool) -> None:
-        node = Node.from_dict(obj)
-        index = self.snapshot.add_node(node)
-        usage = self._usage.get(node.metadata.name)
-        if usage is not None:
-            self.snapshot.set_usage(index, usage.requested, ())
-            self._pods_generation.pop(node.metadata.name, None)
-            self._pods_dirty.add(node.metadata.name)
-
-    def _on_node_update(self, _old: Obj, new: Obj) -> None:
-        self.snapshot.update_node(Node.from_dict(new))
-
-    def _on_node_delete(self, obj: Obj, _unknown: bool) -> None:
-        name = obj["metadata"]["name"]
-        self.snapshot.remove_node(name)
-        self._node_states.pop(name, None)
-        self._pods_generation.pop(name, None)
-
-    def _on_pod_add(self, obj: Obj, _initial: bool) -> None:
-        spec, status = obj.get("spec") or {}, obj.get("status") or {}
-        if not spec.get("nodeName") and not status.get("nominatedNodeName"):
-            # A pending pod: parsed only when a worker pops it, not by every informer.
-            meta = obj.get("metadata") or {}
-            self.nominator.delete(f"{meta.get('namespace', 'default')}/{meta.get('name')}")
-            return
-        pod = self.pod_from(obj)
-        if pod.spec.node_name:
-            self.nominator.delete(pod.key)
-            self.snapshot.add_pod(pod)
-        elif pod.status.nominated_node_name:
-            self.nominator.add(pod)
-        else:
-            self.nominator.delete(pod.key)
-
-    def _on_pod_update(self, _old: Obj, new: Obj) -> None:
-        self._on_pod_add(new, False)
-
-    def _on_pod_delete(self, obj: Obj, _unknown: bool) -> None:
-        key = f"{obj['metadata'].get('namespace', 'default')}/{obj['metadata']['name']}"
-        self.snapshot.remove_pod(key)
-        self.nominator.delete(key)
-        self._parsed.pop(key, None)
-
-    # ------------------------------------------------------------------ ledger → snapshot
-    def refresh_from_ledger(self) -> int:
-        """Mirror the ledger's absolute usage of every node that changed since the last
-        refresh. Pod lists follow lazily (:meth:`sync_pod_lists`): only decisions with
-        inter-pod constraints need other workers' assumed pods."""
-        version, usages = self.ledger.changes_since(self._feed_version)
-        with_ports = []
-        for name, usage in usages.items():
-            self._usage[name] = usage
-            if self._pods_generation.get(name) != usage.generation:
-                self._pods_dirty.add(name)
-            index = self.snapshot.get_index(name)
-            if index is None:
-                continue
-            if usage.host_ports != 0:
-                with_ports.append(name)
-            else:
-                self.snapshot.set_usage(index, usage.requested, ())
-        if with_ports:
-            self._apply_states(self.ledger.node_state(with_ports))
-        self._feed_version = version
-        return len(usages)
-
-    def sync_pod_lists(self) -> None:
-        """Bring every node's pod list (assumed + bound, all workers) up to the ledger's."""
-        stale = [
-            name
-            for name in self._pods_dirty
-            if self._pods_generation.get(name) != self._usage[name].generation
-            and self.snapshot.get_index(name) is not None
-        ]
-        self._pods_dirty.clear()
-        for i in range(0, len(stale), 500):
-            self._apply_states(self.ledger.node_state(stale[i : i + 500]))
-
-    def _apply_states(self, states: dict[str, NodeState]) -> None:
-        for name, state in states.items():
-            self._node_states[name] = state
-            index = self.snapshot.get_index(name)
-            if index is not None:
-                self._apply_state(index, state)
-
-    def _apply_state(self, index: int, state: NodeState) -> None:
-        """Usage and pod list of one node as the ledger has them (assumed + bound)."""
-        self._pods_generation[state.name] = state.generation
-        self.snapshot.set_usage(index, dict(state.requested), state.ports)
-        want = set(state.pods)
-        have = set(self.snapshot.pods_on(index))
-        for key in have - want:
-            self.snapshot.remove_pod(key)
-        for key in want - have:
-            pod = self.pod(key)
-            if pod is not None:
-                self.snapshot.add_pod(pod, state.name)
-
     # ------------------------------------------------------------------ the loop
     def run_once(self) -> int:
         """One turn of the loop; returns the number of pods popped."""
@@ -417,7 +269,7 @@ class SchedulingWorker:
         for _ in range(self.config.event_batches_per_loop):
             if not self.consumer.poll(None):
                 break
-        self.refresh_from_ledger()
+        self.view.refresh_from_ledger()
         self.periodic.tick()
         popped = self.queue.pop(self.config.batch, now_ms=self.clock.now_ms())
         if not popped:
@@ -458,8 +310,8 @@ class SchedulingWorker:
         """Decide and reserve one pod with inter-pod constraints on a view that matches
         the topology-domain generations it sends (see :meth:`_read_generations`)."""
         while True:
-            self.refresh_from_ledger()
-            self.sync_pod_lists()
+            self.view.refresh_from_ledger()
+            self.view.sync_pod_lists()
             if not self._decide_safely(attempt):
                 return
             generations = self._read_generations(attempt)
@@ -497,12 +349,14 @@ class SchedulingWorker:
         domains = sorted(
             f"{key}={labels[key]}" for key in constraint_topology_keys(attempt.pod) if key in labels
         )
-        state = self._node_states.get(attempt.node)
+        state = self.view.node_states.get(attempt.node)
         node_domains = sorted(f"{k}={v}" for k, v in (state.domains if state else {}).items())
         pipe = self.client.pipeline(transaction=False)
         pipe.hmget(self.ledger.domgen_key, domains or ["-"])
         pipe.hmget(self.ledger.aagen_key, node_domains or ["-"])
-        pipe.zrangebyscore(self.ledger.feed_key, f"({self._feed_version}", "+inf", start=0, num=1)
+        pipe.zrangebyscore(
+            self.ledger.feed_key, f"({self.view.feed_version}", "+inf", start=0, num=1
+        )
         gens, aagens, moved = pipe.execute()
         if moved:
             return None
@@ -521,7 +375,7 @@ class SchedulingWorker:
             return False
 
     def _prepare(self, queued: QueuedPod) -> Attempt | None:
-        pod = self.pod(queued.key)
+        pod = self.view.pod(queued.key)
         now = self.clock.now_ms()
         if pod is None:
             self.queue.delete([queued.key], now_ms=now)
@@ -594,7 +448,7 @@ class SchedulingWorker:
     ) -> Decision:
         assert attempt.info is not None
         if anti_affinity_gen is None:
-            state = self._node_states.get(attempt.node)
+            state = self.view.node_states.get(attempt.node)
             anti_affinity_gen = state.anti_affinity_gen if state is not None else 0
         return Decision(
             pod_key=attempt.pod.key,
@@ -637,7 +491,7 @@ class SchedulingWorker:
             self._bind(reserved)
             batch = []
             if retry:
-                self.refresh_from_ledger()
+                self.view.refresh_from_ledger()
                 batch = [a for a in retry if self._decide(a)]
 
     def _note_conflict(self, result: Rejected) -> None:
@@ -645,7 +499,7 @@ class SchedulingWorker:
         self.conflicts += 1
         metrics.reserve_conflicts.labels(metrics.conflict_reason(result.reason)).inc()
         if result.node_state is not None:
-            self._apply_states({result.node_state.name: result.node_state})
+            self.view.apply_states({result.node_state.name: result.node_state})
 
     def _bind(self, reserved: list[Attempt]) -> None:
         if not reserved:
