@@ -30,6 +30,10 @@ C:assumed                zset    assumed pods, score = assume deadline (ms). A r
 C:domgen                 hash    ``<topologyKey>=<value>`` -> generation of the domain
 C:aagen                  hash    ``<topologyKey>=<value>`` -> anti-affinity generation
 C:aapods                 hash    ns/name -> node, for pods carrying required anti-affinity
+C:feedver                string  change-feed version, +1 per script that changed usage
+C:feed                   zset    node -> feed version of its last usage change
+C:usage                  hash    node -> "<gen>|<host ports in use>|<res>=<amount>,..."
+                                 (absolute; what workers mirror into their snapshots)
 =======================  ======  ========================================================
 
 Fencing: a decision carries the lease epoch of the pop that gave the worker the pod. It is
