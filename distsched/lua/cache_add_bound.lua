@@ -34,9 +34,7 @@ local function fail(msg)
   return redis.error_reply('ERR cache_add_bound: ' .. msg)
 end
 
-local function is_count(v)
-  return type(v) == 'number' and v >= 0 and v == math.floor(v) and v < 9007199254740992
-end
+--!include numbers
 
 if #KEYS ~= 13 or #ARGV ~= 3 then return fail('expects 13 keys and 3 arguments') end
 local key, node = ARGV[1], ARGV[2]

@@ -28,9 +28,7 @@ local function fail(msg)
   return redis.error_reply('ERR cache_node_set: ' .. msg)
 end
 
-local function is_count(v)
-  return type(v) == 'number' and v >= 0 and v == math.floor(v) and v < 9007199254740992
-end
+--!include numbers
 
 if #KEYS ~= 9 or #ARGV ~= 3 or ARGV[1] == '' then
   return fail('expects 6 keys, a node name, allocatable and domains')

@@ -50,13 +50,7 @@ local function fail(msg)
   return redis.error_reply('ERR cache_release: ' .. msg)
 end
 
-local function is_count(v)
-  return type(v) == 'number' and v >= 0 and v == math.floor(v) and v < 9007199254740992
-end
-
-local function int(n)
-  return string.format('%d', n)
-end
+--!include numbers
 
 -- ---------------------------------------------------------------- validate all input
 local now, mode, token = tonumber(ARGV[1]), ARGV[2], ARGV[3]

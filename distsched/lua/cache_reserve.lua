@@ -38,13 +38,7 @@ local function fail(msg)
   return redis.error_reply('ERR cache_reserve: ' .. msg)
 end
 
-local function is_count(v)
-  return type(v) == 'number' and v >= 0 and v == math.floor(v) and v < 9007199254740992
-end
-
-local function int(n)
-  return string.format('%d', n)
-end
+--!include numbers
 
 local PROTOCOLS = { TCP = true, UDP = true, SCTP = true }
 
