@@ -58,6 +58,19 @@ def pod_entry(key: str, obj: dict[str, Any]) -> PodEntry:
     )
 
 
+def record_bound_pod(ledger: Ledger, pod: Pod) -> str:
+    """Hold a bound pod in the ledger (idempotent: "added", "confirmed" or "present")."""
+    info = PodInfo.of(pod)
+    return ledger.add_bound_pod(
+        pod.key,
+        pod.metadata.uid,
+        pod.spec.node_name,
+        info.requests,
+        list(info.host_ports),
+        anti_affinity_keys=sorted({t.topology_key for t in info.required_anti_affinity_terms}),
+    )
+
+
 def pod_spec_changed(old: dict[str, Any], new: dict[str, Any]) -> bool:
     """kube's isPodUpdated: anything but status, resourceVersion and managed fields."""
 
@@ -128,7 +141,7 @@ class QueueEventHandlers:
                     if old is None or not (old.get("spec") or {}).get("nodeName"):
                         newly_bound.append(obj)
                     continue
-                if (spec.get("schedulerName") or DEFAULT_SCHEDULER_NAME) not in self.profiles:
+                if not self.responsible_for(obj):
                     continue
                 entry = pod_entry(event.key, obj)
                 if event.type == ADDED or old is None:
@@ -151,6 +164,11 @@ class QueueEventHandlers:
             self._assigned_pods_added(newly_bound)
         if assigned_deleted:
             self._move(events.ASSIGNED_POD_DELETE, now, None)
+
+    def responsible_for(self, obj: dict[str, Any]) -> bool:
+        """Whether the pod is for one of our profiles (``spec.schedulerName``)."""
+        spec = obj.get("spec") or {}
+        return (spec.get("schedulerName") or DEFAULT_SCHEDULER_NAME) in self.profiles
 
     def _flush_adds(self, adds: list[PodEntry], now: int) -> None:
         if not adds:
@@ -176,17 +194,7 @@ class QueueEventHandlers:
             if nodes.get(key) != obj["spec"]["nodeName"]
         ]
         for pod in unknown:
-            info = PodInfo.of(pod)
-            self.ledger.add_bound_pod(
-                pod.key,
-                pod.metadata.uid,
-                pod.spec.node_name,
-                info.requests,
-                list(info.host_ports),
-                anti_affinity_keys=sorted(
-                    {t.topology_key for t in info.required_anti_affinity_terms}
-                ),
-            )
+            record_bound_pod(self.ledger, pod)
         if unknown:
             self.queue.forget([p.key for p in unknown])
 

@@ -50,8 +50,14 @@ from distsched.model import Node, Pod
 from distsched.plugins.helpers.what_if import PodNominator
 from distsched.queue_redis import RedisQueue
 from distsched.queue_types import QueueConfig, QueuedPod
-from distsched.store import Store
-from distsched.workers.handlers import EventConsumer, NodeOccupancy, QueueEventHandlers
+from distsched.store import Store, object_key
+from distsched.workers.handlers import (
+    EventConsumer,
+    NodeOccupancy,
+    QueueEventHandlers,
+    pod_entry,
+    record_bound_pod,
+)
 from distsched.workers.periodic import Periodic
 from distsched.workers.view import ClusterView
 
@@ -211,36 +217,15 @@ class SchedulingWorker:
         """Make the ledger and the queue agree with the store (events before the consumer
         group existed, or lost with a Redis that restarted without its data). Idempotent."""
         now = self.clock.now_ms()
-        added = 0
         for obj in self.informer.list("Node"):
             self.ledger.set_node_from(Node.from_dict(obj))
-        from distsched.model import pod_priority
-        from distsched.queue_types import PodEntry
-
         entries = []
         for obj in self.informer.list("Pod"):
-            pod = self.view.pod_from(obj)
-            if pod.spec.node_name:
-                info = PodInfo.of(pod)
-                self.ledger.add_bound_pod(
-                    pod.key,
-                    pod.metadata.uid,
-                    pod.spec.node_name,
-                    info.requests,
-                    list(info.host_ports),
-                    anti_affinity_keys=sorted(
-                        {t.topology_key for t in info.required_anti_affinity_terms}
-                    ),
-                )
-            elif self.profiles.for_pod(pod) is not None:
-                entries.append(
-                    PodEntry(
-                        key=pod.key,
-                        uid=pod.metadata.uid,
-                        priority=pod_priority(pod),
-                        gated=bool(pod.spec.scheduling_gates),
-                    )
-                )
+            if (obj.get("spec") or {}).get("nodeName"):
+                record_bound_pod(self.ledger, self.view.pod_from(obj))
+            elif self.handlers.responsible_for(obj):
+                entries.append(pod_entry(object_key(obj)[1], obj))
+        added = 0
         for i in range(0, len(entries), 1000):
             added += self.queue.add(entries[i : i + 1000], now_ms=now)
         return added
