@@ -26,10 +26,14 @@ from distsched.framework.events import ClusterEvent
 from distsched.framework.podinfo import PodInfo
 from distsched.model import Node, Pod
 from distsched.model.objects import DEFAULT_SCHEDULER_NAME
+from distsched.plugins.helpers.label_selector import (
+    AffinityTerm,
+    InvalidSelector,
+    compile_terms,
+)
 from distsched.queue_types import PodEntry, SchedulingQueue
 from distsched.store import ADDED, DELETED, Event, decode_event, object_key
 from distsched.workers import prechecks
-from distsched.workers.affinity import pods_with_matching_affinity, required_affinity_terms
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +60,19 @@ def pod_entry(key: str, obj: dict[str, Any]) -> PodEntry:
         priority=int(spec.get("priority") or 0),
         gated=bool(spec.get("schedulingGates")),
     )
+
+
+def required_affinity_terms(pod: Pod) -> tuple[AffinityTerm, ...]:
+    """The pod's required pod-affinity terms, compiled like the plugin compiles them (kube's
+    getUnschedulablePodsWithMatchingAffinityTerm looks at these only); an invalid
+    selector matches nothing."""
+    affinity = pod.spec.affinity
+    if affinity is None or affinity.pod_affinity is None or not affinity.pod_affinity.required:
+        return ()
+    try:
+        return compile_terms(affinity.pod_affinity.required, pod.metadata.namespace)
+    except InvalidSelector:
+        return ()
 
 
 def record_bound_pod(ledger: Ledger, pod: Pod) -> str:
@@ -204,13 +221,19 @@ class QueueEventHandlers:
         candidates = []
         for key in self.queue.unschedulable_keys():
             pod = self.pod_lookup(key)
-            if pod is not None and required_affinity_terms(pod):
-                candidates.append(pod)
+            terms = required_affinity_terms(pod) if pod is not None else ()
+            if terms:
+                candidates.append((key, terms))
         if not candidates:
             return
-        matching = pods_with_matching_affinity(candidates, [self.parse(o) for o in objs])
+        new = [(p.metadata.namespace, p.metadata.labels) for p in map(self.parse, objs)]
+        matching = [
+            key
+            for key, terms in candidates
+            if any(term.matches(ns, labels) for term in terms for ns, labels in new)
+        ]
         if matching:
-            self._move(events.ASSIGNED_POD_ADD, now, [p.key for p in matching])
+            self._move(events.ASSIGNED_POD_ADD, now, matching)
 
     def _move(self, event: ClusterEvent, now: int, keys: list[str] | None) -> None:
         moved = self.queue.move_all_to_active_or_backoff(
