@@ -11,6 +11,7 @@ from typing import Any
 import redis
 
 from distsched.keys import Keys
+from distsched.queue_types import key_of_active_member
 
 SUB_QUEUES = ("active", "backoff", "unschedulable", "gated", "inflight")
 """The queue's sorted sets, in the order `distsched queue` shows them."""
@@ -22,11 +23,6 @@ waiting for the binder) and the dead-letter set."""
 
 def _decode(value: bytes | str) -> str:
     return value.decode() if isinstance(value, bytes) else value
-
-
-def _pod_of_member(place: str, member: str) -> str:
-    # activeQ members are "<ts>|ns/name"; every other set holds ns/name.
-    return member.split("|", 1)[1] if place == "active" and "|" in member else member
 
 
 def _place_keys(keys: Keys) -> dict[str, str]:
@@ -53,7 +49,10 @@ def queue_status(client: redis.Redis, keys: Keys, head: int = 5) -> dict[str, An
     if head <= 0:
         heads_raw = [[] for _ in place_keys]
     heads = {
-        place: [_pod_of_member(place, _decode(m)) for m in members]
+        # activeQ members are "<ts>|ns/name"; every other set holds ns/name.
+        place: [
+            key_of_active_member(_decode(m)) if place == "active" else _decode(m) for m in members
+        ]
         for place, members in zip(place_keys, heads_raw, strict=True)
     }
     return {"counts": counts, "heads": heads}
