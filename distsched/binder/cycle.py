@@ -126,12 +126,17 @@ class Binder:
         for binding in by_plugins:
             self._bind_with_plugins(binding, pods, states[binding.pod_key], outcome, stored)
         pause_at("bind-stored", [b.pod_key for b in stored])
-        if stored:
-            # Confirming also drops the pod's queue info: it has left the queue for good.
-            confirmed = self.ledger.confirm_bound_many([(b.pod_key, b.token) for b in stored])
-            for binding, ok in zip(stored, confirmed, strict=True):
+        # The batch bind script confirmed its reservations itself; pods bound through bind
+        # plugins still need the ledger's confirm (which also drops their queue info).
+        plugin_bound = [b for b in stored if b.pod_key in states]
+        if plugin_bound:
+            pairs = [(b.pod_key, b.token) for b in plugin_bound]
+            for binding, ok in zip(
+                plugin_bound, self.ledger.confirm_bound_many(pairs), strict=True
+            ):
                 if not ok:  # only after a stall longer than the claim; the bind event adds it
                     log.warning("reservation of %s vanished before its confirm", binding.pod_key)
+        if stored:
             self.client.hdel(self.keys.explain, *(b.pod_key for b in stored))
         failed = [b for b in claimed if b.pod_key in outcome.failed]
         if failed:

@@ -507,11 +507,13 @@ class Store:
             node = node_name_of(pod)
             if b.uid and uid_of(pod) != b.uid:
                 results[i] = BindResult(b.pod_key, "uid-mismatch", node, None, uid_of(pod))
-            elif node == b.node_name:
+            elif node == b.node_name and reservations is None:
                 results[i] = BindResult(b.pod_key, "already-bound", node)
-            elif node:
+            elif node and node != b.node_name:
                 results[i] = BindResult(b.pod_key, "conflict", node)
             else:
+                # Unbound, or (reservation mode) already bound here: the script answers
+                # "already-bound" then, and confirms the reservation a killed job left.
                 prefix, suffix = pack_with_rv_slot(self._bound_pod(pod, b.node_name, now))
                 argv += [b.pod_key, b.uid or "", b.node_name, rv_of(pod), prefix, suffix]
                 if reservations is not None:
