@@ -27,6 +27,7 @@ import time
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import cast
 
 import click
 import redis
@@ -106,7 +107,8 @@ class LedgerSampler:
 
     def sample(self) -> list[str]:
         """Every (node, resource) over allocatable in one consistent read of the ledger."""
-        names = sorted(n.decode() for n in self._client.smembers(self._keys.cache("nodes")))
+        members = cast(set[bytes], self._client.smembers(self._keys.cache("nodes")))
+        names = sorted(n.decode() for n in members)
         pipe = self._client.pipeline(transaction=True)
         for name in names:
             pipe.hgetall(self._keys.cache("node", name))
@@ -200,7 +202,7 @@ def count_violations(messages: list[str]) -> Counter[str]:
 
 
 def _bound(client: redis.Redis, keys: Keys) -> set[str]:
-    meta = client.hgetall(keys.store_meta("Pod"))
+    meta = cast(dict[bytes, bytes], client.hgetall(keys.store_meta("Pod")))
     return {k.decode() for k, v in meta.items() if json.loads(v).get("node")}
 
 

@@ -48,7 +48,7 @@ import json
 import logging
 import time
 from collections.abc import Iterable, Sequence
-from typing import Any
+from typing import Any, cast
 
 import redis
 
@@ -259,7 +259,8 @@ class RedisQueue:
 
     def unschedulable_keys(self) -> list[str]:
         """The unschedulable pods' keys, oldest first (no info decoding)."""
-        return [_text(m) for m in self._client.zrange(self._keys.unschedulable, 0, -1)]
+        members = cast(list[bytes], self._client.zrange(self._keys.unschedulable, 0, -1))
+        return [_text(m) for m in members]
 
     def counts(self) -> dict[str, int]:
         pipe = self._client.pipeline(transaction=True)

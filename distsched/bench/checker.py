@@ -30,6 +30,7 @@ import json
 from collections import Counter, defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import cast
 
 import msgpack
 import redis
@@ -296,7 +297,10 @@ def bind_events(client: redis.Redis, keys: Keys) -> tuple[Counter[tuple[str, str
     moved: list[str] = []
     start = "-"
     while True:
-        page = client.xrange(keys.events, min=start, max="+", count=STREAM_PAGE)
+        page = cast(
+            list[tuple[bytes, dict[bytes, bytes]]],
+            client.xrange(keys.events, min=start, max="+", count=STREAM_PAGE),
+        )
         for _entry_id, fields in page:
             if fields.get(b"kind") != b"Pod" or fields.get(b"type") != b"MODIFIED":
                 continue

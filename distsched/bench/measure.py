@@ -23,6 +23,7 @@ import time
 import urllib.request
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 import redis
@@ -246,7 +247,9 @@ class RvClock:
     def __init__(self, times: Sequence[float], rvs: Sequence[int]) -> None:
         if not rvs:
             raise ValueError("no rv samples")
-        values, first, last = [], [], []
+        values: list[int] = []
+        first: list[float] = []
+        last: list[float] = []
         for t, rv in zip(times, rvs, strict=True):
             if values and rv == values[-1]:
                 last[-1] = t
@@ -347,7 +350,7 @@ class ScriptProfile:
 
     def start(self) -> ScriptProfile:
         current = self._client.config_get("slowlog-*")
-        self._saved = {k: _text(current[k]) for k in self.SETTINGS if k in current}
+        self._saved = {k: _text(cast(str, current[k])) for k in self.SETTINGS if k in current}
         self._client.config_set("slowlog-max-len", 1_000_000)
         self._client.config_set("slowlog-log-slower-than", 0)
         self._client.slowlog_reset()

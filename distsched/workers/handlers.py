@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import redis
 
@@ -300,6 +300,9 @@ class EventConsumer:
         except redis.ResponseError as exc:
             if "BUSYGROUP" not in str(exc):
                 raise
+        # Redis 7.0 adds an XREADGROUP consumer only once it reads an entry (7.2 adds it at
+        # once); create it explicitly so XINFO CONSUMERS lists an idle worker on both.
+        self.client.xgroup_createconsumer(self.stream, GROUP, self.consumer)
 
     def poll(self, block_ms: int | None = None) -> int:
         """Handle up to one batch of new events; returns how many."""
@@ -308,7 +311,9 @@ class EventConsumer:
         )
         if not reply:
             return 0
-        entries = reply[0][1]
+        # RESP2 reply: [[stream, [(id, fields), ...]]]
+        streams = cast(list[tuple[bytes, list[tuple[bytes, dict[bytes, bytes]]]]], reply)
+        entries = streams[0][1]
         return self._handle(entries)
 
     def claim_abandoned(self) -> int:
