@@ -1,14 +1,23 @@
-"""Workloads shaped like kube-scheduler's scheduler_perf (test/integration/scheduler_perf).
+"""Workloads of kube-scheduler's scheduler_perf (test/integration/scheduler_perf).
 
 Every workload creates ``nodes`` nodes from scheduler_perf's node template (110 pods,
-4 cpu, 32Gi memory) labelled with their hostname and one of three zones, then ``init``
-pods (waited for unless they are meant to stay pending), then the ``measured`` pods whose
-scheduling is timed. Pods are Kubernetes dicts as ``distsched apply`` would store them.
+4 cpu, 32Gi memory), then ``init`` pods (waited for unless they are meant to stay
+pending), then the ``measured`` pods whose scheduling is timed. Pods are Kubernetes dicts
+as ``distsched apply`` would store them.
 
-Differences from scheduler_perf, on purpose: nodes always spread over three zones
-(scheduler_perf puts SchedulingPodAffinity/NodeAffinity nodes in one zone), so node
-affinity excludes a third of the nodes and pod affinity has domains to choose from;
-TopologySpreading uses maxSkew 1 (scheduler_perf: 5); MixedChurn also deletes bound pods.
+The workloads named as upstream's are upstream's: the same pod templates, the same zone
+layout (no zone label for SchedulingBasic and the anti-affinity case; every node in
+``zone1`` for SchedulingPodAffinity and SchedulingNodeAffinity, whose pods ask for
+``zone1``/``zone2``; ``moon-1..3`` for TopologySpreading, maxSkew 5) and, by default, the
+same ratio of init pods to nodes as upstream's 5000-node cases. Figures from them compare
+with published scheduler_perf figures. One addition: every node carries the
+``kubernetes.io/hostname`` label, as a kubelet sets it.
+
+Harder variants chosen for this project keep their own names: ``...ThreeZones`` spread
+nodes over three zones (node affinity then excludes a third of the nodes; pod affinity
+has domains to choose from), ``TopologySpreadingMaxSkew1`` is maxSkew 1 with 1,000 init
+pods per 5,000 nodes. Unschedulable and MixedChurn are this project's (MixedChurn also
+deletes bound pods).
 """
 
 from __future__ import annotations
@@ -21,20 +30,26 @@ Obj = dict[str, Any]
 
 HOSTNAME_KEY = "kubernetes.io/hostname"
 ZONE_KEY = "topology.kubernetes.io/zone"
-ZONES = ("zone-0", "zone-1", "zone-2")
+ZONES = ("zone-0", "zone-1", "zone-2")  # the ...ThreeZones variants and churn nodes
+UPSTREAM_ONE_ZONE = ("zone1",)
+UPSTREAM_SPREAD_ZONES = ("moon-1", "moon-2", "moon-3")
+NODE_AFFINITY = ("zone1", "zone2")  # pod-with-node-affinity.yaml
 PAUSE_IMAGE = "registry.k8s.io/pause:3.10"
 
 INIT_NAMESPACE = "sched-0"
 MEASURED_NAMESPACE = "sched-1"
 
 
-def node(name: str, zone: str) -> Obj:
-    """scheduler_perf's node-default.yaml with hostname and zone labels."""
+def node(name: str, zone: str | None) -> Obj:
+    """scheduler_perf's node-default.yaml with a hostname label and, if given, a zone."""
     resources = {"cpu": "4", "memory": "32Gi", "pods": "110"}
+    labels = {HOSTNAME_KEY: name}
+    if zone is not None:
+        labels[ZONE_KEY] = zone
     return {
         "apiVersion": "v1",
         "kind": "Node",
-        "metadata": {"name": name, "labels": {HOSTNAME_KEY: name, ZONE_KEY: zone}},
+        "metadata": {"name": name, "labels": labels},
         "spec": {},
         "status": {"capacity": dict(resources), "allocatable": dict(resources)},
     }
@@ -131,8 +146,8 @@ def _affinity(names: Names, name: str, namespace: str) -> Obj:
     return pod(name, namespace, labels={"color": "blue"}, spec=spec)
 
 
-def _node_affinity(names: Names, name: str, namespace: str) -> Obj:
-    requirement = {"key": ZONE_KEY, "operator": "In", "values": list(ZONES[:2])}
+def _node_affinity(names: Names, name: str, namespace: str, zones: Sequence[str]) -> Obj:
+    requirement = {"key": ZONE_KEY, "operator": "In", "values": list(zones)}
     required = {"nodeSelectorTerms": [{"matchExpressions": [requirement]}]}
     spec = {
         "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": required}}
@@ -140,9 +155,9 @@ def _node_affinity(names: Names, name: str, namespace: str) -> Obj:
     return pod(name, namespace, spec=spec)
 
 
-def _spreading(names: Names, i: int) -> Obj:
+def _spreading(names: Names, i: int, max_skew: int) -> Obj:
     constraint = {
-        "maxSkew": 1,
+        "maxSkew": max_skew,
         "topologyKey": ZONE_KEY,
         "whenUnsatisfiable": "DoNotSchedule",
         "labelSelector": {"matchLabels": {"color": "blue"}},
@@ -155,6 +170,10 @@ def _one_fifth(nodes: int, _pods: int) -> int:
     return nodes // 5
 
 
+def _one_per_node(nodes: int, _pods: int) -> int:
+    return nodes
+
+
 @dataclass(frozen=True)
 class Workload:
     """One scheduler_perf-like scenario.
@@ -164,7 +183,8 @@ class Workload:
     for (and expected bound at the end unless ``init_evictable``); ``max_measured`` is
     how many measured pods can all be scheduled (None: no limit); with ``churn`` the
     runner recreates objects every ``churn_interval_s`` while measured pods schedule;
-    ``needs`` names the plugins without which the workload cannot pass.
+    ``needs`` names the plugins without which the workload cannot pass; ``zones`` are the
+    zone labels given to nodes in turn (empty: no zone label).
     """
 
     name: str
@@ -178,9 +198,11 @@ class Workload:
     churn: bool = False
     churn_interval_s: float = 0.25
     needs: tuple[str, ...] = ()
+    zones: tuple[str, ...] = ()
 
     def nodes(self, names: Names, count: int) -> list[Obj]:
-        return [node(names.node(i), ZONES[i % len(ZONES)]) for i in range(count)]
+        zones = self.zones
+        return [node(names.node(i), zones[i % len(zones)] if zones else None) for i in range(count)]
 
     def init_pods(self, names: Names, count: int) -> list[Obj]:
         return [self.init_pod(names, i) for i in range(count)]
@@ -206,22 +228,52 @@ WORKLOADS: dict[str, Workload] = {
         ),
         Workload(
             "SchedulingPodAffinity",
-            "required affinity on topology.kubernetes.io/zone to the same label group",
+            "required affinity on topology.kubernetes.io/zone; every node in zone1",
+            init_pod=lambda n, i: _affinity(n, f"init-{i:06d}", n.init_ns),
+            measured_pod=lambda n, i: _affinity(n, f"pod-{i:06d}", n.measured_ns),
+            default_init=_one_per_node,
+            needs=("InterPodAffinity",),
+            zones=UPSTREAM_ONE_ZONE,
+        ),
+        Workload(
+            "SchedulingPodAffinityThreeZones",
+            "required affinity on topology.kubernetes.io/zone; nodes over three zones",
             init_pod=lambda n, i: _affinity(n, f"init-{i:06d}", n.init_ns),
             measured_pod=lambda n, i: _affinity(n, f"pod-{i:06d}", n.measured_ns),
             needs=("InterPodAffinity",),
+            zones=ZONES,
         ),
         Workload(
             "SchedulingNodeAffinity",
-            "required node affinity to two of the three zones",
-            init_pod=lambda n, i: _node_affinity(n, f"init-{i:06d}", n.init_ns),
-            measured_pod=lambda n, i: _node_affinity(n, f"pod-{i:06d}", n.measured_ns),
+            "required node affinity to zone1/zone2; every node in zone1",
+            init_pod=lambda n, i: _node_affinity(n, f"init-{i:06d}", n.init_ns, NODE_AFFINITY),
+            measured_pod=lambda n, i: _node_affinity(
+                n, f"pod-{i:06d}", n.measured_ns, NODE_AFFINITY
+            ),
+            default_init=_one_per_node,
+            zones=UPSTREAM_ONE_ZONE,
+        ),
+        Workload(
+            "SchedulingNodeAffinityThreeZones",
+            "required node affinity to two of three zones",
+            init_pod=lambda n, i: _node_affinity(n, f"init-{i:06d}", n.init_ns, ZONES[:2]),
+            measured_pod=lambda n, i: _node_affinity(n, f"pod-{i:06d}", n.measured_ns, ZONES[:2]),
+            zones=ZONES,
         ),
         Workload(
             "TopologySpreading",
-            "maxSkew 1 over zones, DoNotSchedule; init pods are plain",
-            measured_pod=_spreading,
+            "maxSkew 5 over zones moon-1..3, DoNotSchedule; init pods are plain",
+            measured_pod=lambda n, i: _spreading(n, i, 5),
+            default_init=_one_per_node,
             needs=("PodTopologySpread",),
+            zones=UPSTREAM_SPREAD_ZONES,
+        ),
+        Workload(
+            "TopologySpreadingMaxSkew1",
+            "maxSkew 1 over three zones, DoNotSchedule; init pods are plain",
+            measured_pod=lambda n, i: _spreading(n, i, 1),
+            needs=("PodTopologySpread",),
+            zones=ZONES,
         ),
         Workload(
             "PreemptionBasic",

@@ -60,8 +60,12 @@ def test_bad_workload_exits_2_with_one_line() -> None:
 @pytest.mark.parametrize("name", sorted(WORKLOADS))
 def test_workload_objects_are_valid_kubernetes(name: str) -> None:
     workload, names = WORKLOADS[name], Names("x-")
-    for obj in workload.nodes(names, 3):
-        assert Node.from_dict(obj).metadata.labels["topology.kubernetes.io/zone"]
+    for i, obj in enumerate(workload.nodes(names, 3)):
+        labels = Node.from_dict(obj).metadata.labels
+        assert labels["kubernetes.io/hostname"] == names.node(i)
+        assert labels.get("topology.kubernetes.io/zone") == (
+            workload.zones[i % len(workload.zones)] if workload.zones else None
+        )
     pods = workload.init_pods(names, 2) + workload.measured_pods(names, 0, 2)
     keys = {Pod.from_dict(obj).key for obj in pods}
     assert keys == {
@@ -69,4 +73,42 @@ def test_workload_objects_are_valid_kubernetes(name: str) -> None:
         names.init_key(1),
         names.measured_key(0),
         names.measured_key(1),
+    }
+
+
+def _spread_skew(workload_name: str) -> int:
+    pod = WORKLOADS[workload_name].measured_pods(Names(), 0, 1)[0]
+    return int(pod["spec"]["topologySpreadConstraints"][0]["maxSkew"])
+
+
+def test_upstream_named_workloads_are_scheduler_perfs() -> None:
+    """The workloads named as upstream's use scheduler_perf's templates and zone layout."""
+    zones = {name: w.zones for name, w in WORKLOADS.items()}
+    assert zones["SchedulingBasic"] == zones["SchedulingPodAntiAffinity"] == ()
+    assert zones["SchedulingPodAffinity"] == zones["SchedulingNodeAffinity"] == ("zone1",)
+    assert zones["TopologySpreading"] == ("moon-1", "moon-2", "moon-3")
+    assert _spread_skew("TopologySpreading") == 5
+    assert _spread_skew("TopologySpreadingMaxSkew1") == 1
+    affinity = WORKLOADS["SchedulingNodeAffinity"].measured_pods(Names(), 0, 1)[0]
+    term = affinity["spec"]["affinity"]["nodeAffinity"][
+        "requiredDuringSchedulingIgnoredDuringExecution"
+    ]
+    assert term["nodeSelectorTerms"][0]["matchExpressions"][0]["values"] == ["zone1", "zone2"]
+    # upstream's 5000-node cases: 1000 init pods for basic/anti-affinity, 5000 otherwise
+    init = {
+        name: config_from_options(options(workload=name, nodes=5000)).init_pods
+        for name in (
+            "SchedulingBasic",
+            "SchedulingPodAntiAffinity",
+            "SchedulingPodAffinity",
+            "SchedulingNodeAffinity",
+            "TopologySpreading",
+        )
+    }
+    assert init == {
+        "SchedulingBasic": 1000,
+        "SchedulingPodAntiAffinity": 1000,
+        "SchedulingPodAffinity": 5000,
+        "SchedulingNodeAffinity": 5000,
+        "TopologySpreading": 5000,
     }
