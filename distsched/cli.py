@@ -603,7 +603,12 @@ def _run_demo(ctx: Context) -> int:
     "--init-pods", type=int, default=None, help="Pods placed before measuring [workload's default]."
 )
 @click.option("--pods", default=2000, show_default=True)
-@click.option("--workers", default=2, show_default=True)
+@click.option(
+    "--workers",
+    default="2",
+    show_default=True,
+    help="Worker processes; a comma list (1,2,4) runs each and projects scale-out.",
+)
 @click.option("--binders", default=1, show_default=True)
 @click.option("--rate", type=float, default=0.0, help="Arrival rate in pods/s (latency mode).")
 @click.option("--external", is_flag=True, help="Measure an already-running deployment.")

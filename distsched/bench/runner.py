@@ -39,6 +39,7 @@ from distsched.bench.measure import (
 from distsched.bench.phase import BindTracker, Churn, MeasuredPhase, create_chunked
 from distsched.bench.procs import ProcessGroup
 from distsched.bench.report import RawRun, build_result, plot, print_summary
+from distsched.bench.scaling import parse_worker_counts, print_scaling, projection
 from distsched.bench.workloads import WORKLOADS, Names, Workload
 from distsched.connection import RedisOptions, connect
 from distsched.embedded import EmbeddedRedis, free_port
@@ -84,7 +85,13 @@ def config_from_options(kwargs: dict[str, Any]) -> BenchConfig:
     nodes, pods = int(kwargs["nodes"]), int(kwargs["pods"])
     init = kwargs.get("init_pods")
     init = workload.default_init(nodes, pods) if init is None else int(init)
-    workers, binders = int(kwargs["workers"]), int(kwargs["binders"])
+    try:
+        counts = parse_worker_counts(kwargs["workers"])
+    except ValueError as exc:
+        raise BadInput(f"--workers {kwargs['workers']!r}: {exc}") from None
+    if len(counts) > 1:
+        raise BadInput("--workers: one count here; a comma list is a scaling run")
+    workers, binders = counts[0], int(kwargs["binders"])
     rate = float(kwargs.get("rate") or 0.0)
     for flag, value, low in (
         ("--nodes", nodes, 1),
@@ -120,14 +127,60 @@ def config_from_options(kwargs: dict[str, Any]) -> BenchConfig:
 
 
 def run_bench_command(options: RedisOptions, keys: Keys, **kwargs: Any) -> int:
-    """Entry point of the CLI's ``bench`` command; returns the exit code."""
+    """Entry point of the CLI's ``bench`` command; returns the exit code.
+
+    ``--workers 1,2,4`` makes a scaling run: one run per count (each on a fresh embedded
+    server, or under its own deployment name ``<scheduler>-w<N>`` on a given Redis), then
+    the measured table and a labelled projection for N worker machines.
+    """
+    try:
+        counts = parse_worker_counts(kwargs["workers"])
+    except ValueError as exc:
+        err_console.print(
+            f"error: --workers {kwargs['workers']!r}: {exc}", markup=False, soft_wrap=True
+        )
+        return EXIT_BAD_INPUT
+    if len(counts) == 1:
+        return _run_one(options, keys, kwargs, report=True)[0]
+    if kwargs.get("external") or kwargs.get("rate") or kwargs.get("plot"):
+        err_console.print(
+            "error: a scaling run (--workers with a comma list) takes no --external, --rate "
+            "or --plot",
+            markup=False,
+            soft_wrap=True,
+        )
+        return EXIT_BAD_INPUT
+    results = []
+    for count in counts:
+        _say(f"scaling run: {count} worker(s)")
+        run_keys = Keys(f"{keys.scheduler}-w{count}") if options.url else keys
+        code, result = _run_one(options, run_keys, {**kwargs, "workers": str(count)}, False)
+        if result is None or code != EXIT_OK:
+            if result is not None and kwargs.get("output") == "json":
+                print_json(result)
+            elif result is not None:
+                print_summary(result)
+            return code
+        results.append(result)
+    report = projection(results)
+    if kwargs.get("output") == "json":
+        print_json({"scaling": report, "runs": results})
+    else:
+        print_scaling(report)
+    return EXIT_OK
+
+
+def _run_one(
+    options: RedisOptions, keys: Keys, kwargs: dict[str, Any], report: bool
+) -> tuple[int, dict[str, Any] | None]:
+    """One bench run: (exit code, its result or None when it could not run)."""
     try:
         config = config_from_options(kwargs)
         if config.external and not options.url:
             raise BadInput("--external needs --redis-url (the deployment to measure)")
     except BadInput as exc:
         err_console.print(f"error: {exc}", markup=False, highlight=False)
-        return EXIT_BAD_INPUT
+        return EXIT_BAD_INPUT, None
     if threading.current_thread() is threading.main_thread():
         # SIGTERM unwinds like Ctrl-C, so the workers, binders and server we started stop.
         signal.signal(signal.SIGTERM, _interrupt)
@@ -140,28 +193,29 @@ def run_bench_command(options: RedisOptions, keys: Keys, **kwargs: Any) -> int:
         raw = run_bench(options, keys, config)
     except BadInput as exc:
         err_console.print(f"error: {exc}", markup=False, highlight=False)
-        return EXIT_BAD_INPUT
+        return EXIT_BAD_INPUT, None
     except BenchFailure as exc:
         err_console.print(f"bench failed: {exc}", markup=False, highlight=False)
-        return EXIT_FAILED
+        return EXIT_FAILED, None
     except KeyboardInterrupt:
         err_console.print("bench interrupted", markup=False)
-        return EXIT_FAILED
+        return EXIT_FAILED, None
     finally:
         if embedded is not None:
             embedded.stop()
     result = build_result(raw)
-    if kwargs.get("output") == "json":
-        print_json(result)
-    else:
-        print_summary(result)
-    if kwargs.get("plot"):
-        plot(raw, kwargs["plot"])
+    if report:
+        if kwargs.get("output") == "json":
+            print_json(result)
+        else:
+            print_summary(result)
+        if kwargs.get("plot"):
+            plot(raw, kwargs["plot"])
     ok = result["invariants"]["ok"] and result["outcome"] == "complete"
     if not ok and kwargs.get("output") == "json":
         for violation in result["invariants"]["violations"]:
             err_console.print(f"violation: {violation}", markup=False, highlight=False)
-    return EXIT_OK if ok else EXIT_FAILED
+    return (EXIT_OK if ok else EXIT_FAILED), result
 
 
 def _interrupt(_signum: int, _frame: object) -> None:

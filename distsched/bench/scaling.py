@@ -1,0 +1,142 @@
+"""Scale-out from measurement: one bench run per worker count, then a projection.
+
+Each run reports CPU per pod of every role. Worker CPU per pod (summed over the workers)
+is modelled as ``a + W * b``: ``a`` is the work done once per pod (filter, score,
+reserve), ``b`` what every worker pays for every pod whatever worker schedules it (tailing
+and decoding the event stream, mirroring the ledger). Redis CPU per pod is modelled the
+same way (``r0 + W * r1``: each worker's reads). Both lines are least-squares fits over
+the measured worker counts.
+
+With N worker machines, one core each, the workers can serve ``N / (a + N * b)`` pods/s
+and Redis ``1 / (r0 + N * r1)``; the projection is the smaller of the two. It assumes
+binders run on machines of their own (their cost per pod does not depend on N) and that
+the network adds no CPU. It is a projection from a small machine, labelled as such.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from rich.table import Table
+
+from distsched.output import console
+
+PROJECTED_MACHINES = (1, 2, 4, 8, 16, 32, 64)
+
+
+@dataclass(frozen=True)
+class Line:
+    """``intercept + slope * x``, fitted by least squares."""
+
+    intercept: float
+    slope: float
+
+    def at(self, x: float) -> float:
+        return self.intercept + self.slope * x
+
+
+def fit_line(xs: Sequence[float], ys: Sequence[float]) -> Line:
+    if len(set(xs)) < 2:
+        raise ValueError("a line needs at least two distinct x values")
+    n = len(xs)
+    mean_x, mean_y = sum(xs) / n, sum(ys) / n
+    sxx = sum((x - mean_x) ** 2 for x in xs)
+    sxy = sum((x - mean_x) * (y - mean_y) for x, y in zip(xs, ys, strict=True))
+    slope = sxy / sxx
+    return Line(mean_y - slope * mean_x, slope)
+
+
+def parse_worker_counts(text: str) -> list[int]:
+    """``"2"`` -> [2]; ``"1,2,4"`` -> [1, 2, 4]; raises ValueError on anything else."""
+    counts = [int(part) for part in str(text).split(",") if part.strip()]
+    if not counts:
+        raise ValueError("no worker count")
+    if len(set(counts)) != len(counts):
+        raise ValueError("a worker count appears twice")
+    return counts
+
+
+def projection(results: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The scaling section of the JSON report, from one bench result per worker count."""
+    workers = [float(r["workers"]) for r in results]
+    worker_ms = [float(r["cpu_seconds_per_1000_pods"]["workers"]) for r in results]
+    redis_us = [float(r["redis_cpu_us_per_pod"]) for r in results]
+    # Negative slopes are noise (nothing gets cheaper per pod with more workers).
+    w = fit_line(workers, worker_ms)
+    w = Line(max(w.at(0), 1e-9), max(w.slope, 0.0)) if w.slope < 0 else w
+    r = fit_line(workers, redis_us)
+    r = Line(max(r.at(0), 1e-9), max(r.slope, 0.0)) if r.slope < 0 else r
+    rows = []
+    for n in PROJECTED_MACHINES:
+        worker_limit = n / (w.at(n) / 1000.0)
+        redis_limit = 1e6 / r.at(n)
+        rows.append(
+            {
+                "worker_machines": n,
+                "workers_limit_pods_per_s": round(worker_limit),
+                "redis_limit_pods_per_s": round(redis_limit),
+                "projected_pods_per_s": round(min(worker_limit, redis_limit)),
+                "bound_by": "workers" if worker_limit < redis_limit else "redis",
+            }
+        )
+    return {
+        "kind": "projection",
+        "model": {
+            "worker_ms_per_pod_once": round(w.intercept, 4),
+            "worker_ms_per_pod_per_worker": round(w.slope, 4),
+            "redis_us_per_pod_once": round(r.intercept, 2),
+            "redis_us_per_pod_per_worker": round(r.slope, 2),
+        },
+        "measured": [
+            {
+                "workers": int(res["workers"]),
+                "throughput_overall": res["throughput"]["overall"],
+                "throughput_average": res["throughput"]["average"],
+                "cpu_seconds_per_1000_pods": res["cpu_seconds_per_1000_pods"],
+                "redis_cpu_us_per_pod": res["redis_cpu_us_per_pod"],
+                "conflict_rate": res["conflict_rate"],
+                "invariants_ok": res["invariants"]["ok"],
+            }
+            for res in results
+        ],
+        "projection": rows,
+    }
+
+
+def print_scaling(report: dict[str, Any]) -> None:
+    measured = Table(title="measured (this machine)", show_edge=False)
+    for column in ("workers", "pods/s overall", "worker ms/pod", "binder ms/pod", "Redis µs/pod"):
+        measured.add_column(column, justify="right")
+    for row in report["measured"]:
+        cpu = row["cpu_seconds_per_1000_pods"]
+        measured.add_row(
+            str(row["workers"]),
+            f"{row['throughput_overall']:,.0f}",
+            f"{cpu['workers']:.3f}",
+            f"{cpu['binders']:.3f}",
+            f"{row['redis_cpu_us_per_pod']:.0f}",
+        )
+    console.print(measured)
+    model = report["model"]
+    console.print(
+        f"model: worker {model['worker_ms_per_pod_once']} ms/pod once + "
+        f"{model['worker_ms_per_pod_per_worker']} ms/pod per worker; Redis "
+        f"{model['redis_us_per_pod_once']} µs/pod + {model['redis_us_per_pod_per_worker']} "
+        "µs/pod per worker",
+        markup=False,
+        highlight=False,
+    )
+    projected = Table(title="PROJECTION for N worker machines (one core each)", show_edge=False)
+    for column in ("N", "workers limit", "Redis limit", "projected pods/s", "bound by"):
+        projected.add_column(column, justify="right")
+    for row in report["projection"]:
+        projected.add_row(
+            str(row["worker_machines"]),
+            f"{row['workers_limit_pods_per_s']:,}",
+            f"{row['redis_limit_pods_per_s']:,}",
+            f"{row['projected_pods_per_s']:,}",
+            row["bound_by"],
+        )
+    console.print(projected)

@@ -1,0 +1,61 @@
+"""The scaling projection: fits over measured worker counts, and the comma-list option."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+
+from distsched.bench.scaling import fit_line, parse_worker_counts, projection
+
+
+def result(workers: int, worker_ms: float, redis_us: float) -> dict[str, Any]:
+    return {
+        "workers": workers,
+        "throughput": {"overall": 1000.0, "average": 1000.0},
+        "cpu_seconds_per_1000_pods": {"workers": worker_ms, "binders": 0.1, "redis": 0.2},
+        "redis_cpu_us_per_pod": redis_us,
+        "conflict_rate": 0.0,
+        "invariants": {"ok": True, "violations": []},
+    }
+
+
+def test_fit_line_recovers_an_exact_line() -> None:
+    line = fit_line([1, 2, 4], [0.3 + 0.1 * w for w in (1, 2, 4)])
+    assert line.intercept == pytest.approx(0.3) and line.slope == pytest.approx(0.1)
+    with pytest.raises(ValueError):
+        fit_line([2, 2], [1.0, 2.0])
+
+
+def test_projection_is_the_smaller_of_the_worker_and_redis_limits() -> None:
+    # worker CPU per pod 0.2 ms once + 0.1 ms per worker; Redis 40 us + 10 us per worker
+    runs = [result(w, 0.2 + 0.1 * w, 40 + 10 * w) for w in (1, 2, 4)]
+    report = projection(runs)
+    assert report["kind"] == "projection"
+    rows = {row["worker_machines"]: row for row in report["projection"]}
+    # N=1: workers 1/(0.3 ms) = 3,333/s; Redis 1/(50 us) = 20,000/s
+    assert rows[1]["projected_pods_per_s"] == 3333 and rows[1]["bound_by"] == "workers"
+    # N=16: workers 16/(1.8 ms) = 8,889/s; Redis 1/(200 us) = 5,000/s
+    assert rows[16]["projected_pods_per_s"] == 5000 and rows[16]["bound_by"] == "redis"
+    assert [m["workers"] for m in report["measured"]] == [1, 2, 4]
+
+
+def test_a_negative_slope_is_treated_as_noise() -> None:
+    report = projection([result(1, 0.5, 50), result(2, 0.4, 45)])
+    assert report["model"]["worker_ms_per_pod_per_worker"] == 0.0
+    assert report["model"]["redis_us_per_pod_per_worker"] == 0.0
+
+
+@pytest.mark.parametrize("text", ["", "1,,x", "2,2"])
+def test_bad_worker_lists(text: str) -> None:
+    with pytest.raises(ValueError):
+        parse_worker_counts(text)
+
+
+def test_scaling_run_refuses_rate_with_exit_2() -> None:
+    cmd = [sys.executable, "-m", "distsched", "bench", "--workers", "1,2", "--rate", "10"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2
+    assert "scaling run" in proc.stderr and len(proc.stderr.strip().splitlines()) == 1
