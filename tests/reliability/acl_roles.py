@@ -29,7 +29,7 @@ RQ_WORKER = (
 
 ROLE_COMMANDS = {
     "worker": f"{CONNECTION} {LUA} {RQ_ENQUEUE} +blpop "
-    "+xread +xreadgroup +xack +xautoclaim +xgroup|create +xrange",
+    "+xread +xreadgroup +xack +xautoclaim +xgroup|create +xgroup|createconsumer +xrange",
     "binder": f"{CONNECTION} {LUA} {RQ_WORKER}",
     "operator": f"{CONNECTION} +multi +exec +get +hget +hgetall +hmget +hkeys +hlen +zcard "
     "+zrange +zrangebyscore +zscore +zmscore +scard +smembers +llen +lrange +xlen +xrange "
