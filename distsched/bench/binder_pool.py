@@ -1,6 +1,6 @@
 """Binder pool throughput: bindings per second with M binder processes.
 
-    python -m distsched.binder.bench [--processes M] [--pods P] [--nodes N] [--job-size B]
+    python -m distsched.bench.binder_pool [--processes M] [--pods P] [--nodes N] [--job-size B]
                                      [-o json]
 
 Pods and nodes are created in the store, every pod is popped and reserved through the

@@ -1,7 +1,7 @@
 """Chaos run: schedule a bench load while workers and binders are SIGKILLed, restarted and
 SIGSTOPped past their lease, and check the invariants the whole time.
 
-``python -m distsched.chaos --pods 10000 --nodes 500 --workers 4 --binders 2`` runs the
+``python -m distsched.bench.chaos --pods 10000 --nodes 500 --workers 4 --binders 2`` runs the
 long version against a private embedded server (or ``--redis-url``; the run uses its own
 scheduler name, so its keys never mix with another deployment's). Every
 ``--kill-every`` seconds one random role process is SIGKILLed and restarted; at the same
@@ -32,9 +32,9 @@ from typing import cast
 import click
 import redis
 
+from distsched.bench.binder_pool import node_manifest, pod_manifest
 from distsched.bench.checker import check
 from distsched.bench.procs import ProcessGroup, RoleProcess
-from distsched.binder.bench import node_manifest, pod_manifest
 from distsched.embedded import EmbeddedRedis
 from distsched.keys import Keys
 from distsched.store import Store

@@ -4,7 +4,7 @@ Builds a snapshot of ``--nodes`` labelled nodes (a few percent tainted), then sc
 ``--pods`` SchedulingBasic-shaped pods (cpu/memory requests only) with the default
 profile, adding each placed pod to the snapshot as the worker does when it assumes one.
 
-    python -m distsched.framework.perfcheck [--nodes 5000] [--pods 2000] [--profile]
+    python -m distsched.bench.perfcheck [--nodes 5000] [--pods 2000] [--profile]
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ color=blue pods in the same zone). ``--init-pods`` pods are scheduled first (not
 measured), then ``--pods`` are timed; each placed pod is added to the snapshot as the
 worker does when it assumes one.
 
-    python -m distsched.plugins.perfcheck_interpod --workload anti-affinity [--nodes 5000]
+    python -m distsched.bench.perfcheck_interpod --workload anti-affinity [--nodes 5000]
         [--init-pods 1000] [--pods 1000] [--profile]
 """
 
@@ -20,10 +20,10 @@ import random
 import time
 from collections.abc import Callable
 
+from distsched.bench.perfcheck import make_nodes
 from distsched.cache.snapshot import Snapshot
 from distsched.framework.cycle_state import CycleState
 from distsched.framework.diagnosis import FitError
-from distsched.framework.perfcheck import make_nodes
 from distsched.framework.podinfo import POD_INFO_STATE_KEY
 from distsched.framework.profile import build_profiles, default_config
 from distsched.framework.runtime import Framework

@@ -34,10 +34,10 @@ from typing import Any
 import redis
 
 from distsched import metrics
-from distsched.binder.faults import pause_at
 from distsched.binder.jobs import BIND_FUNCTION, Binding
 from distsched.cache.ledger import Ledger, LedgerConfig
 from distsched.clock import SYSTEM_CLOCK, Clock
+from distsched.faults import pause_at
 from distsched.framework.cycle_state import CycleState
 from distsched.framework.events import ASSIGNED_POD_DELETE
 from distsched.framework.interface import Handle, PluginSpec

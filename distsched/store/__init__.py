@@ -1,9 +1,8 @@
 """The "API server": objects in Redis, resourceVersion, an event stream, and an informer.
 
 ``Store`` writes and reads Kubernetes-shaped Pod/Node dicts (layout and trade-offs in
-:mod:`distsched.store.redis_store`). ``Informer`` (:mod:`distsched.store.informer`, also
-importable from :mod:`distsched.informer`) tails the event stream into a local indexer and
-calls event handlers.
+:mod:`distsched.store.redis_store`). ``Informer`` (:mod:`distsched.store.informer`) tails
+the event stream into a local indexer and calls event handlers.
 """
 
 from distsched.store.codec import (

@@ -34,11 +34,11 @@ from dataclasses import dataclass, field
 import redis
 
 from distsched import metrics
-from distsched.binder.faults import pause_at  # crash tests only; a no-op unless env set
 from distsched.binder.jobs import Binding, bind_queue, enqueue_bindings
 from distsched.cache.ledger import Ledger, LedgerConfig
 from distsched.cache.ledger_types import Decision, Rejected, Reserved
 from distsched.clock import SYSTEM_CLOCK, Clock
+from distsched.faults import pause_at  # crash tests only; a no-op unless env set
 from distsched.framework.cycle_state import CycleState
 from distsched.framework.diagnosis import FitError, SchedulingError
 from distsched.framework.events import ClusterEvent

@@ -8,7 +8,7 @@ import pytest
 import redis
 
 from distsched import metrics
-from distsched.binder.bench import (
+from distsched.bench.binder_pool import (
     bind_events,
     create_cluster,
     node_manifest,

@@ -10,8 +10,7 @@ from pathlib import Path
 
 import redis
 
-from distsched.bench.procs import ProcessGroup
-from distsched.binder.bench import (
+from distsched.bench.binder_pool import (
     bind_events,
     create_cluster,
     node_manifest,
@@ -19,6 +18,7 @@ from distsched.binder.bench import (
     reserve_round_robin,
     wait_for_binders,
 )
+from distsched.bench.procs import ProcessGroup
 from distsched.binder.jobs import bind_queue, enqueue_bindings
 from distsched.cache.ledger import Ledger, LedgerConfig
 from distsched.clock import SYSTEM_CLOCK

@@ -24,7 +24,7 @@ from rq.job import Job
 from rq.registry import FailedJobRegistry
 
 from distsched import metrics
-from distsched.binder.bench import (
+from distsched.bench.binder_pool import (
     bind_events,
     create_cluster,
     node_manifest,

@@ -1,7 +1,7 @@
 """Crash safety of the whole pipeline with real worker and binder processes.
 
 Each test stops or kills one process at an exact step (fault injection, see
-:mod:`distsched.binder.faults`), lets the others recover, and ends with every pod bound
+:mod:`distsched.faults`), lets the others recover, and ends with every pod bound
 exactly once, nothing inflight or assumed, the ledger consistent with the bound pods and
 no node over its allocatable. Run with ``-s`` to see the recovery times.
 """

@@ -19,8 +19,8 @@ from typing import cast
 
 import redis
 
+from distsched.bench.binder_pool import node_manifest, pod_manifest
 from distsched.bench.procs import ProcessGroup
-from distsched.binder.bench import node_manifest, pod_manifest
 from distsched.keys import Keys
 from distsched.store import AlreadyExists, Store
 

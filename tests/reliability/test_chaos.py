@@ -1,4 +1,4 @@
-"""The chaos run (distsched.chaos): random SIGKILL + restart of a worker or binder every
+"""The chaos run (distsched.bench.chaos): random SIGKILL + restart of a worker or binder every
 2 s and another one SIGSTOPped past its lease, with a ledger sampler every 100 ms.
 
 The short version runs in CI; the long one (10,000 pods, 500 nodes, 4 workers, 2 binders)
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from distsched.chaos import ChaosConfig, LedgerSampler, count_violations, run_chaos
+from distsched.bench.chaos import ChaosConfig, LedgerSampler, count_violations, run_chaos
 from distsched.embedded import EmbeddedRedis
 from distsched.keys import Keys
 from tests.reliability.harness import report

@@ -16,8 +16,8 @@ import redis
 
 import distsched
 from distsched import metrics
+from distsched.bench.binder_pool import node_manifest, pod_manifest
 from distsched.bench.procs import ProcessGroup
-from distsched.binder.bench import node_manifest, pod_manifest
 from distsched.cli import main as cli_main
 from distsched.embedded import EmbeddedRedis, free_port
 from distsched.store import Store
