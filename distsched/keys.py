@@ -22,14 +22,48 @@ T:q:move_cycle            string  scheduling cycle of the last move request
 T:q:epoch                 string  lease epoch counter (fencing tokens)
 T:q:wake                  list    wake-up tokens for blocking pops
 T:q:explain               hash    ns/name -> JSON diagnosis of the last failed attempt
-T:store:rv                string  global resourceVersion
-T:store:obj:<Kind>        hash    key -> msgpack object
-T:store:meta:<Kind>       hash    key -> JSON {"rv", "uid", "node"} read by the store's Lua
-T:store:epoch             string  random id of this store's history (changes when Redis
-                                  loses the data); every event carries it
-T:store:events            stream  ADDED / MODIFIED / DELETED events
-T:lock:<name>             string  short leader locks for periodic work
+T:store:rv                string  global resourceVersion, +1 per object written
+T:store:obj:<Kind>        hash    key -> msgpack of the whole object (resourceVersion and,
+                                  for pods, spec.nodeName included)
+T:store:meta:<Kind>       hash    key -> JSON {"rv": "<decimal>", "uid", "node"}: what the
+                                  store's Lua checks preconditions against (rv a string so
+                                  cjson never rounds it)
+T:store:epoch             string  random id of this store's history, set by the first write
+                                  (a Redis that lost its data gets a new one; informers
+                                  relist); every event carries it
+T:store:events            stream  one entry per object write, id ``<rv>-0`` (contiguous: a
+                                  gap means trimmed entries), ``MAXLEN ~``; fields type
+                                  (ADDED, MODIFIED, DELETED), kind, key, rv, epoch, obj
+                                  (msgpack; DELETED: last state), old (MODIFIED: previous)
+T:cache:node:<name>       hash    ledger node: ``alloc:<res>`` allocatable, ``req:<res>``
+                                  requested by assumed + bound pods (cpu millicores, bytes,
+                                  pods, extended units), ``gen`` (+1 per reservation,
+                                  release, update), ``live`` 1 (0: removed but still has
+                                  bound pods, a ghost), ``topo:<topologyKey>`` its domains
+T:cache:ports:<name>      hash    used host ports: ``<proto>|<port>|<ip>`` -> holders, and
+                                  ``<proto>|<port>`` -> holders over all ips
+T:cache:nodepods:<name>   set     assumed and bound pods on the node (ns/name)
+T:cache:nodes             set     names of every ledger node (live or ghost)
+T:cache:pods              hash    ns/name -> record JSON {"node", "uid", "req": {res: n},
+                                  "ports": "proto|port|ip,...", "token", "ak":
+                                  "topologyKey,..."} (never rewritten after creation)
+T:cache:assumed           zset    assumed pods, score = assume deadline (ms); a record in
+                                  T:cache:pods without an entry here is a bound pod
+T:cache:domgen            hash    ``<topologyKey>=<value>`` -> generation of the domain
+T:cache:aagen             hash    ``<topologyKey>=<value>`` -> anti-affinity generation
+T:cache:aapods            hash    ns/name -> node, for pods with required anti-affinity
+T:cache:feedver           string  change-feed version, +1 per script that changed usage
+T:cache:feed              zset    node -> feed version of its last usage change
+T:cache:usage             hash    node -> "<gen>|<host ports in use>|<res>=<amount>,..."
+                                  (absolute; what workers mirror into their snapshots)
+T:permit:<ns/name>        list    Permit verdicts ("allow:<plugin>", "reject:<plugin>:<why>")
+                                  for a waiting pod (kube's WaitingPod, across processes)
+T:lock:<name>             string  short leader locks for periodic work (value: holder token)
 ========================  ======  ==========================================================
+
+The binder pool's rq queue is ``distsched-bind-<scheduler>`` (rq's own ``rq:`` keys; see
+:mod:`distsched.binder.jobs`). Modules that use these keys describe what they mean to
+them; this table is the one place that lists them.
 """
 
 from __future__ import annotations
@@ -97,7 +131,6 @@ class Keys:
 
     @property
     def explain(self) -> str:
-        """hash ns/name -> JSON of the last failed attempt's diagnosis (distsched explain)."""
         return self._k("q", "explain")
 
     # --- store ("API server") ---------------------------------------------------------
@@ -120,16 +153,52 @@ class Keys:
         return self._k("store", "epoch")
 
     # --- cache ledger -----------------------------------------------------------------
-    def cache(self, *parts: str) -> str:
-        return self._k("cache", *parts)
+    def ledger_node(self, name: str) -> str:
+        return self._k("cache", "node", name)
 
-    # --- binder -----------------------------------------------------------------------
-    def binder(self, *parts: str) -> str:
-        return self._k("bind", *parts)
+    def ledger_ports(self, name: str) -> str:
+        return self._k("cache", "ports", name)
+
+    def ledger_node_pods(self, name: str) -> str:
+        return self._k("cache", "nodepods", name)
+
+    @property
+    def ledger_nodes(self) -> str:
+        return self._k("cache", "nodes")
+
+    @property
+    def ledger_pods(self) -> str:
+        return self._k("cache", "pods")
+
+    @property
+    def ledger_assumed(self) -> str:
+        return self._k("cache", "assumed")
+
+    @property
+    def ledger_domain_gen(self) -> str:
+        return self._k("cache", "domgen")
+
+    @property
+    def ledger_anti_affinity_gen(self) -> str:
+        return self._k("cache", "aagen")
+
+    @property
+    def ledger_anti_affinity_pods(self) -> str:
+        return self._k("cache", "aapods")
+
+    @property
+    def ledger_feed_version(self) -> str:
+        return self._k("cache", "feedver")
+
+    @property
+    def ledger_feed(self) -> str:
+        return self._k("cache", "feed")
+
+    @property
+    def ledger_usage(self) -> str:
+        return self._k("cache", "usage")
 
     def permit(self, pod_key: str) -> str:
-        """list of Permit verdicts ("allow:<plugin>", "reject:<plugin>:<why>") for a
-        waiting pod (kube's WaitingPod, across processes)."""
         return self._k("permit", pod_key)
 
     # --- coordination -----------------------------------------------------------------

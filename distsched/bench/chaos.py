@@ -107,11 +107,11 @@ class LedgerSampler:
 
     def sample(self) -> list[str]:
         """Every (node, resource) over allocatable in one consistent read of the ledger."""
-        members = cast(set[bytes], self._client.smembers(self._keys.cache("nodes")))
+        members = cast(set[bytes], self._client.smembers(self._keys.ledger_nodes))
         names = sorted(n.decode() for n in members)
         pipe = self._client.pipeline(transaction=True)
         for name in names:
-            pipe.hgetall(self._keys.cache("node", name))
+            pipe.hgetall(self._keys.ledger_node(name))
         over = []
         for name, fields in zip(names, pipe.execute(), strict=True):
             values = {k.decode(): v.decode() for k, v in fields.items()}
@@ -208,7 +208,7 @@ def _bound(client: redis.Redis, keys: Keys) -> set[str]:
 
 def _drained(client: redis.Redis, keys: Keys) -> bool:
     pipe = client.pipeline(transaction=True)
-    for key in (keys.active, keys.backoff, keys.inflight, keys.cache("assumed")):
+    for key in (keys.active, keys.backoff, keys.inflight, keys.ledger_assumed):
         pipe.zcard(key)
     return sum(pipe.execute()) == 0
 

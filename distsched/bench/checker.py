@@ -333,7 +333,7 @@ def _queue_members(client: redis.Redis, keys: Keys) -> dict[str, list[str]]:
     pipe = client.pipeline(transaction=True)
     for place in QUEUE_PLACES:
         pipe.zrange(getattr(keys, place), 0, -1)
-    pipe.zrange(keys.cache("assumed"), 0, -1)
+    pipe.zrange(keys.ledger_assumed, 0, -1)
     replies = pipe.execute()
     members: dict[str, list[str]] = {}
     for place, reply in zip((*QUEUE_PLACES, "assumed"), replies, strict=True):
@@ -375,7 +375,7 @@ def check_ledger(client: redis.Redis, keys: Keys, cluster: Cluster, out: Violati
             f"node {diff.node or '-'} {diff.item}: ledger has {diff.ledger}, "
             f"its pods add up to {diff.expected}",
         )
-    records = {_s(k): json.loads(v) for k, v in client.hgetall(keys.cache("pods")).items()}
+    records = {_s(k): json.loads(v) for k, v in client.hgetall(keys.ledger_pods).items()}
     for key, pod in sorted(cluster.bound.items()):
         record = records.get(key)
         if record is None:

@@ -135,8 +135,8 @@ class MeasuredPhase:
 
     def _ledger_bound(self) -> int:
         pipe = self.client.pipeline(transaction=False)
-        pipe.hlen(self.keys.cache("pods"))
-        pipe.zcard(self.keys.cache("assumed"))
+        pipe.hlen(self.keys.ledger_pods)
+        pipe.zcard(self.keys.ledger_assumed)
         records, assumed = pipe.execute()
         return int(records) - int(assumed)
 

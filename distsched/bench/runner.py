@@ -348,11 +348,11 @@ def setup_cluster(
             SETUP_TIMEOUT_S,
         )
     _say(f"creating {config.nodes} nodes")
-    ledger_nodes = client.scard(keys.cache("nodes"))
+    ledger_nodes = client.scard(keys.ledger_nodes)
     create_chunked(store, workload.nodes(names, config.nodes))
     wait_for(
         "the ledger to register every node",
-        lambda: client.scard(keys.cache("nodes")) >= ledger_nodes + config.nodes,
+        lambda: client.scard(keys.ledger_nodes) >= ledger_nodes + config.nodes,
         deployment,
         SETUP_TIMEOUT_S,
     )
@@ -380,7 +380,7 @@ def drain(deployment: Deployment) -> None:
     def quiet() -> bool:
         pipe = client.pipeline(transaction=False)
         pipe.zcard(keys.inflight)
-        pipe.zcard(keys.cache("assumed"))
+        pipe.zcard(keys.ledger_assumed)
         return not any(pipe.execute())
 
     if deployment.group is None:
@@ -438,8 +438,8 @@ def _measure(
     tracker = BindTracker(client, keys, pod_keys)
     churn = Churn(store, names, init_keys) if workload.churn else None
     pipe = client.pipeline(transaction=False)
-    pipe.hlen(keys.cache("pods"))
-    pipe.zcard(keys.cache("assumed"))
+    pipe.hlen(keys.ledger_pods)
+    pipe.zcard(keys.ledger_assumed)
     records, assumed = pipe.execute()
     before_counters = _scrape(deployment)
     before = take_snapshot(deployment)

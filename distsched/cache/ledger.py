@@ -6,35 +6,10 @@ pods. Whatever the number of racing workers, no node goes over its allocatable a
 port is taken twice, because every check and every write of a reservation happen inside one
 script and Redis runs scripts one at a time.
 
-Layout (``C`` = ``{ds:<scheduler>}:cache``; everything is readable with redis-cli):
-
-=======================  ======  ========================================================
-key                      type    holds
-=======================  ======  ========================================================
-C:node:<name>            hash    ``alloc:<res>`` allocatable, ``req:<res>`` requested by
-                                 assumed + bound pods (cpu millicores, memory and
-                                 ephemeral-storage bytes, pods, extended resources in
-                                 units), ``gen`` generation (+1 per reservation, release
-                                 and update), ``live`` 1, or 0 for a removed node that
-                                 still has bound pods (a ghost), ``topo:<topologyKey>``
-                                 the node's value for each of its topology domains
-C:ports:<name>           hash    used host ports: ``<proto>|<port>|<ip>`` -> holders, and
-                                 ``<proto>|<port>`` -> holders over all ips
-C:nodepods:<name>        set     assumed and bound pods on the node (ns/name)
-C:nodes                  set     names of every node hash (live or ghost)
-C:pods                   hash    ns/name -> record JSON ``{"node", "uid", "req": {res:
-                                 amount}, "ports": "proto|port|ip,...", "token", "ak":
-                                 "topologyKey,..."}`` (never rewritten after creation)
-C:assumed                zset    assumed pods, score = assume deadline (ms). A record in
-                                 C:pods without an entry here is a bound pod.
-C:domgen                 hash    ``<topologyKey>=<value>`` -> generation of the domain
-C:aagen                  hash    ``<topologyKey>=<value>`` -> anti-affinity generation
-C:aapods                 hash    ns/name -> node, for pods carrying required anti-affinity
-C:feedver                string  change-feed version, +1 per script that changed usage
-C:feed                   zset    node -> feed version of its last usage change
-C:usage                  hash    node -> "<gen>|<host ports in use>|<res>=<amount>,..."
-                                 (absolute; what workers mirror into their snapshots)
-=======================  ======  ========================================================
+The ledger's keys (``T:cache:*``: per-node hashes of allocatable and requested resources,
+host ports and pods, the pod records, the assumed set with deadlines, domain and
+anti-affinity generations, the change feed) are listed with their layout in
+:mod:`distsched.keys`; everything is readable with redis-cli.
 
 Fencing: a decision carries the lease epoch of the pop that gave the worker the pod. It is
 reserved only while the pod is still in the queue's inflight zset and the queue info's
@@ -168,15 +143,15 @@ class Ledger:
         self._clock = clock
         self.config = config or LedgerConfig()
         self._scripts = ScriptSet(client)
-        self.pods_key = keys.cache("pods")
-        self.assumed_key = keys.cache("assumed")
-        self.nodes_key = keys.cache("nodes")
-        self.domgen_key = keys.cache("domgen")
-        self.aagen_key = keys.cache("aagen")
-        self.aapods_key = keys.cache("aapods")
-        self.usage_key = keys.cache("usage")
-        self.feed_key = keys.cache("feed")
-        self.feed_version_key = keys.cache("feedver")
+        self.pods_key = keys.ledger_pods
+        self.assumed_key = keys.ledger_assumed
+        self.nodes_key = keys.ledger_nodes
+        self.domgen_key = keys.ledger_domain_gen
+        self.aagen_key = keys.ledger_anti_affinity_gen
+        self.aapods_key = keys.ledger_anti_affinity_pods
+        self.usage_key = keys.ledger_usage
+        self.feed_key = keys.ledger_feed
+        self.feed_version_key = keys.ledger_feed_version
 
     @property
     def feed_keys(self) -> list[str]:
@@ -201,9 +176,9 @@ class Ledger:
     def node_keys(self, name: str) -> list[str]:
         """The node hash, ports hash and pod set of one node, in script KEYS order."""
         return [
-            self._keys.cache("node", name),
-            self._keys.cache("ports", name),
-            self._keys.cache("nodepods", name),
+            self._keys.ledger_node(name),
+            self._keys.ledger_ports(name),
+            self._keys.ledger_node_pods(name),
         ]
 
     # --- nodes ---------------------------------------------------------------------------

@@ -1,24 +1,9 @@
 """The "API server": Pod and Node objects in Redis, a global resourceVersion, an event stream.
 
-Layout (key names from :mod:`distsched.keys`, ``T`` = the scheduler's hash tag):
-
-=====================  ======  ===================================================================
-key                    type    holds
-=====================  ======  ===================================================================
-T:store:obj:<Kind>     hash    key -> msgpack of the whole object, resourceVersion and (pods)
-                               spec.nodeName included; ``get``/``list`` need no merging
-T:store:meta:<Kind>    hash    key -> JSON ``{"rv": "<decimal>", "uid": str, "node": str}``:
-                               what Lua checks preconditions against without decoding a blob
-                               (rv is a string so cjson never rounds it)
-T:store:rv             string  global resourceVersion, +1 per object written
-T:store:epoch          string  random id of this history, set by the first write; a Redis that
-                               lost its data gets a new one, which tells informers to relist
-T:store:events         stream  one entry per object write, entry id ``<rv>-0`` (so ids are
-                               contiguous and a gap means trimmed entries), capped with
-                               ``XADD MAXLEN ~ max_events``. Fields: type (ADDED, MODIFIED,
-                               DELETED), kind, key, rv, epoch, obj (msgpack of the new object;
-                               for DELETED the last state), old (MODIFIED only: the previous one)
-=====================  ======  ===================================================================
+Objects live in one hash per kind (msgpack of the whole object) beside a small JSON meta
+hash that Lua checks preconditions against without decoding a blob; every write bumps the
+global resourceVersion and appends one entry to the event stream, whose id is the rv, so
+a gap in ids means trimmed entries. The key layout is in :mod:`distsched.keys`.
 
 Every write is one Lua script (``distsched/lua/store_*.lua``) that checks its preconditions,
 writes the object and its meta, increments the rv and appends the event.
@@ -530,7 +515,7 @@ class Store:
             self._keys.store_meta("Pod"),
         ]
         if reservations is not None:
-            keys += [self._keys.cache("pods"), self._keys.cache("assumed"), self._keys.info]
+            keys += [self._keys.ledger_pods, self._keys.ledger_assumed, self._keys.info]
         reply = self._scripts.get("store_bind")(keys=keys, args=argv)
         retry: builtins.list[int] = []
         for n, i in enumerate(writes):

@@ -28,7 +28,7 @@ def _decode(value: bytes | str) -> str:
 def _place_keys(keys: Keys) -> dict[str, str]:
     return {
         **{name: getattr(keys, name) for name in SUB_QUEUES},
-        "assumed": keys.cache("assumed"),
+        "assumed": keys.ledger_assumed,
         "dead-lettered": keys.dead,
     }
 

@@ -271,7 +271,7 @@ def test_expected_pod_not_bound(world: World) -> None:
 
 def test_ledger_inconsistency(world: World, r: redis.Redis, keys: Keys) -> None:
     world.bound(pod("a", "ns"), "n1")
-    r.hincrby(keys.cache("node", "n1"), "req:cpu", 50)
+    r.hincrby(keys.ledger_node("n1"), "req:cpu", 50)
     found = world.violations()
     assert found and all(v.startswith("ledger") for v in found)
     assert any("node n1 cpu" in v for v in found)

@@ -76,7 +76,7 @@ def worker(url: str, scheduler: str, seed: int) -> dict[str, int]:
         ("reserved", "rejected", "anti-affinity", "stale", "bound", "released", "reaped"), 0
     )
     bound: list[str] = []
-    while not r.exists(keys.cache("test-go")):
+    while not r.exists(keys.lock("test-go")):
         time.sleep(0.001)
     for n in range(BATCHES_PER_WORKER):
         states = ledger.node_state(NODES)  # generations first ...
@@ -186,7 +186,7 @@ def test_four_processes_never_overcommit(r: redis.Redis, redis_url: str) -> None
     ctx = get_context("fork")
     with ProcessPoolExecutor(WORKERS, mp_context=ctx) as pool:
         futures = [pool.submit(worker, redis_url, "race", seed) for seed in range(WORKERS)]
-        r.set(keys.cache("test-go"), 1)
+        r.set(keys.lock("test-go"), 1)
         samples = 0
         while not all(f.done() for f in futures):
             assert hard_constraint_violations(r, ledger) == []

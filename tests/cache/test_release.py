@@ -285,7 +285,7 @@ def test_set_node_updates_allocatable_and_domains(
     assert after.domains == {ZONE: "b", "kubernetes.io/hostname": "n1"}
     assert after.generation == before.generation + 1
     zone_a = domain(ZONE, "a")
-    assert r.hget(keys.cache("domgen"), zone_a) == str(before.domain_gens[zone_a] + 1).encode()
+    assert r.hget(keys.ledger_domain_gen, zone_a) == str(before.domain_gens[zone_a] + 1).encode()
     assert after.domain_gens[domain(ZONE, "b")] == 2  # n2 was added to zone b, then n1
     with pytest.raises(ValueError):
         ledger.set_node("n1", {"cpu": -1})
@@ -298,10 +298,10 @@ def test_check_consistency_finds_drift(
 ) -> None:
     reserve(r, keys, clock, ledger, "ns/p", ports=[("", "TCP", 80)])
     assert ledger.check_consistency() == []
-    r.hincrby(keys.cache("node", "n1"), "req:cpu", 5)
-    r.hdel(keys.cache("ports", "n1"), "TCP|80|0.0.0.0")
-    r.srem(keys.cache("nodepods", "n1"), "ns/p")
-    r.zadd(keys.cache("assumed"), {"ns/ghost": 1})
+    r.hincrby(keys.ledger_node("n1"), "req:cpu", 5)
+    r.hdel(keys.ledger_ports("n1"), "TCP|80|0.0.0.0")
+    r.srem(keys.ledger_node_pods("n1"), "ns/p")
+    r.zadd(keys.ledger_assumed, {"ns/ghost": 1})
     items = {(d.node, d.item, d.ledger, d.expected) for d in ledger.check_consistency()}
     assert items == {
         ("n1", "cpu", 105, 100),

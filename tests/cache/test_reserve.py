@@ -211,7 +211,7 @@ def test_released_port_is_free_again_and_one_pod_may_hold_several(
     assert len(ledger.node_state(["n1"])["n1"].ports) == 3
     assert ledger.release("ns/a")
     assert ledger.node_state(["n1"])["n1"].ports == ()
-    assert r.hgetall(keys.cache("ports", "n1")) == {}
+    assert r.hgetall(keys.ledger_ports("n1")) == {}
     popped(r, keys, clock, "ns/b", epoch=2)
     assert ledger.reserve(decision("ns/b", "n1", epoch=2, ports=[("", "TCP", 80)])) == Reserved("2")
 
@@ -326,7 +326,7 @@ def test_node_not_found(r: redis.Redis, keys: Keys, clock: FakeClock, ledger: Le
     ledger.remove_node("n3")
     results = ledger.reserve_batch([decision("ns/a", "nope"), decision("ns/b", "n3")])
     assert all(isinstance(x, Rejected) and x.reason == "node(s) not found" for x in results)
-    assert r.exists(keys.cache("node", "nope")) == 0
+    assert r.exists(keys.ledger_node("nope")) == 0
 
 
 @pytest.mark.parametrize(
@@ -359,8 +359,8 @@ def test_script_validates_its_input_before_writing(
 ) -> None:
     popped(r, keys, clock, "ns/a", "ns/b")
     script = ScriptSet(r).get("cache_reserve")
-    base = [keys.inflight, keys.info, *(keys.cache(k) for k in ("pods", "assumed"))]
-    base += [keys.cache(k) for k in ("domgen", "aagen", "aapods")]
+    base = [keys.inflight, keys.info, keys.ledger_pods, keys.ledger_assumed]
+    base += [keys.ledger_domain_gen, keys.ledger_anti_affinity_gen, keys.ledger_anti_affinity_pods]
     node_keys = ledger.node_keys("n1")
     good = {"node": "n1", "uid": "uid-ns/a", "req": {"cpu": 1}, "ports": "", "token": "1", "ak": ""}
     bad = {**good, "uid": "uid-ns/b", "ports": "TCP|0|x"}

@@ -113,7 +113,7 @@ def test_three_workers_never_break_a_constraint(
         if len(bound_nodes(private_client, keys)) < expected_bound:
             return False
         pipe = private_client.pipeline(transaction=False)
-        for key in (keys.active, keys.backoff, keys.inflight, keys.cache("assumed")):
+        for key in (keys.active, keys.backoff, keys.inflight, keys.ledger_assumed):
             pipe.zcard(key)
         pipe.zcard(keys.unschedulable)
         *moving, parked = pipe.execute()

@@ -175,7 +175,7 @@ def wait_until(what: str, probe: Callable[[], bool], timeout_s: float, every: fl
 def drained(client: redis.Redis) -> bool:
     """Nothing active, in backoff, inflight or assumed (unschedulable pods may stay)."""
     pipe = client.pipeline(transaction=False)
-    for key in (KEYS.active, KEYS.backoff, KEYS.inflight, KEYS.cache("assumed")):
+    for key in (KEYS.active, KEYS.backoff, KEYS.inflight, KEYS.ledger_assumed):
         pipe.zcard(key)
     return sum(pipe.execute()) == 0
 

@@ -49,10 +49,10 @@ def test_chaos_long(private_redis: EmbeddedRedis, tmp_path: Path) -> None:
 def test_sampler_sees_an_overcommitted_node(r: redis.Redis, redis_url: str) -> None:
     """The sampler can fail: a node hash with req over alloc is counted, ghosts are not."""
     keys = Keys("test")
-    r.sadd(keys.cache("nodes"), "a", "b", "ghost")
-    r.hset(keys.cache("node", "a"), mapping={"alloc:cpu": 1000, "req:cpu": 1000, "live": 1})
-    r.hset(keys.cache("node", "b"), mapping={"alloc:pods": 2, "req:pods": 3, "live": 1})
-    r.hset(keys.cache("node", "ghost"), mapping={"alloc:cpu": 0, "req:cpu": 500, "live": 0})
+    r.sadd(keys.ledger_nodes, "a", "b", "ghost")
+    r.hset(keys.ledger_node("a"), mapping={"alloc:cpu": 1000, "req:cpu": 1000, "live": 1})
+    r.hset(keys.ledger_node("b"), mapping={"alloc:pods": 2, "req:pods": 3, "live": 1})
+    r.hset(keys.ledger_node("ghost"), mapping={"alloc:cpu": 0, "req:cpu": 500, "live": 0})
     sampler = LedgerSampler(redis_url, keys)
     try:
         assert sampler.sample() == ["b pods 3 > 2"]

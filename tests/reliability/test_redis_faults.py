@@ -114,7 +114,7 @@ def test_redis_sigkill_with_a_backlog_reschedules_what_was_in_flight(
         bound_at_restart = set(tracker.first_bound)
         pipe = client.pipeline(transaction=True)
         pipe.zcard(KEYS.inflight)
-        pipe.zcard(KEYS.cache("assumed"))
+        pipe.zcard(KEYS.ledger_assumed)
         inflight, assumed = pipe.execute()
         wait_all_bound(client, pods, timeout_s=90)
         wait_until("the queue to drain", lambda: drained(client), 30)

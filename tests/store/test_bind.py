@@ -187,9 +187,9 @@ def test_bind_many_in_reservation_mode_binds_only_reserved_pods_and_confirms_the
     record = (
         '{{"node": "{node}", "uid": "", "token": "{token}", "req": {{}}, "ports": "", "ak": ""}}'
     )
-    r.hset(keys.cache("pods"), "default/held", record.format(node="n1", token="7"))
-    r.hset(keys.cache("pods"), "default/moved", record.format(node="n2", token="9"))
-    r.zadd(keys.cache("assumed"), {"default/held": 1, "default/moved": 1})
+    r.hset(keys.ledger_pods, "default/held", record.format(node="n1", token="7"))
+    r.hset(keys.ledger_pods, "default/moved", record.format(node="n2", token="9"))
+    r.zadd(keys.ledger_assumed, {"default/held": 1, "default/moved": 1})
     r.hset(keys.info, "default/held", '{"w": "assumed", "uid": ""}')
     before = len(events(r, keys))
 
@@ -204,8 +204,8 @@ def test_bind_many_in_reservation_mode_binds_only_reserved_pods_and_confirms_the
     assert [x.status for x in results] == ["bound", "unreserved", "unreserved"]
     assert len(events(r, keys)) == before + 1
     assert store.get("Pod", "default/reaped")["spec"].get("nodeName", "") == ""
-    assert r.zscore(keys.cache("assumed"), "default/held") is None
-    assert r.zscore(keys.cache("assumed"), "default/moved") is not None
+    assert r.zscore(keys.ledger_assumed, "default/held") is None
+    assert r.zscore(keys.ledger_assumed, "default/moved") is not None
     assert r.hget(keys.info, "default/held") is None
 
     # The same job again: idempotent, nothing written.
