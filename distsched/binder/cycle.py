@@ -28,7 +28,7 @@ import json
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import redis
@@ -48,6 +48,7 @@ from distsched.framework.runtime import Framework
 from distsched.keys import Keys
 from distsched.model import Pod
 from distsched.queue_redis import RedisQueue
+from distsched.queue_types import QueueConfig
 from distsched.store import Store, decode_object
 
 log = logging.getLogger(__name__)
@@ -91,11 +92,20 @@ class Binder:
         self.keys = keys
         self.clock = clock
         self.store = Store(client, keys, clock=clock)
+        config = config or default_config(registry)
+        # podInitialBackoffSeconds / podMaxBackoffSeconds, as the workers use them.
+        initial = config.pod_initial_backoff_seconds * 1000
+        maximum = config.pod_max_backoff_seconds * 1000
+        ledger_config = replace(
+            ledger_config or LedgerConfig(), backoff_initial_ms=initial, backoff_max_ms=maximum
+        )
         self.ledger = Ledger(client, keys, clock, ledger_config)
-        self.queue = RedisQueue(client, keys)
+        self.queue = RedisQueue(
+            client, keys, config=QueueConfig(initial_backoff_ms=initial, max_backoff_ms=maximum)
+        )
         self._store_results: dict[str, str] = {}
         self.profiles = build_profiles(
-            config or default_config(registry),
+            config,
             registry=registry,
             handle=Handle(bind_pod=self._bind_pod),
         )

@@ -45,8 +45,9 @@ def run_worker(
 ) -> None:
     nominator = PodNominator()
     try:
+        scheduler_config = load_config(config_path)
         profiles = build_profiles(
-            load_config(config_path), handle=Handle(extras={NOMINATOR_KEY: nominator})
+            scheduler_config, handle=Handle(extras={NOMINATOR_KEY: nominator})
         )
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -69,6 +70,9 @@ def run_worker(
         config=WorkerConfig(batch=batch),
         queue_config=QueueConfig(lease_ms=lease_ms) if lease_ms else None,
         ledger_config=LedgerConfig(assume_ttl_ms=assume_ttl_ms) if assume_ttl_ms else None,
+        # The same nominator as the profiles' Handle: the view feeds what Filter reads.
+        nominator=nominator,
+        scheduler_config=scheduler_config,
     )
     backoff = Backoff()
     started = False

@@ -29,7 +29,7 @@ import logging
 import time
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import redis
 
@@ -43,11 +43,11 @@ from distsched.framework.cycle_state import CycleState
 from distsched.framework.diagnosis import FitError, SchedulingError
 from distsched.framework.events import ClusterEvent
 from distsched.framework.podinfo import PodInfo
-from distsched.framework.profile import Profiles
+from distsched.framework.profile import Profiles, SchedulerConfig
 from distsched.framework.runtime import Framework
 from distsched.keys import Keys
 from distsched.model import Node, Pod
-from distsched.plugins.helpers.what_if import PodNominator
+from distsched.plugins.helpers.what_if import NOMINATOR_KEY, PodNominator
 from distsched.queue_redis import RedisQueue
 from distsched.queue_types import QueueConfig, QueuedPod
 from distsched.store import Store, object_key
@@ -111,6 +111,43 @@ def constraint_topology_keys(pod: Pod) -> set[str]:
     return keys
 
 
+def backoff_configs(
+    scheduler_config: SchedulerConfig | None,
+    queue_config: QueueConfig | None,
+    ledger_config: LedgerConfig | None,
+) -> tuple[QueueConfig, LedgerConfig]:
+    """The queue's and the ledger's configs with the scheduler configuration's
+    podInitialBackoffSeconds / podMaxBackoffSeconds (kube's defaults, 1 s and 10 s, when
+    there is no configuration). Everything that computes a backoff (the failure handler,
+    the binder's, the assumed-pod reaper) must use the same two numbers."""
+    queue_config = queue_config or QueueConfig()
+    ledger_config = ledger_config or LedgerConfig()
+    if scheduler_config is None:
+        return queue_config, ledger_config
+    initial = scheduler_config.pod_initial_backoff_seconds * 1000
+    maximum = scheduler_config.pod_max_backoff_seconds * 1000
+    return (
+        replace(queue_config, initial_backoff_ms=initial, max_backoff_ms=maximum),
+        replace(ledger_config, backoff_initial_ms=initial, backoff_max_ms=maximum),
+    )
+
+
+def share_nominator(profiles: Profiles, nominator: PodNominator | None) -> PodNominator:
+    """One PodNominator for the worker's view and every profile's Handle: the view feeds
+    it from pod events, Filter (RunFilterPluginsWithNominatedPods) and preemption read it.
+    A nominator already in a profile's Handle is kept, else ``nominator`` or a new one."""
+    if nominator is None:
+        for fw in profiles.values():
+            found = fw.handle.extras.get(NOMINATOR_KEY)
+            if isinstance(found, PodNominator):
+                nominator = found
+                break
+    nominator = nominator if nominator is not None else PodNominator()
+    for fw in profiles.values():
+        fw.handle.extras[NOMINATOR_KEY] = nominator
+    return nominator
+
+
 class SchedulingWorker:
     def __init__(
         self,
@@ -125,6 +162,7 @@ class SchedulingWorker:
         ledger_config: LedgerConfig | None = None,
         informer_client: redis.Redis | None = None,
         nominator: PodNominator | None = None,
+        scheduler_config: SchedulerConfig | None = None,
     ) -> None:
         self.client = client
         self.keys = keys
@@ -133,8 +171,10 @@ class SchedulingWorker:
         self.name = name or f"worker-{uuid.uuid4().hex[:8]}"
         self.config = config or WorkerConfig()
         self.store = Store(client, keys, clock=clock)
+        queue_config, ledger_config = backoff_configs(scheduler_config, queue_config, ledger_config)
         self.queue = RedisQueue(client, keys, config=queue_config)
         self.ledger = Ledger(client, keys, clock, ledger_config)
+        nominator = share_nominator(profiles, nominator)
         # The worker's local picture: snapshot, parsed pods, the ledger's mirror.
         self.view = ClusterView(
             client,
