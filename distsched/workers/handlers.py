@@ -75,6 +75,10 @@ def required_affinity_terms(pod: Pod) -> tuple[AffinityTerm, ...]:
         return ()
 
 
+def _labels(obj: dict[str, Any]) -> dict[str, Any]:
+    return dict((obj.get("metadata") or {}).get("labels") or {})
+
+
 def record_bound_pod(ledger: Ledger, pod: Pod) -> str:
     """Hold a bound pod in the ledger (idempotent: "added", "confirmed" or "present")."""
     info = PodInfo.of(pod)
@@ -88,11 +92,16 @@ def record_bound_pod(ledger: Ledger, pod: Pod) -> str:
     )
 
 
+IGNORED_METADATA = frozenset({"resourceVersion", "generation", "managedFields", "finalizers"})
+"""Metadata kube's isPodUpdated strips before comparing (with the whole status)."""
+
+
 def pod_spec_changed(old: dict[str, Any], new: dict[str, Any]) -> bool:
-    """kube's isPodUpdated: anything but status, resourceVersion and managed fields."""
+    """kube's isPodUpdated: anything but status, resourceVersion, generation, managedFields
+    and finalizers."""
 
     def strip(obj: dict[str, Any]) -> dict[str, Any]:
-        meta = {k: v for k, v in obj.get("metadata", {}).items() if k != "resourceVersion"}
+        meta = {k: v for k, v in obj.get("metadata", {}).items() if k not in IGNORED_METADATA}
         return {"metadata": meta, "spec": obj.get("spec", {})}
 
     return strip(old) != strip(new)
@@ -112,6 +121,7 @@ class QueueEventHandlers:
         parse: Callable[[dict[str, Any]], Pod] = Pod.from_dict,
         node_usage: Callable[[str], NodeOccupancy],
         clock_ms: Callable[[], int],
+        reject_waiting: Callable[[str], None] | None = None,
     ) -> None:
         self.queue = queue
         self.ledger = ledger
@@ -121,6 +131,7 @@ class QueueEventHandlers:
         self.parse = parse
         self.node_usage = node_usage
         self.now_ms = clock_ms
+        self.reject_waiting = reject_waiting
 
     # -- entry point --------------------------------------------------------------------
     def handle(self, batch: Sequence[Event]) -> None:
@@ -136,6 +147,7 @@ class QueueEventHandlers:
         now = self.now_ms()
         adds: list[PodEntry] = []
         newly_bound: list[dict[str, Any]] = []
+        relabelled: list[dict[str, Any]] = []
         assigned_deleted = False
         for event in batch:
             try:
@@ -150,13 +162,19 @@ class QueueEventHandlers:
                 if event.type == DELETED:
                     self._flush_adds(adds, now)
                     # An unassigned pod may be assumed (reserved, not bound): release it too.
-                    self.ledger.pod_deleted(event.key)
+                    # Its room is free again, so this is an AssignedPodDelete as well (kube:
+                    # RejectWaitingPod, or the binding's failure, moves the waiting pods).
+                    released = self.ledger.pod_deleted(event.key)
                     self.queue.delete([event.key], now_ms=now)
-                    assigned_deleted = assigned_deleted or bool(spec.get("nodeName"))
+                    if released and not spec.get("nodeName"):
+                        self._reject_waiting(event.key)
+                    assigned_deleted = assigned_deleted or bool(spec.get("nodeName")) or released
                     continue
                 if spec.get("nodeName"):
                     if old is None or not (old.get("spec") or {}).get("nodeName"):
                         newly_bound.append(obj)
+                    elif _labels(old) != _labels(obj):
+                        relabelled.append(obj)
                     continue
                 if not self.responsible_for(obj):
                     continue
@@ -179,6 +197,8 @@ class QueueEventHandlers:
         if newly_bound:
             self._record_bound(newly_bound)
             self._assigned_pods_added(newly_bound)
+        if relabelled:
+            self._assigned_pods_added(relabelled, events.ASSIGNED_POD_LABEL_CHANGE)
         if assigned_deleted:
             self._move(events.ASSIGNED_POD_DELETE, now, None)
 
@@ -215,8 +235,13 @@ class QueueEventHandlers:
         if unknown:
             self.queue.forget([p.key for p in unknown])
 
-    def _assigned_pods_added(self, objs: list[dict[str, Any]]) -> None:
-        """AssignedPodAdd: move unschedulable pods whose required affinity terms match."""
+    def _assigned_pods_added(
+        self, objs: list[dict[str, Any]], event: ClusterEvent = events.ASSIGNED_POD_ADD
+    ) -> None:
+        """AssignedPodAdd (and AssignedPodUpdate, kube's AssignedPodUpdated): move the
+        unschedulable pods whose required affinity terms match one of the pods. The move
+        request is recorded even when no pod qualifies (kube's movePodsToActiveOrBackoffQueue
+        sets moveRequestCycle unconditionally): a pod in flight meanwhile goes to backoffQ."""
         now = self.now_ms()
         candidates = []
         for key in self.queue.unschedulable_keys():
@@ -224,16 +249,20 @@ class QueueEventHandlers:
             terms = required_affinity_terms(pod) if pod is not None else ()
             if terms:
                 candidates.append((key, terms))
-        if not candidates:
-            return
-        new = [(p.metadata.namespace, p.metadata.labels) for p in map(self.parse, objs)]
-        matching = [
-            key
-            for key, terms in candidates
-            if any(term.matches(ns, labels) for term in terms for ns, labels in new)
-        ]
-        if matching:
-            self._move(events.ASSIGNED_POD_ADD, now, matching)
+        matching: list[str] = []
+        if candidates:
+            new = [(p.metadata.namespace, p.metadata.labels) for p in map(self.parse, objs)]
+            matching = [
+                key
+                for key, terms in candidates
+                if any(term.matches(ns, labels) for term in terms for ns, labels in new)
+            ]
+        self._move(event, now, matching)
+
+    def _reject_waiting(self, pod_key: str) -> None:
+        """kube's RejectWaitingPod: a binder waiting on Permit for this pod stops now."""
+        if self.reject_waiting is not None:
+            self.reject_waiting(pod_key)
 
     def _move(self, event: ClusterEvent, now: int, keys: list[str] | None) -> None:
         moved = self.queue.move_all_to_active_or_backoff(
@@ -253,7 +282,8 @@ class QueueEventHandlers:
             self._move_for_node(events.NODE_ADD, node, now)
             return
         old = Node.from_dict(event.old)
-        for change in prechecks.node_change_events(old, node):
+        # kube's nodeSchedulingPropertiesChange: the first change that applies, one move.
+        for change in prechecks.node_change_events(old, node)[:1]:
             self._move_for_node(change, node, now)
 
     def _move_for_node(self, event: ClusterEvent, node: Node, now: int) -> None:
@@ -269,8 +299,9 @@ class QueueEventHandlers:
                 used_ports=usage.ports,
             ):
                 keys.append(key)
-        if keys:
-            self._move(event, now, keys)
+        # Recorded even when nobody qualifies: kube's MoveAllToActiveOrBackoffQueue always
+        # sets moveRequestCycle, so a pod in flight during the event goes to backoffQ.
+        self._move(event, now, keys)
 
 
 class EventConsumer:

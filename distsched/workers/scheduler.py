@@ -39,6 +39,7 @@ from distsched.binder.jobs import Binding, bind_queue, enqueue_bindings
 from distsched.cache.ledger import Ledger, LedgerConfig
 from distsched.cache.ledger_types import Decision, Rejected, Reserved
 from distsched.clock import SYSTEM_CLOCK, Clock
+from distsched.framework import permit
 from distsched.framework.cycle_state import CycleState
 from distsched.framework.diagnosis import FitError, SchedulingError
 from distsched.framework.events import ClusterEvent
@@ -197,6 +198,7 @@ class SchedulingWorker:
             parse=self.view.pod_from,
             node_usage=self._node_usage,
             clock_ms=clock.now_ms,
+            reject_waiting=lambda key: permit.reject(client, keys, key, "", "pod deleted"),
         )
         self.consumer = EventConsumer(client, keys.events, self.name, self.handlers)
         self.bind_queue = bind_queue(client, keys)
