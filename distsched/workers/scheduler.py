@@ -34,6 +34,7 @@ from dataclasses import dataclass, field, replace
 import redis
 
 from distsched import metrics
+from distsched.binder.cycle import batch_bindable
 from distsched.binder.faults import pause_at  # crash tests only; a no-op unless env set
 from distsched.binder.jobs import Binding, bind_queue, enqueue_bindings
 from distsched.cache.ledger import Ledger, LedgerConfig
@@ -343,7 +344,7 @@ class SchedulingWorker:
                 return
             generations = self._read_generations(attempt)
             if generations is None:  # the ledger moved while we decided: decide again
-                self._unassume(attempt)
+                self._undo_reserve(attempt)
                 attempt.tries -= 1
                 continue
             checks, anti_affinity_gen = generations
@@ -353,7 +354,7 @@ class SchedulingWorker:
             if isinstance(result, Reserved):
                 self._bind([attempt])
                 return
-            self._unassume(attempt)
+            self._undo_reserve(attempt)
             if not isinstance(result, Rejected):
                 log.info("stale decision for %s: %s", attempt.pod.key, result)
                 return
@@ -457,6 +458,15 @@ class SchedulingWorker:
 
         apply_post_filter(self, attempt, err)
 
+    def _undo_reserve(self, attempt: Attempt) -> None:
+        """The ledger refused (or the view moved under) a decision whose Reserve plugins
+        ran: Unreserve them (kube runs Unreserve on every failure after Reserve), then
+        forget the local assumption."""
+        if attempt.node:
+            fw = attempt.framework
+            fw.run_reserve_plugins_unreserve(attempt.state, attempt.pod, attempt.node)
+        self._unassume(attempt)
+
     def _unassume(self, attempt: Attempt) -> None:
         if not attempt.node or attempt.info is None:
             return
@@ -501,7 +511,7 @@ class SchedulingWorker:
                 if isinstance(result, Reserved):
                     reserved.append(attempt)
                     continue
-                self._unassume(attempt)
+                self._undo_reserve(attempt)
                 if isinstance(result, Rejected):
                     self._note_conflict(result)
                     if attempt.tries < self.config.max_reserve_attempts:
@@ -541,6 +551,8 @@ class SchedulingWorker:
                 self._unassume(attempt)
                 self._fail(attempt, plugins=[], message=status.message(), error=False)
                 continue
+            now = self.clock.now_ms()
+            deadlines = {p: now + int(timeout * 1000) for p, timeout in waits.items()}
             bindings.append(
                 Binding(
                     pod_key=attempt.pod.key,
@@ -552,11 +564,14 @@ class SchedulingWorker:
                     token=str(attempt.queued.epoch),
                     initial_attempt_ms=attempt.queued.initial_attempt_ms,
                     attempts=attempt.queued.attempts,
-                    # Wait: the binder holds the pod until the plugins allow it (WaitOnPermit).
+                    # Wait: the binder holds the pod until the plugins allow it (WaitOnPermit),
+                    # each plugin until its own deadline.
                     permit_plugins=tuple(sorted(waits)),
-                    permit_deadline_ms=(
-                        self.clock.now_ms() + int(max(waits.values()) * 1000) if waits else 0
-                    ),
+                    permit_deadline_ms=max(deadlines.values(), default=0),
+                    permit_deadlines_ms=tuple(deadlines[p] for p in sorted(waits)),
+                    # The binding cycle goes on with this cycle's state (kube passes it on);
+                    # a profile bound by one store call has no plugin to read it.
+                    state={} if batch_bindable(fw) else attempt.state.to_wire(),
                 )
             )
             elapsed = time.perf_counter() - attempt.started

@@ -45,21 +45,28 @@ class InProcessCluster:
     ) -> None:
         self.r, self.keys, self.clock = r, keys, clock
         self.config = config or default_config(registry)
+        self.registry = registry
+        self.batch = batch
         self.store = Store(r, keys, clock=clock)
-        self.worker = SchedulingWorker(
-            r,
-            keys,
-            profiles=build_profiles(self.config, registry=registry),
-            clock=clock,
-            config=WorkerConfig(batch=batch, idle_wait_s=0.01),
-            scheduler_config=self.config,
-        )
-        # The test runs periodic work itself, on the fake clock (see flush()).
-        self.worker.periodic = Periodic(r, keys)
+        self.worker = self.add_worker()
         self.binder = Binder(r, keys, clock=clock, config=self.config, registry=registry)
         self.bind_queue = bind_queue(r, keys)
         self.queue = self.worker.queue
-        self.worker.start()
+
+    def add_worker(self) -> SchedulingWorker:
+        """Another scheduling worker on the same Redis (started: initial list done)."""
+        worker = SchedulingWorker(
+            self.r,
+            self.keys,
+            profiles=build_profiles(self.config, registry=self.registry),
+            clock=self.clock,
+            config=WorkerConfig(batch=self.batch, idle_wait_s=0.01),
+            scheduler_config=self.config,
+        )
+        # The test runs periodic work itself, on the fake clock (see flush()).
+        worker.periodic = Periodic(self.r, self.keys)
+        worker.start()
+        return worker
 
     # -- the API server -------------------------------------------------------------------
     def create(self, *objs: Obj) -> None:
