@@ -14,12 +14,14 @@ from distsched.framework.interface import (
     PluginSpec,
     PostBindPlugin,
     PreBindPlugin,
+    QueueSortPlugin,
     ReservePlugin,
 )
 from distsched.framework.profile import SchedulerConfig, parse_config
 from distsched.framework.registry import IN_TREE_REGISTRY
 from distsched.framework.status import Code, Status
 from distsched.model import Pod
+from distsched.queue_types import QueuedPod
 
 CALLS: list[tuple[str, str, Any]] = []
 """(what, pod key, detail) in call order; tests clear it first."""
@@ -97,3 +99,18 @@ profiles:
 {enabled}
 """
     return parse_config(text, "test-config.yaml", REGISTRY)
+
+
+class FifoSort(QueueSortPlugin):
+    """A queueSort plugin other than PrioritySort (which the Redis queue cannot honour)."""
+
+    name = "FifoSort"
+
+    def less(self, a: QueuedPod, b: QueuedPod) -> bool:
+        return a.timestamp_ms < b.timestamp_ms
+
+
+WITH_FIFO: Mapping[str, PluginSpec] = {
+    **REGISTRY,
+    "FifoSort": PluginSpec("FifoSort", lambda args, handle: FifoSort(), EVENTS),
+}
