@@ -354,3 +354,44 @@ def new(args: dict[str, Any], handle: Handle) -> InterPodAffinity:
     if not isinstance(ignore, bool):
         raise PluginArgsError("ignorePreferredTermsOfExistingPods", "must be a boolean")
     return InterPodAffinity(hard_pod_affinity_weight=weight, ignore_preferred_of_existing=ignore)
+
+
+# ---------------------------------------------------------------------- QueueingHint
+def _required_terms(pod: Pod, anti: bool) -> tuple[AffinityTerm, ...]:
+    affinity = pod.spec.affinity
+    group = None
+    if affinity is not None:
+        group = affinity.pod_anti_affinity if anti else affinity.pod_affinity
+    if group is None or not group.required:
+        return ()
+    try:
+        return compile_terms(group.required, pod.metadata.namespace)
+    except InvalidSelector:
+        return ()
+
+
+def queueing_hint(event: ClusterEvent, pod: Pod, old: Any, new: Any) -> bool | None:
+    """kube's isSchedulableAfterPodChange for assigned-pod events.
+
+    Added: Queue when the pod matches one of the pending pod's required affinity terms.
+    Updated: Queue when it starts matching an affinity term or stops matching an
+    anti-affinity term. Deleted: Queue when it matched an anti-affinity term of the
+    pending pod, or had required anti-affinity of its own (which may have kept the
+    pending pod out)."""
+    if event.resource != EventResource.ASSIGNED_POD:
+        return None
+    affinity = _required_terms(pod, anti=False)
+    anti = _required_terms(pod, anti=True)
+
+    def matches(other: Pod, terms: tuple[AffinityTerm, ...]) -> bool:
+        return any(t.matches(other.metadata.namespace, other.metadata.labels) for t in terms)
+
+    if isinstance(new, Pod) and isinstance(old, Pod):
+        return (not matches(old, affinity) and matches(new, affinity)) or (
+            matches(old, anti) and not matches(new, anti)
+        )
+    if isinstance(new, Pod):
+        return matches(new, affinity)
+    if isinstance(old, Pod):
+        return matches(old, anti) or bool(_required_terms(old, anti=True))
+    return None

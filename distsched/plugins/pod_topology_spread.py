@@ -393,3 +393,27 @@ def new(args: dict[str, Any], handle: Handle) -> PodTopologySpread:
     if defaulting == "System" and constraints:
         raise PluginArgsError("defaultConstraints", "should be empty when defaultingType is System")
     return PodTopologySpread()
+
+
+# ---------------------------------------------------------------------- QueueingHint
+def queueing_hint(event: ClusterEvent, pod: Pod, old: Any, new: Any) -> bool | None:
+    """kube's isSchedulableAfterPodChange for assigned-pod events: Queue when the added,
+    deleted or relabelled pod is one the pending pod's DoNotSchedule constraints count
+    (same namespace, selector match), before or after the change."""
+    if event.resource != EventResource.ASSIGNED_POD:
+        return None
+    constraints = pod_constraints(pod, DO_NOT_SCHEDULE)
+    if not constraints:
+        return None
+
+    def counted(other: Any) -> bool:
+        return (
+            isinstance(other, Pod)
+            and other.metadata.namespace == pod.metadata.namespace
+            and any(c.selector.matches(other.metadata.labels) for c in constraints)
+        )
+
+    relabelled = isinstance(old, Pod) and isinstance(new, Pod)
+    if relabelled and old.metadata.labels == new.metadata.labels:
+        return False
+    return counted(old) or counted(new)

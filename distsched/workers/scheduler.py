@@ -74,6 +74,9 @@ class WorkerConfig:
     max_reserve_attempts: int = 3
     idle_wait_s: float = 0.2
     event_batches_per_loop: int = 4
+    # QueueingHints (kube's SchedulerQueueingHints, GA in 1.34): the rejecting plugins'
+    # hints decide which events move a parked pod; False keeps the seed's rules only.
+    queueing_hints: bool = True
 
 
 @dataclass
@@ -200,6 +203,7 @@ class SchedulingWorker:
             node_usage=self._node_usage,
             clock_ms=clock.now_ms,
             reject_waiting=lambda key: permit.reject(client, keys, key, "", "pod deleted"),
+            hint=self._queueing_hint if self.config.queueing_hints else None,
         )
         self.consumer = EventConsumer(client, keys.events, self.name, self.handlers)
         self.bind_queue = bind_queue(client, keys)
@@ -279,6 +283,12 @@ class SchedulingWorker:
         for fw in self.profiles.values():
             names |= fw.plugins_interested_in(event)
         return frozenset(names)
+
+    def _queueing_hint(
+        self, pod: Pod, plugin: str, event: ClusterEvent, old: object, new: object
+    ) -> bool | None:
+        fw = self.profiles.for_pod(pod)
+        return None if fw is None else fw.queueing_hint(plugin, event, pod, old, new)
 
     def _node_usage(self, name: str) -> NodeOccupancy:
         state = self.ledger.node_state([name]).get(name)

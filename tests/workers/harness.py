@@ -42,11 +42,13 @@ class InProcessCluster:
         config: SchedulerConfig | None = None,
         registry: Mapping[str, PluginSpec] = IN_TREE_REGISTRY,
         batch: int = 64,
+        queueing_hints: bool = True,
     ) -> None:
         self.r, self.keys, self.clock = r, keys, clock
         self.config = config or default_config(registry)
         self.registry = registry
         self.batch = batch
+        self.queueing_hints = queueing_hints
         self.store = Store(r, keys, clock=clock)
         self.worker = self.add_worker()
         self.binder = Binder(r, keys, clock=clock, config=self.config, registry=registry)
@@ -60,7 +62,11 @@ class InProcessCluster:
             self.keys,
             profiles=build_profiles(self.config, registry=self.registry),
             clock=self.clock,
-            config=WorkerConfig(batch=self.batch, idle_wait_s=0.01),
+            config=WorkerConfig(
+                batch=self.batch,
+                idle_wait_s=0.01,
+                queueing_hints=self.queueing_hints,
+            ),
             scheduler_config=self.config,
         )
         # The test runs periodic work itself, on the fake clock (see flush()).
