@@ -3,18 +3,26 @@ move which pods, and that every move is a move request (in-process worker, FakeC
 
 from __future__ import annotations
 
+import threading
+
+import pytest
 import redis
 
 from distsched.clock import FakeClock
 from distsched.keys import Keys
 from tests.e2e.cluster import HOSTNAME, node, pod
+from tests.workers import plugins
 from tests.workers.harness import InProcessCluster
 
+# With QueueingHints (the default) and with the seed's rules only.
+HINTS = pytest.mark.parametrize("hints", [True, False], ids=["hints", "seed"])
 
+
+@HINTS
 def test_a_pod_in_flight_while_a_fitting_node_is_added_goes_to_backoff(
-    r: redis.Redis, keys: Keys, clock: FakeClock
+    r: redis.Redis, keys: Keys, clock: FakeClock, hints: bool
 ) -> None:
-    cluster = InProcessCluster(r, keys, clock)
+    cluster = InProcessCluster(r, keys, clock, queueing_hints=hints)
     cluster.create(node("small", cpu="1"), pod("big", cpu="2"))
     cluster.handle_events()
     popped = cluster.pop()
@@ -30,10 +38,11 @@ def test_a_pod_in_flight_while_a_fitting_node_is_added_goes_to_backoff(
     assert cluster.node_of("big") == "large"
 
 
+@HINTS
 def test_a_pod_in_flight_while_an_unrelated_assigned_pod_is_added_goes_to_backoff(
-    r: redis.Redis, keys: Keys, clock: FakeClock
+    r: redis.Redis, keys: Keys, clock: FakeClock, hints: bool
 ) -> None:
-    cluster = InProcessCluster(r, keys, clock)
+    cluster = InProcessCluster(r, keys, clock, queueing_hints=hints)
     web = pod("web", labels={"app": "web"})
     web["spec"]["affinity"] = {
         "podAffinity": {
@@ -53,10 +62,11 @@ def test_a_pod_in_flight_while_an_unrelated_assigned_pod_is_added_goes_to_backof
     assert cluster.where("web") == "backoff"
 
 
+@HINTS
 def test_relabelling_a_running_pod_moves_the_pod_whose_affinity_it_now_satisfies(
-    r: redis.Redis, keys: Keys, clock: FakeClock
+    r: redis.Redis, keys: Keys, clock: FakeClock, hints: bool
 ) -> None:
-    cluster = InProcessCluster(r, keys, clock)
+    cluster = InProcessCluster(r, keys, clock, queueing_hints=hints)
     web = pod("web")
     web["spec"]["affinity"] = {
         "podAffinity": {
@@ -78,10 +88,11 @@ def test_relabelling_a_running_pod_moves_the_pod_whose_affinity_it_now_satisfies
     assert cluster.node_of("web") == "n1"
 
 
+@HINTS
 def test_deleting_a_reserved_unbound_pod_moves_the_pods_waiting_for_its_room(
-    r: redis.Redis, keys: Keys, clock: FakeClock
+    r: redis.Redis, keys: Keys, clock: FakeClock, hints: bool
 ) -> None:
-    cluster = InProcessCluster(r, keys, clock)
+    cluster = InProcessCluster(r, keys, clock, queueing_hints=hints)
     cluster.create(node("only", cpu="2"), pod("first", cpu="2"))
     cluster.turn()
     assert len(cluster.take_bindings()) == 1  # reserved; its binding is never run
@@ -149,3 +160,25 @@ def test_a_node_update_is_one_move_for_its_first_change(
     cluster.flush()
     cluster.settle()
     assert cluster.node_of("big") == "n1"
+
+
+def test_deleting_a_pod_that_waits_on_permit_stops_the_wait(
+    r: redis.Redis, keys: Keys, clock: FakeClock
+) -> None:
+    # kube's RejectWaitingPod: the binder holding the deleted pod lets go at once.
+    config = plugins.config("Gate10")
+    cluster = InProcessCluster(r, keys, clock, config=config, registry=plugins.REGISTRY)
+    cluster.create(node("n1"), pod("held", labels={"wait": "yes"}))
+    cluster.turn()
+    bindings = cluster.take_bindings()
+    thread = threading.Thread(target=cluster.binder.bind, args=(bindings,))
+    thread.start()
+    try:
+        cluster.store.delete("Pod", "default/held")
+        cluster.handle_events()
+        thread.join(5)
+        assert not thread.is_alive(), "the binder still waits for a deleted pod"
+    finally:
+        clock.step(20_000)
+        thread.join(10)
+    assert cluster.worker.ledger.node_state(["n1"])["n1"].pods == ()
