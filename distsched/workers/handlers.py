@@ -7,6 +7,12 @@ its events pending and another worker claims them (XAUTOCLAIM). Every move is
 idempotent (adding a known pod, moving a pod that already moved, releasing a released
 reservation), which makes redelivery harmless.
 
+Which parked pods an event moves: with QueueingHints (the default) each rejecting
+plugin's hint decides, and plugins without one keep the seed's rule (preCheckForNode for
+node events, the affinity-term match for assigned-pod adds, interest for deletes);
+without hints, the seed's rules only. Every event is a move request, moving anyone or
+not (kube's moveRequestCycle). See docs/differences.md for what still differs.
+
 The cache half (each worker's local snapshot) is fed by each worker's own informer.
 """
 
