@@ -10,6 +10,8 @@ _SCALARS = (str, int, float, bool, type(None))
 def is_plain(value: Any) -> bool:
     """Whether ``value`` is plain data (str/int/float/bool/None, lists and str-keyed
     dicts of those): what can travel to the binder process with a binding."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return -(2**63) <= value < 2**64  # what msgpack carries
     if isinstance(value, _SCALARS):
         return True
     if isinstance(value, list | tuple):

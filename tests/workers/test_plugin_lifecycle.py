@@ -13,6 +13,7 @@ from distsched.binder.cycle import BindOutcome
 from distsched.binder.jobs import Binding
 from distsched.clock import FakeClock
 from distsched.framework import permit
+from distsched.framework.cycle_state import CycleState
 from distsched.keys import Keys
 from tests.e2e.cluster import node, pod, wait_for
 from tests.workers import plugins
@@ -107,3 +108,13 @@ def test_the_binding_cycle_gets_the_scheduling_cycles_state(
     seen = {w: detail for w, key, detail in plugins.CALLS if key == "default/p"}
     assert seen["prebind"] == {"node": "n1", "nth": 1}
     assert seen["postbind"] == {"node": "n1", "nth": 1}
+
+
+def test_only_plain_data_of_the_cycle_state_travels_to_the_binder() -> None:
+    state = CycleState()
+    state.write("plain", {"a": [1, 2.5, "x", None, True]})
+    state.write("huge", 2**70)
+    state.write("object", object())
+    state.write("bytes-key", {1: "x"})
+    assert CycleState.to_wire(state) == {"plain": {"a": [1, 2.5, "x", None, True]}}
+    assert CycleState.from_wire(state.to_wire()).read("plain") == {"a": [1, 2.5, "x", None, True]}
