@@ -96,7 +96,24 @@ def test_inter_pod_affinity() -> None:
     # A deleted pod with anti-affinity of its own may have kept anyone out.
     guard = P("guard", affinity=required("podAntiAffinity", "x"), nodeName="n1")
     assert hint(events.ASSIGNED_POD_DELETE, web, guard, None) is True
-    assert hint(events.NODE_ADD, web, None, N()) is None
+    # Node events: the topology keys of the pod's own terms.
+    zoned = P(
+        "zoned",
+        affinity={
+            "podAffinity": {
+                "requiredDuringSchedulingIgnoredDuringExecution": [
+                    {"labelSelector": {"matchLabels": {"app": "db"}}, "topologyKey": "zone"}
+                ]
+            }
+        },
+    )
+    assert hint(events.NODE_ADD, zoned, None, N()) is False  # no zone label: no domain
+    assert hint(events.NODE_ADD, zoned, None, N(labels={"zone": "a"})) is True
+    assert hint(events.NODE_LABEL_CHANGE, zoned, N(), N(labels={"zone": "a"})) is True
+    same = N(labels={"zone": "a"})
+    assert hint(events.NODE_LABEL_CHANGE, zoned, same, N(labels={"zone": "a", "x": "y"})) is False
+    assert hint(events.NODE_ADD, lonely, None, N()) is True  # a new domain for anti-affinity
+    assert hint(events.NODE_ADD, P("plain"), None, N()) is True  # kept out by others' terms
 
 
 def test_pod_topology_spread() -> None:
@@ -117,3 +134,16 @@ def test_pod_topology_spread() -> None:
     assert hint(events.ASSIGNED_POD_ADD, web, None, peer) is True
     assert hint(events.ASSIGNED_POD_LABEL_CHANGE, web, stranger, peer) is True
     assert hint(events.ASSIGNED_POD_DELETE, P("free"), peer, None) is None
+    zonal = P(
+        "zonal",
+        labels={"app": "web"},
+        topologySpreadConstraints=[{**spread, "topologyKey": "zone"}],
+    )
+    assert hint(events.NODE_ADD, zonal, None, N()) is False  # no zone: not counted
+    assert hint(events.NODE_ADD, zonal, None, N(labels={"zone": "a"})) is True
+    assert (
+        hint(events.NODE_LABEL_CHANGE, zonal, N(labels={"zone": "a"}), N(labels={"zone": "b"}))
+        is True
+    )
+    unrelated = N(labels={"zone": "a", "x": "y"})
+    assert hint(events.NODE_LABEL_CHANGE, zonal, N(labels={"zone": "a"}), unrelated) is False
