@@ -10,6 +10,7 @@ from distsched.model import Node, Pod
 from distsched.plugins import (
     inter_pod_affinity,
     node_affinity,
+    node_ports,
     node_resources_fit,
     node_unschedulable,
     pod_topology_spread,
@@ -147,3 +148,16 @@ def test_pod_topology_spread() -> None:
     )
     unrelated = N(labels={"zone": "a", "x": "y"})
     assert hint(events.NODE_LABEL_CHANGE, zonal, N(labels={"zone": "a"}), unrelated) is False
+
+
+def test_node_ports() -> None:
+    def with_port(name: str, **kw: Any) -> Pod:
+        obj = pod(name, **kw)
+        obj["spec"]["containers"][0]["ports"] = [{"containerPort": 80, "hostPort": 8080}]
+        return Pod.from_dict(obj)
+
+    wants, holder = with_port("wants"), with_port("holder", nodeName="n1")
+    hint = node_ports.queueing_hint
+    assert hint(events.ASSIGNED_POD_DELETE, wants, holder, None) is True
+    assert hint(events.ASSIGNED_POD_DELETE, wants, P("other", nodeName="n1"), None) is False
+    assert hint(events.NODE_ADD, wants, None, N()) is None

@@ -53,11 +53,19 @@ def test_deleting_an_unrelated_pod_moves_only_the_pods_it_may_help(
     assert cluster.where("big") in ("active", "backoff")  # NodeResourcesFit: room freed
     assert cluster.where("web") == "unschedulable"  # no app=db pod appeared
     assert cluster.where("lonely") == "unschedulable"  # noisy is still there
-    # NodePorts has no hint: the seed's rule (every interested pod moves) stands in.
+    assert cluster.where("wants") == "unschedulable"  # NodePorts: filler held no port
+    # NodePorts has no node hint: the seed's pre-check stands in (n2 has the port free).
+    cluster.create(node("n2", cpu="1", labels={"app": "n2"}))
+    cluster.handle_events()
     assert cluster.where("wants") in ("active", "backoff")
+    assert cluster.where("lonely") in ("active", "backoff")  # a new domain, no noisy there
+    clock.step(1_100)
+    cluster.flush()
+    cluster.settle()
+    assert cluster.node_of("wants") == cluster.node_of("lonely") == "n2"
+    assert cluster.where("web") == "unschedulable"  # retried after n2's add: still no db
     cluster.store.delete("Pod", "default/noisy")
     cluster.handle_events()
-    assert cluster.where("lonely") in ("active", "backoff")
     assert cluster.where("web") == "unschedulable"
 
 
