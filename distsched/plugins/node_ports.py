@@ -71,7 +71,7 @@ def new(args: dict[str, Any], handle: Handle) -> NodePorts:
 
 
 # ---------------------------------------------------------------------- QueueingHint
-def _conflict(a: HostPort, b: HostPort) -> bool:
+def _conflict(a: tuple[str, str, int], b: tuple[str, str, int]) -> bool:
     (ip_a, proto_a, port_a), (ip_b, proto_b, port_b) = a, b
     return port_a == port_b and proto_a == proto_b and (ip_a == ip_b or "0.0.0.0" in (ip_a, ip_b))
 
