@@ -156,8 +156,10 @@ class MemoryQueue:
             where = info["w"]
             if where == ACTIVE and old_priority != entry.priority:
                 self._sets[ACTIVE].add(info["m"], -entry.priority)
-            elif where in (BACKOFF, UNSCHEDULABLE):
+            elif where == UNSCHEDULABLE:
                 self._to_active_or_backoff(entry.key, info, now_ms)
+            elif where in (INFLIGHT, ASSUMED, HANDED_OFF):
+                info["u"] = 1
             elif where == GATED and not entry.gated:
                 self._to_active(entry.key, info)
             return info["w"]
@@ -185,6 +187,7 @@ class MemoryQueue:
                 key = key_of_active_member(member)
                 info = self._infos[key]
                 info["m"] = ""
+                info.pop("u", None)
                 if info["d"] >= self.config.max_deliveries:
                     info["w"] = DEAD
                     self._sets[DEAD].add(key, now_ms)
@@ -256,7 +259,10 @@ class MemoryQueue:
                 d=0,
                 bo=now_ms + backoff_duration_ms(info["a"], self.config),
             )
-            if error or self._move_cycle >= info["cy"]:
+            if info.pop("u", 0):
+                info["ts"] = now_ms
+                self._to_active(key, info)
+            elif error or self._move_cycle >= info["cy"]:
                 self._to_set(key, info, BACKOFF, info["bo"])
             else:
                 self._to_set(key, info, UNSCHEDULABLE, now_ms)
@@ -271,9 +277,12 @@ class MemoryQueue:
 
     def flush_unschedulable_leftover(self, *, now_ms: int) -> int:
         with self._cond:
-            stale = self._sets[UNSCHEDULABLE].up_to(now_ms - self.config.unschedulable_max_ms)
+            # kube: now - timestamp > max (exclusive).
+            stale = self._sets[UNSCHEDULABLE].up_to(now_ms - self.config.unschedulable_max_ms - 1)
             for key in stale:
                 self._to_active_or_backoff(key, self._infos[key], now_ms)
+            if stale:
+                self._move_cycle = self._cycle
             return len(stale)
 
     def move_all_to_active_or_backoff(

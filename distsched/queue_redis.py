@@ -30,7 +30,9 @@ every failure re-add), ``its`` initial attempt timestamp, ``a`` attempts (+1 at 
 ``w`` where it is (a sub-queue name, or ``""``/``"assumed"`` when handed to the cache),
 ``m`` its activeQ member, ``pl`` comma-joined unschedulable plugins of the last failure,
 ``cy`` scheduling cycle and ``e`` lease epoch of the last pop, ``d`` deliveries since the
-last orderly outcome, ``bo`` backoff expiry ms. String fields are never empty Lua tables,
+last orderly outcome, ``bo`` backoff expiry ms, and, only while set, ``u`` (the pod's
+object was updated while it was in flight or assumed: its failure sends it to activeQ,
+see :data:`~distsched.queue_types.OPTIONAL_INFO_FIELDS`). String fields are never empty Lua tables,
 which cjson would encode as ``{}``.
 
 Counters: ``cycle`` (+1 per popped pod, kube's schedulingCycle), ``move_cycle`` (the
@@ -197,8 +199,9 @@ class RedisQueue:
             int(error),
             cfg.initial_backoff_ms,
             cfg.max_backoff_ms,
+            WAKE_CAP,
         ]
-        keys = [k.info, k.inflight, k.backoff, k.unschedulable, k.move_cycle]
+        keys = [k.info, k.inflight, k.backoff, k.unschedulable, k.move_cycle, k.active, k.wake]
         return _text(self._run("add_unschedulable", keys, args))
 
     def flush_backoff_completed(self, *, now_ms: int) -> int:
@@ -209,7 +212,7 @@ class RedisQueue:
 
     def flush_unschedulable_leftover(self, *, now_ms: int) -> int:
         k = self._keys
-        keys = [k.unschedulable, k.active, k.backoff, k.info, k.wake]
+        keys = [k.unschedulable, k.active, k.backoff, k.info, k.wake, k.cycle, k.move_cycle]
         args = [now_ms, self.config.unschedulable_max_ms, WAKE_CAP]
         return int(self._run("flush_leftover", keys, args))
 

@@ -44,6 +44,11 @@ INFO_FIELDS: Mapping[str, str] = {
     "bo": "backoff expiry ms (0 = never failed)",
 }
 
+OPTIONAL_INFO_FIELDS: Mapping[str, str] = {
+    "u": "1 while the pod's object was updated in flight/assumed (cleared at failure or pop)",
+}
+"""Fields present only while they mean something (absent = 0)."""
+
 # Results of add_unschedulable_if_not_present.
 STALE = "stale"
 PRESENT = "present"

@@ -9,12 +9,15 @@ For each job: claim → WaitOnPermit → PreBind → Bind → PostBind → confi
   bound under the same token is a duplicate (the same job run twice); one whose
   reservation is gone is stale (the reaper requeued the pod after its deadline, or the
   pod was deleted) and binds nothing: the pod belongs to a newer attempt.
-- WaitOnPermit: Permit ran in the worker; a Wait there does not hold the pod here (no
-  process-wide waiting-pods map), so this step has nothing to wait on.
-- PreBind, Bind, PostBind: the profile's plugins. A profile whose only binding plugin is
-  DefaultBinder (the default) binds the whole batch with one store script call; the store
-  bind is idempotent for the same node and refused for another node, a deleted pod or a
-  uid mismatch. Other profiles run their plugins pod by pod.
+- WaitOnPermit: Permit ran in the worker; a pod a plugin asked to wait is held here until
+  every waiting plugin allowed it, a plugin rejected it or that plugin's own deadline
+  passed (:mod:`distsched.framework.permit`). The job's other pods bind first: a waiting
+  pod holds only itself.
+- PreBind, Bind, PostBind: the profile's plugins, with the scheduling cycle's CycleState
+  (its plain-data entries travel with the binding, see ``CycleState.to_wire``). A profile
+  whose only binding plugin is DefaultBinder (the default) binds the whole batch with one
+  store script call; the store bind is idempotent for the same node and refused for
+  another node, a deleted pod or a uid mismatch. Other profiles run their plugins pod by pod.
 - Confirm: the ledger turns the assumed pod into a bound one and drops its queue info.
 
 Any failure goes through :func:`handle_binding_failure`: Unreserve, forget the assumed pod
@@ -28,7 +31,7 @@ import json
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import redis
@@ -48,6 +51,7 @@ from distsched.framework.runtime import Framework
 from distsched.keys import Keys
 from distsched.model import Pod
 from distsched.queue_redis import RedisQueue
+from distsched.queue_types import QueueConfig
 from distsched.store import Store, decode_object
 
 log = logging.getLogger(__name__)
@@ -91,11 +95,20 @@ class Binder:
         self.keys = keys
         self.clock = clock
         self.store = Store(client, keys, clock=clock)
+        config = config or default_config(registry)
+        # podInitialBackoffSeconds / podMaxBackoffSeconds, as the workers use them.
+        initial = config.pod_initial_backoff_seconds * 1000
+        maximum = config.pod_max_backoff_seconds * 1000
+        ledger_config = replace(
+            ledger_config or LedgerConfig(), backoff_initial_ms=initial, backoff_max_ms=maximum
+        )
         self.ledger = Ledger(client, keys, clock, ledger_config)
-        self.queue = RedisQueue(client, keys)
+        self.queue = RedisQueue(
+            client, keys, config=QueueConfig(initial_backoff_ms=initial, max_backoff_ms=maximum)
+        )
         self._store_results: dict[str, str] = {}
         self.profiles = build_profiles(
-            config or default_config(registry),
+            config,
             registry=registry,
             handle=Handle(bind_pod=self._bind_pod),
         )
@@ -110,7 +123,22 @@ class Binder:
         outcome = BindOutcome()
         claimed = self.claim(bindings, outcome)
         pause_at("bind-claimed", [b.pod_key for b in claimed])
-        permitted = self._wait_on_permit(claimed, outcome)
+        # Pods no Permit plugin holds bind first: a waiting pod holds only itself (kube
+        # runs each pod's binding cycle on its own goroutine), not the rest of the job.
+        ready = [b for b in claimed if not b.permit_plugins]
+        waiting = [b for b in claimed if b.permit_plugins]
+        self._bind_claimed(ready, ready, outcome)
+        if waiting:
+            permitted = self._wait_on_permit(waiting, outcome)
+            self._bind_claimed(permitted, waiting, outcome)
+        self._observe(bindings, outcome, time.perf_counter() - started)
+        return outcome
+
+    def _bind_claimed(
+        self, permitted: list[Binding], claimed: list[Binding], outcome: BindOutcome
+    ) -> None:
+        """PreBind → Bind → PostBind → confirm for ``permitted``; the failures among
+        ``claimed`` (Permit's included) go through the one failure path."""
         batched = [b for b in permitted if batch_bindable(self.profiles.get(b.profile))]
         by_plugins = [b for b in permitted if not batch_bindable(self.profiles.get(b.profile))]
         stored: list[Binding] = []
@@ -121,14 +149,17 @@ class Binder:
             )
             for binding, result in zip(batched, results, strict=True):
                 self._record(binding, str(result), outcome, stored)
-        pods = self._pods(by_plugins) if by_plugins else {}
-        states = {b.pod_key: CycleState() for b in by_plugins}
+        waited = [b for b in claimed if b.permit_plugins]
+        pods = self._pods(by_plugins + waited) if by_plugins or waited else {}
+        # The scheduling cycle's CycleState (its plain-data part) goes on into binding.
+        states = {b.pod_key: CycleState.from_wire(b.state) for b in claimed}
         for binding in by_plugins:
             self._bind_with_plugins(binding, pods, states[binding.pod_key], outcome, stored)
         pause_at("bind-stored", [b.pod_key for b in stored])
         # The batch bind script confirmed its reservations itself; pods bound through bind
         # plugins still need the ledger's confirm (which also drops their queue info).
-        plugin_bound = [b for b in stored if b.pod_key in states]
+        plugin_keys = {b.pod_key for b in by_plugins}
+        plugin_bound = [b for b in stored if b.pod_key in plugin_keys]
         if plugin_bound:
             pairs = [(b.pod_key, b.token) for b in plugin_bound]
             for binding, ok in zip(
@@ -146,14 +177,12 @@ class Binder:
             fw = self.profiles.get(binding.profile)
             if pod is not None and fw is not None and binding.pod_key in outcome.bound:
                 fw.run_post_bind_plugins(states[binding.pod_key], pod, binding.node)
-        self._observe(bindings, outcome, time.perf_counter() - started)
-        return outcome
 
     def _wait_on_permit(self, claimed: list[Binding], outcome: BindOutcome) -> list[Binding]:
         """WaitOnPermit: hold pods a Permit plugin asked to wait until every such plugin
-        allowed them; a rejection or the deadline fails them (outcome.failed)."""
-        waiting = {
-            b.pod_key: (b.permit_plugins, b.permit_deadline_ms) for b in claimed if b.permit_plugins
+        allowed them; a rejection or a plugin's own deadline fails them (outcome.failed)."""
+        waiting: dict[str, tuple[Sequence[str], int | Mapping[str, int]]] = {
+            b.pod_key: (b.permit_plugins, b.permit_deadlines()) for b in claimed if b.permit_plugins
         }
         if not waiting:
             return claimed

@@ -8,7 +8,8 @@ empty allow-list; binder processes resolve ``BIND_FUNCTION`` through their own a
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 import redis
 from rq import Queue
@@ -36,6 +37,18 @@ class Binding:
     # Permit plugins that asked the pod to wait, and until when (ms); see framework/permit.py.
     permit_plugins: tuple[str, ...] = ()
     permit_deadline_ms: int = 0
+    # Each waiting plugin's own deadline (ms), aligned with permit_plugins (kube: a timer per
+    # plugin); empty = permit_deadline_ms for every plugin.
+    permit_deadlines_ms: tuple[int, ...] = ()
+    # The scheduling cycle's CycleState, its plain-data entries (CycleState.to_wire), for
+    # PreBind/Bind/PostBind and Unreserve; empty for profiles that bind in one store call.
+    state: dict[str, Any] = field(default_factory=dict, hash=False, compare=False)
+
+    def permit_deadlines(self) -> dict[str, int]:
+        """Waiting plugin -> its deadline (ms)."""
+        if len(self.permit_deadlines_ms) == len(self.permit_plugins):
+            return dict(zip(self.permit_plugins, self.permit_deadlines_ms, strict=True))
+        return dict.fromkeys(self.permit_plugins, self.permit_deadline_ms)
 
     def to_wire(self) -> list[object]:
         return [
@@ -50,15 +63,24 @@ class Binding:
             self.attempts,
             list(self.permit_plugins),
             self.permit_deadline_ms,
+            list(self.permit_deadlines_ms),
+            self.state,
         ]
 
     @classmethod
     def from_wire(cls, item: list[object]) -> Binding:
-        if not isinstance(item, list | tuple) or len(item) not in (9, 11):
+        if not isinstance(item, list | tuple) or len(item) not in (9, 11, 13):
             raise ValueError(f"malformed binding: {item!r}")
         key, uid, node, profile, cycle, epoch, token, initial, attempts = item[:9]
-        plugins, deadline = (item[9], item[10]) if len(item) == 11 else ([], 0)
+        plugins, deadline = (item[9], item[10]) if len(item) >= 11 else ([], 0)
+        deadlines, state = (item[11], item[12]) if len(item) == 13 else ([], {})
         if not isinstance(plugins, list | tuple) or not all(isinstance(p, str) for p in plugins):
+            raise ValueError(f"malformed binding: {item!r}")
+        if not isinstance(deadlines, list | tuple) or not all(
+            isinstance(d, int) for d in deadlines
+        ):
+            raise ValueError(f"malformed binding: {item!r}")
+        if not isinstance(state, dict) or not all(isinstance(k, str) for k in state):
             raise ValueError(f"malformed binding: {item!r}")
         return cls(
             str(key),
@@ -72,6 +94,8 @@ class Binding:
             int(attempts),  # type: ignore[call-overload]
             tuple(plugins),
             int(deadline),  # type: ignore[call-overload]
+            tuple(deadlines),
+            dict(state),
         )
 
 

@@ -4,6 +4,22 @@ from __future__ import annotations
 
 from typing import Any, Protocol, runtime_checkable
 
+_SCALARS = (str, int, float, bool, type(None))
+
+
+def is_plain(value: Any) -> bool:
+    """Whether ``value`` is plain data (str/int/float/bool/None, lists and str-keyed
+    dicts of those): what can travel to the binder process with a binding."""
+    if isinstance(value, int) and not isinstance(value, bool):
+        return -(2**63) <= value < 2**64  # what msgpack carries
+    if isinstance(value, _SCALARS):
+        return True
+    if isinstance(value, list | tuple):
+        return all(is_plain(v) for v in value)
+    if isinstance(value, dict):
+        return all(isinstance(k, str) and is_plain(v) for k, v in value.items())
+    return False
+
 
 @runtime_checkable
 class StateData(Protocol):
@@ -43,6 +59,19 @@ class CycleState:
 
     def __contains__(self, key: object) -> bool:
         return key in self._data
+
+    def to_wire(self) -> dict[str, Any]:
+        """The plain-data entries (:func:`is_plain`): the part of the scheduling cycle's
+        state the binding cycle gets in the binder process. Other values (numpy arrays,
+        objects) stay in the worker; a plugin that needs one in PreBind/Bind/PostBind
+        must store it as plain data."""
+        return {k: v for k, v in self._data.items() if is_plain(v)}
+
+    @classmethod
+    def from_wire(cls, data: dict[str, Any]) -> CycleState:
+        state = cls()
+        state._data.update(data)
+        return state
 
     def clone(self) -> CycleState:
         copy = CycleState()

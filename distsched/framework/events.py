@@ -112,6 +112,11 @@ ASSIGNED_POD_ADD = ClusterEvent(EventResource.ASSIGNED_POD, ActionType.ADD, "Ass
 ASSIGNED_POD_UPDATE = ClusterEvent(
     EventResource.ASSIGNED_POD, ActionType.UPDATE, "AssignedPodUpdate"
 )
+# A running pod's labels changed (kube's AssignedPodUpdate, as its updatePodInCache emits
+# it for a label change): specific, so plugins registered for UpdatePodLabel match it.
+ASSIGNED_POD_LABEL_CHANGE = ClusterEvent(
+    EventResource.ASSIGNED_POD, ActionType.UPDATE_POD_LABEL, "AssignedPodUpdate"
+)
 ASSIGNED_POD_DELETE = ClusterEvent(
     EventResource.ASSIGNED_POD, ActionType.DELETE, "AssignedPodDelete"
 )

@@ -258,13 +258,22 @@ class PostBindPlugin(Plugin):
 PluginFactory = Callable[[dict[str, Any], Handle], Plugin]
 
 
+QueueingHint = Callable[[ClusterEvent, Pod, Any, Any], bool | None]
+"""kube's QueueingHintFn: (event, the unschedulable pod, old object, new object) -> True
+(Queue: the event may make the pod schedulable), False (QueueSkip), or None (no hint for
+this event: the seed's behaviour, interest plus the event handlers' pre-check). The
+objects are typed (Node / Pod); old is None for an add, new is None for a delete."""
+
+
 @dataclass(frozen=True, slots=True)
 class PluginSpec:
-    """A registry entry: a plugin module's NAME, ``new`` and EVENTS."""
+    """A registry entry: a plugin module's NAME, ``new``, EVENTS and, where the plugin has
+    one, its ``queueing_hint``."""
 
     name: str
     factory: PluginFactory
     events: tuple[ClusterEvent, ...] | None
+    hint: QueueingHint | None = None
 
 
 class PluginArgsError(ValueError):

@@ -1,11 +1,11 @@
 """Permit's Wait across processes: kube's WaitingPod on a Redis list per pod.
 
 A Permit plugin that returns Wait leaves the pod reserved; the scheduling worker hands it
-to the binder with the waiting plugins' names and the deadline (the longest timeout the
-plugins asked for). Whoever decides for a plugin (the plugin itself in another process,
-or a controller, as coscheduling does) calls :func:`allow` or :func:`reject`; the binder's
+to the binder with the waiting plugins' names and each one's deadline (its own timeout).
+Whoever decides for a plugin (the plugin itself in another process, or a controller, as
+coscheduling does) calls :func:`allow` or :func:`reject`; the binder's
 :func:`wait_on_permit` returns Success once every waiting plugin allowed, and an
-Unschedulable status on the first rejection or at the deadline (kube's message:
+Unschedulable status on the first rejection or at a waiting plugin's deadline (kube's message:
 "rejected due to timeout after waiting ... at plugin ...").
 """
 
@@ -41,33 +41,44 @@ def reject(client: redis.Redis, keys: Keys, pod_key: str, plugin: str, message: 
 def wait_on_permit(
     client: redis.Redis,
     keys: Keys,
-    waiting: Mapping[str, tuple[Sequence[str], int]],
+    waiting: Mapping[str, tuple[Sequence[str], int | Mapping[str, int]]],
     clock: Clock,
     *,
     keep_alive: Callable[[Sequence[str]], object] | None = None,
     poll_s: float = 1.0,
 ) -> dict[str, Status]:
     """Wait for the verdicts of several waiting pods at once: pod key -> (plugins, deadline
-    ms). Returns pod key -> Success or an Unschedulable status. ``keep_alive`` is called
-    with the still-waiting pods about every ``poll_s`` (the binder renews their
-    reservations so the reaper leaves them alone)."""
-    pending = {key: set(plugins) for key, (plugins, _) in waiting.items() if plugins}
+    ms, one for all plugins or one per plugin). Each plugin's own deadline rejects the pod
+    when that plugin has not allowed it by then (kube: a timer per plugin). Returns pod
+    key -> Success or an Unschedulable status. ``keep_alive`` is called with the
+    still-waiting pods about every ``poll_s`` (the binder renews their reservations so the
+    reaper leaves them alone)."""
+    deadlines: dict[str, dict[str, int]] = {}
+    for key, (plugins, deadline) in waiting.items():
+        if plugins:
+            if isinstance(deadline, int):
+                deadlines[key] = dict.fromkeys(plugins, deadline)
+            else:
+                deadlines[key] = {p: int(deadline[p]) for p in plugins}
+    pending = {key: set(d) for key, d in deadlines.items()}
     results = {key: Status.success() for key in waiting if key not in pending}
     list_to_pod = {keys.permit(key): key for key in pending}
     while pending:
         now = clock.now_ms()
-        for key in [k for k in pending if waiting[k][1] <= now]:
-            plugin = sorted(pending.pop(key))[0]
-            results[key] = Status(
-                Code.UNSCHEDULABLE,
-                f"rejected due to timeout after waiting at plugin {plugin}",
-                plugin=plugin,
-            )
+        for key in list(pending):
+            late = sorted(p for p in pending[key] if deadlines[key][p] <= now)
+            if late:
+                del pending[key]
+                results[key] = Status(
+                    Code.UNSCHEDULABLE,
+                    f"rejected due to timeout after waiting at plugin {late[0]}",
+                    plugin=late[0],
+                )
         if not pending:
             break
         if keep_alive is not None:
             keep_alive(list(pending))
-        soonest = min(waiting[k][1] for k in pending) - now
+        soonest = min(deadlines[k][p] for k in pending for p in pending[k]) - now
         reply = client.blpop(
             [keys.permit(k) for k in pending], timeout=max(0.01, min(poll_s, soonest / 1000))
         )

@@ -81,6 +81,10 @@ _TOP_LEVEL = {
 _PROFILE_FIELDS = {"schedulerName", "plugins", "pluginConfig", "percentageOfNodesToScore"}
 
 
+QUEUE_SORT = "PrioritySort"
+"""The only queueSort plugin: the Redis queue orders activeQ by its rule itself."""
+
+
 class ConfigError(ValueError):
     """A bad scheduler configuration: ``file``, the offending ``field`` and why."""
 
@@ -352,4 +356,12 @@ def build_profiles(
             raise ConfigError(config.source, where, exc.message) from exc
         except FrameworkError as exc:
             raise ConfigError(config.source, f"profiles[{i}].plugins", str(exc)) from exc
+        sort = frameworks[profile.scheduler_name].queue_sort_plugin
+        if sort is not None and sort.name != QUEUE_SORT:
+            raise ConfigError(
+                config.source,
+                f"profiles[{i}].plugins.queueSort",
+                f"{sort.name!r} is not supported: activeQ's order is fixed in Redis "
+                f"({QUEUE_SORT}: priority, then queue time)",
+            )
     return Profiles(frameworks)

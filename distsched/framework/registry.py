@@ -27,8 +27,11 @@ from distsched.plugins import (
 
 
 def spec(module: ModuleType) -> PluginSpec:
-    """The registry entry of a plugin module (its NAME, new and EVENTS)."""
-    return PluginSpec(module.NAME, module.new, module.EVENTS)
+    """The registry entry of a plugin module (its NAME, new, EVENTS and queueing_hint,
+    which only some plugins define)."""
+    return PluginSpec(
+        module.NAME, module.new, module.EVENTS, getattr(module, "queueing_hint", None)
+    )
 
 
 IN_TREE_REGISTRY: dict[str, PluginSpec] = {

@@ -9,6 +9,7 @@ A score weight set at the ``score`` point wins over the multiPoint one; 0 means 
 from __future__ import annotations
 
 import functools
+import logging
 import random
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -41,6 +42,7 @@ from distsched.framework.interface import (
     PreFilterResult,
     PreScorePlugin,
     QueuedPod,
+    QueueingHint,
     QueueSortPlugin,
     ReservePlugin,
     ScorePlugin,
@@ -51,6 +53,8 @@ from distsched.model.objects import Pod
 if TYPE_CHECKING:
     from distsched.cache.snapshot import Snapshot
     from distsched.framework.schedule import BatchOutcome
+
+log = logging.getLogger(__name__)
 
 P = TypeVar("P", bound=Plugin)
 F = TypeVar("F", bound=Callable[..., Any])
@@ -162,6 +166,7 @@ class Framework:
 
         self.plugins: dict[str, Plugin] = {}
         self._events: dict[str, tuple[ClusterEvent, ...] | None] = {}
+        self._hints: dict[str, QueueingHint | None] = {}
         for name in _needed_plugins(profile):
             spec = registry.get(name)
             if spec is None:
@@ -174,6 +179,7 @@ class Framework:
             plugin.name = name
             self.plugins[name] = plugin
             self._events[name] = spec.events
+            self._hints[name] = spec.hint
 
         self.pre_enqueue_plugins = self._expand(profile, "preEnqueue", PreEnqueuePlugin)
         queue_sort = self._expand(profile, "queueSort", QueueSortPlugin)
@@ -281,6 +287,20 @@ class Framework:
         result = frozenset(names)
         self._interest_cache[event] = result
         return result
+
+    def queueing_hint(
+        self, plugin: str, event: ClusterEvent, pod: Pod, old: Any, new: Any
+    ) -> bool | None:
+        """The plugin's QueueingHint for ``event`` (None: it has none, use the seed's rule).
+        A hint that raises counts as Queue, as in kube."""
+        hint = self._hints.get(plugin)
+        if hint is None:
+            return None
+        try:
+            return hint(event, pod, old, new)
+        except Exception:
+            log.exception("queueing hint of %s raised for %s; queueing it", plugin, pod.key)
+            return True
 
     # ------------------------------------------------------------------ filtering
     @_timed("PreFilter")

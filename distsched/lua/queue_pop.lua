@@ -40,6 +40,7 @@ while taken < max_pods do
     if raw then
       local info = cjson.decode(raw)
       info.m = ''
+      info.u = nil  -- an update seen during an earlier attempt is this attempt's object
       if info.d >= max_deliveries then
         info.w = 'dead'
         redis.call('ZADD', KEYS[3], now, key)

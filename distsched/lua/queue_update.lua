@@ -1,8 +1,14 @@
 -- queue_update: kube's PriorityQueue.Update for one pod whose object changed.
 --   active        -> re-scored when the priority changed
---   backoff / unschedulable -> activeQ, or backoffQ while its backoff has not expired
+--   backoff       -> stays (updated in place; the backoff flush moves it, as in kube)
+--   unschedulable -> activeQ, or backoffQ while its backoff has not expired
 --   gated         -> activeQ once no longer gated, else stays
---   inflight / assumed / '' / dead -> only the new uid and priority are recorded
+--   inflight / assumed / '' -> new uid and priority recorded, and the pod is marked
+--                    updated (info u = 1): kube puts a pod that is in no sub-queue into
+--                    activeQ, so the attempt on the old object must not park it; the
+--                    failure handler (queue_add_unschedulable) sends a marked pod to
+--                    activeQ
+--   dead          -> only the new uid and priority are recorded
 --   unknown       -> added as by queue_add
 --
 -- KEYS[1]  hash  info           ns/name -> JSON info
@@ -70,16 +76,16 @@ info.uid = uid
 info.p = p
 if info.w == 'active' then
   if old_p ~= p then redis.call('ZADD', KEYS[2], -p, info.m) end
-elseif info.w == 'backoff' or info.w == 'unschedulable' then
-  local from_key = KEYS[3]
-  if info.w == 'unschedulable' then from_key = KEYS[4] end
+elseif info.w == 'unschedulable' then
   if info.bo > now then
-    redis.call('ZREM', from_key, key)
+    redis.call('ZREM', KEYS[4], key)
     info.w = 'backoff'
     redis.call('ZADD', KEYS[3], info.bo, key)
   else
-    to_active(info, from_key)
+    to_active(info, KEYS[4])
   end
+elseif info.w == 'inflight' or info.w == 'assumed' or info.w == '' then
+  info.u = 1
 elseif info.w == 'gated' and gated == '0' then
   to_active(info, KEYS[5])
 end

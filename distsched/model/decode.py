@@ -40,7 +40,8 @@ from distsched.model.objects import (
     ResourceRequirements,
     TopologySpreadConstraint,
 )
-from distsched.model.quantity import format_quantity
+from distsched.model.quantity import CPU, MEMORY, format_quantity
+from distsched.model.resources import aggregate_container_requests
 
 API_VERSION = "v1"
 KINDS = ("Pod", "Node", "List")
@@ -146,7 +147,51 @@ def _decode_pod_spec(f: Fields) -> PodSpec:
         topology_spread_constraints=_decode_spread_constraints(f),
         node_name=node_name,
         scheduling_gates=_decode_scheduling_gates(f),
+        resources=_decode_pod_resources(f, containers, init_containers),
     )
+
+
+POD_LEVEL_RESOURCES = (CPU, MEMORY)
+
+
+def _decode_pod_resources(
+    f: Fields, containers: tuple[Container, ...], init_containers: tuple[Container, ...]
+) -> ResourceRequirements | None:
+    """spec.resources, validated and defaulted like kube's PodLevelResources: cpu and memory
+    only, requests <= limits, requests >= the containers' aggregate requests; a resource
+    with a limit and no request gets the containers' aggregate when some container
+    requests it, else the limit (kube's defaultPodRequests)."""
+    resources = f.get_obj("resources")
+    if resources is None:
+        return None
+    limits = decode_resource_list(resources, "limits", container=True)
+    requests = decode_resource_list(resources, "requests", container=True)
+    for key, group in (("requests", requests), ("limits", limits)):
+        for resource in group:
+            if resource not in POD_LEVEL_RESOURCES:
+                resources.fail(
+                    f"{key}.{resource}",
+                    "unsupported pod-level resource: supported values: "
+                    + ", ".join(quote(r) for r in POD_LEVEL_RESOURCES),
+                )
+    aggregate = aggregate_container_requests(containers, init_containers)
+    for resource, limit in limits.items():
+        if resource not in requests and resource not in aggregate:
+            requests[resource] = limit
+        if resource in requests and requests[resource] > limit:
+            shown = format_quantity(limit, resource)
+            resources.fail(
+                f"requests.{resource}",
+                f"must be less than or equal to pod-level {resource} limit of {shown}",
+            )
+    for resource, amount in requests.items():
+        if amount < aggregate.get(resource, 0):
+            shown = format_quantity(aggregate[resource], resource)
+            resources.fail(
+                f"requests.{resource}",
+                f"must be greater than or equal to the containers' aggregate request of {shown}",
+            )
+    return ResourceRequirements(requests=requests, limits=limits)
 
 
 def _check_container_names(

@@ -146,7 +146,10 @@ def _decode_node_requirement(f: Fields) -> NodeSelectorRequirement:
     f.check_str("key", key, names.qualified_name)
     operator = f.get_str("operator", required=True)
     f.check_one_of("operator", operator, NODE_SELECTOR_OPERATORS)
-    values = f.get_strs("values")
+    # In/NotIn values are label values (kube's labels.NewRequirement refuses others, so
+    # the scheduler's term matches nothing, and API servers refuse the pod); Gt/Lt take
+    # an integer, checked below.
+    values = f.get_strs("values", names.label_value if operator in ("In", "NotIn") else None)
     _check_value_count(f, operator, values)
     return NodeSelectorRequirement(key=key, operator=operator, values=tuple(values))
 

@@ -58,6 +58,13 @@ def pod_to_dict(pod: Pod) -> Json:
         ]
     if spec.node_name:
         out_spec["nodeName"] = spec.node_name
+    if spec.resources is not None:
+        out_spec["resources"] = _omit_empty(
+            {
+                "requests": _resources(spec.resources.requests),
+                "limits": _resources(spec.resources.limits),
+            }
+        )
     if spec.scheduling_gates:
         out_spec["schedulingGates"] = [{"name": g} for g in spec.scheduling_gates]
 

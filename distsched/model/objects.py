@@ -161,6 +161,9 @@ class PodSpec:
     topology_spread_constraints: tuple[TopologySpreadConstraint, ...] = ()
     node_name: str = ""
     scheduling_gates: tuple[str, ...] = ()
+    # Pod-level resources (kube's PodLevelResources, cpu and memory): requests already
+    # defaulted as the API server does; None when the pod sets none.
+    resources: ResourceRequirements | None = None
 
 
 @dataclass(frozen=True, slots=True)

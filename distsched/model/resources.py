@@ -3,14 +3,16 @@
 Requests follow Kubernetes' resource helpers (component-helpers ``PodRequests``):
 regular containers add up; init containers run one at a time, so each needs its own
 requests plus the restartable (sidecar, ``restartPolicy: Always``) init containers
-started before it; the pod needs the larger of the two, per resource, plus overhead.
+started before it; the pod needs the larger of the two, per resource, plus overhead. A
+pod-level request (``spec.resources``, kube's PodLevelResources) replaces that aggregate
+for its resource.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
-from distsched.model.objects import Pod, ResourceList
+from distsched.model.objects import Container, Pod, ResourceList
 from distsched.model.quantity import CPU, MEMORY
 
 # kube-scheduler's scoring defaults for a container that does not request cpu/memory
@@ -62,13 +64,34 @@ def pod_requests(
     ``missing_defaults`` replaces a container's request for a resource it does not name
     at all (an explicit 0 stays 0), like ``NonMissingContainerRequests``.
     """
+    total = aggregate_container_requests(
+        pod.spec.containers, pod.spec.init_containers, missing_defaults
+    )
+    # Pod-level resources (kube's PodLevelResources): a pod-level request replaces the
+    # containers' aggregate for that resource (cpu, memory), overhead still comes on top.
+    pod_level = pod.spec.resources
+    if pod_level is not None:
+        total.update(pod_level.requests)
+    if not exclude_overhead:
+        _add(total, pod.spec.overhead)
+    return total
+
+
+def aggregate_container_requests(
+    containers: Sequence[Container],
+    init_containers: Sequence[Container],
+    missing_defaults: Mapping[str, int] | None = None,
+) -> ResourceList:
+    """The containers' requests as one pod needs them (kube's AggregateContainerRequests):
+    regular containers and sidecars add up, each init container adds to the sidecars
+    started before it, the larger per resource."""
     defaults = missing_defaults or {}
     total: ResourceList = {}
-    for container in pod.spec.containers:
+    for container in containers:
         _add(total, _with_defaults(container.resources.requests, defaults))
     sidecars: ResourceList = {}
     init_peak: ResourceList = {}
-    for container in pod.spec.init_containers:
+    for container in init_containers:
         requests = _with_defaults(container.resources.requests, defaults)
         if container.restart_policy == "Always":
             _add(total, requests)
@@ -79,8 +102,6 @@ def pod_requests(
             _add(running, requests)
             _take_max(init_peak, running)
     _take_max(total, init_peak)
-    if not exclude_overhead:
-        _add(total, pod.spec.overhead)
     return total
 
 

@@ -38,7 +38,7 @@ from distsched.framework.interface import (
 )
 from distsched.framework.podinfo import PodInfo, cycle_pod_info
 from distsched.framework.status import PluginError, Status
-from distsched.model.objects import Pod
+from distsched.model.objects import Node, Pod
 from distsched.plugins.helpers.label_selector import (
     AffinityTerm,
     InvalidSelector,
@@ -354,3 +354,70 @@ def new(args: dict[str, Any], handle: Handle) -> InterPodAffinity:
     if not isinstance(ignore, bool):
         raise PluginArgsError("ignorePreferredTermsOfExistingPods", "must be a boolean")
     return InterPodAffinity(hard_pod_affinity_weight=weight, ignore_preferred_of_existing=ignore)
+
+
+# ---------------------------------------------------------------------- QueueingHint
+def _required_terms(pod: Pod, anti: bool) -> tuple[AffinityTerm, ...]:
+    affinity = pod.spec.affinity
+    group = None
+    if affinity is not None:
+        group = affinity.pod_anti_affinity if anti else affinity.pod_affinity
+    if group is None or not group.required:
+        return ()
+    try:
+        return compile_terms(group.required, pod.metadata.namespace)
+    except InvalidSelector:
+        return ()
+
+
+def _after_node_change(pod: Pod, old: Node | None, new: Node) -> bool:
+    """kube's isSchedulableAfterNodeChange: Queue when a node gains (or, added, has) an
+    affinity term's topology key or changes its value, or loses an anti-affinity term's
+    key or changes its value (an added node: a new domain). A pod with no terms of its
+    own was kept out by existing pods' anti-affinity: any added node may help."""
+    affinity = _required_terms(pod, anti=False)
+    anti = _required_terms(pod, anti=True)
+    if old is None:
+        if not affinity and not anti:
+            return True
+        return bool(anti) or any(t.topology_key in new.metadata.labels for t in affinity)
+    before, after = old.metadata.labels, new.metadata.labels
+    for term in affinity:
+        key = term.topology_key
+        if key in after and (key not in before or before[key] != after[key]):
+            return True
+    for term in anti:
+        key = term.topology_key
+        if key in before and (key not in after or before[key] != after[key]):
+            return True
+    return False
+
+
+def queueing_hint(event: ClusterEvent, pod: Pod, old: Any, new: Any) -> bool | None:
+    """kube's isSchedulableAfterPodChange for assigned-pod events (node events: see
+    :func:`_after_node_change`).
+
+    Added: Queue when the pod matches one of the pending pod's required affinity terms.
+    Updated: Queue when it starts matching an affinity term or stops matching an
+    anti-affinity term. Deleted: Queue when it matched an anti-affinity term of the
+    pending pod, or had required anti-affinity of its own (which may have kept the
+    pending pod out)."""
+    if event.resource == EventResource.NODE and isinstance(new, Node):
+        return _after_node_change(pod, old if isinstance(old, Node) else None, new)
+    if event.resource != EventResource.ASSIGNED_POD:
+        return None
+    affinity = _required_terms(pod, anti=False)
+    anti = _required_terms(pod, anti=True)
+
+    def matches(other: Pod, terms: tuple[AffinityTerm, ...]) -> bool:
+        return any(t.matches(other.metadata.namespace, other.metadata.labels) for t in terms)
+
+    if isinstance(new, Pod) and isinstance(old, Pod):
+        return (not matches(old, affinity) and matches(new, affinity)) or (
+            matches(old, anti) and not matches(new, anti)
+        )
+    if isinstance(new, Pod):
+        return matches(new, affinity)
+    if isinstance(old, Pod):
+        return matches(old, anti) or bool(_required_terms(old, anti=True))
+    return None

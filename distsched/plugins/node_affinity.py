@@ -21,12 +21,13 @@ from distsched.framework.interface import (
     ScorePlugin,
 )
 from distsched.framework.status import PluginError, Status
-from distsched.model.objects import NodeSelectorTerm, Pod, PreferredSchedulingTerm
+from distsched.model.objects import Node, NodeSelectorTerm, Pod, PreferredSchedulingTerm
 from distsched.plugins.helpers.node_selector import (
     OBJECT_NAME_FIELD,
     InvalidRequirement,
     parse_preferred_terms,
     parse_term,
+    pod_matches_node_selector_and_affinity,
     preferred_weights,
     required_affinity_mask,
     terms_mask,
@@ -155,3 +156,14 @@ def new(args: dict[str, Any], handle: Handle) -> NodeAffinity:
         "addedAffinity.preferredDuringSchedulingIgnoredDuringExecution",
     )
     return NodeAffinity(required, preferred)
+
+
+# ---------------------------------------------------------------------- QueueingHint
+def queueing_hint(event: ClusterEvent, pod: Pod, old: Any, new: Any) -> bool | None:
+    """kube's isSchedulableAfterNodeChange: Queue when the node now matches the pod's
+    nodeSelector and required node affinity and did not before (an added node: matches)."""
+    if event.resource != EventResource.NODE or not isinstance(new, Node):
+        return None
+    if not pod_matches_node_selector_and_affinity(pod, new):
+        return False
+    return not isinstance(old, Node) or not pod_matches_node_selector_and_affinity(pod, old)

@@ -27,6 +27,7 @@ from distsched.framework.interface import (
 )
 from distsched.framework.podinfo import HostPort, cycle_pod_info
 from distsched.framework.status import Status
+from distsched.model import pod_host_ports
 from distsched.model.objects import Pod
 
 NAME = "NodePorts"
@@ -67,3 +68,21 @@ class NodePorts(PreFilterPlugin, FilterPlugin):
 
 def new(args: dict[str, Any], handle: Handle) -> NodePorts:
     return NodePorts()
+
+
+# ---------------------------------------------------------------------- QueueingHint
+def _conflict(a: tuple[str, str, int], b: tuple[str, str, int]) -> bool:
+    (ip_a, proto_a, port_a), (ip_b, proto_b, port_b) = a, b
+    return port_a == port_b and proto_a == proto_b and (ip_a == ip_b or "0.0.0.0" in (ip_a, ip_b))
+
+
+def queueing_hint(event: ClusterEvent, pod: Pod, old: Any, new: Any) -> bool | None:
+    """kube's isSchedulableAfterPodDeleted: an assigned pod's deletion helps only when it
+    held a host port the pending pod wants. Node events: no hint (the pre-check)."""
+    if event.resource != EventResource.ASSIGNED_POD or not event.action & ActionType.DELETE:
+        return None
+    if not isinstance(old, Pod):
+        return None
+    wanted = pod_host_ports(pod)
+    held = pod_host_ports(old)
+    return any(_conflict(w, h) for w in wanted for h in held)

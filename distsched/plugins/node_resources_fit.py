@@ -28,7 +28,8 @@ from distsched.framework.interface import (
 )
 from distsched.framework.podinfo import PODS, PodInfo, cycle_pod_info
 from distsched.framework.status import Status
-from distsched.model.objects import Pod
+from distsched.model import pod_requests
+from distsched.model.objects import Node, Pod
 from distsched.plugins.helpers.resource_allocation import (
     DEFAULT_RESOURCES,
     ResourceSpec,
@@ -235,3 +236,26 @@ def new(args: dict[str, Any], handle: Handle) -> NodeResourcesFit:
         resources=resources,
         shape=shape,
     )
+
+
+# ---------------------------------------------------------------------- QueueingHint
+def queueing_hint(event: ClusterEvent, pod: Pod, old: Any, new: Any) -> bool | None:
+    """kube's isSchedulableAfterNodeChange / isSchedulableAfterPodEvent.
+
+    Node added or updated: Queue when the node's allocatable could hold the pod at all
+    (every requested resource, one pod slot) and, for an update, some resource the pod
+    requests grew. Assigned pod deleted: Queue (its room is free now)."""
+    if event.resource == EventResource.ASSIGNED_POD and event.action & ActionType.DELETE:
+        return True
+    if event.resource != EventResource.NODE or not isinstance(new, Node):
+        return None
+    requests = {name: amount for name, amount in pod_requests(pod).items() if amount}
+    allocatable = new.status.allocatable
+    if allocatable.get(PODS, 0) < 1:
+        return False
+    if any(amount > allocatable.get(name, 0) for name, amount in requests.items()):
+        return False
+    if not isinstance(old, Node):
+        return True
+    before = old.status.allocatable
+    return any(allocatable.get(n, 0) > before.get(n, 0) for n in (*requests, PODS))

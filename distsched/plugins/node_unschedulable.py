@@ -11,7 +11,7 @@ from distsched.cache.snapshot import Snapshot
 from distsched.framework.cycle_state import CycleState
 from distsched.framework.events import NODE_ADD_OR_SCHEDULING_CHANGE, ClusterEvent, EventResource
 from distsched.framework.interface import FilterPlugin, FilterResult, Handle
-from distsched.model.objects import Pod, Taint
+from distsched.model.objects import Node, Pod, Taint
 from distsched.plugins.helpers.taints import (
     NO_SCHEDULE,
     TAINT_NODE_UNSCHEDULABLE,
@@ -44,3 +44,20 @@ class NodeUnschedulable(FilterPlugin):
 
 def new(args: dict[str, Any], handle: Handle) -> NodeUnschedulable:
     return NodeUnschedulable()
+
+
+# ---------------------------------------------------------------------- QueueingHint
+def queueing_hint(event: ClusterEvent, pod: Pod, old: Any, new: Any) -> bool | None:
+    """kube's isSchedulableAfterNodeChange: Queue when the node accepts the pod now
+    (schedulable, or the pod tolerates the unschedulable taint) and did not before."""
+    if event.resource != EventResource.NODE or not isinstance(new, Node):
+        return None
+
+    def accepts(node: Node) -> bool:
+        return not node.spec.unschedulable or tolerations_tolerate(
+            pod.spec.tolerations, _UNSCHEDULABLE_TAINT
+        )
+
+    if not accepts(new):
+        return False
+    return not isinstance(old, Node) or not accepts(old)

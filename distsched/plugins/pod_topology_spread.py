@@ -37,7 +37,7 @@ from distsched.framework.interface import (
 )
 from distsched.framework.podinfo import PodInfo
 from distsched.framework.status import PluginError, Status
-from distsched.model.objects import Pod, Toleration
+from distsched.model.objects import Node, Pod, Toleration
 from distsched.plugins.helpers.label_selector import (
     NOTHING,
     AffinityTerm,
@@ -393,3 +393,48 @@ def new(args: dict[str, Any], handle: Handle) -> PodTopologySpread:
     if defaulting == "System" and constraints:
         raise PluginArgsError("defaultConstraints", "should be empty when defaultingType is System")
     return PodTopologySpread()
+
+
+# ---------------------------------------------------------------------- QueueingHint
+def _after_node_change(constraints: tuple[Constraint, ...], old: Node | None, new: Node) -> bool:
+    """kube's isSchedulableAfterNodeChange: Queue for an added node that has every
+    constraint's topology key; for an update, when the node has them (before or after)
+    and a topology value, or its taints (for constraints that honour taints), changed."""
+
+    def has_keys(node: Node) -> bool:
+        return all(c.topology_key in node.metadata.labels for c in constraints)
+
+    if old is None:
+        return has_keys(new)
+    if not has_keys(old) and not has_keys(new):
+        return False
+    keys = {c.topology_key for c in constraints}
+    moved = any(old.metadata.labels.get(k) != new.metadata.labels.get(k) for k in keys)
+    taints = any(c.honor_node_taints for c in constraints) and old.spec.taints != new.spec.taints
+    return moved or taints
+
+
+def queueing_hint(event: ClusterEvent, pod: Pod, old: Any, new: Any) -> bool | None:
+    """kube's isSchedulableAfterPodChange for assigned-pod events, and
+    isSchedulableAfterNodeChange (:func:`_after_node_change`): Queue when the added,
+    deleted or relabelled pod is one the pending pod's DoNotSchedule constraints count
+    (same namespace, selector match), before or after the change."""
+    constraints = pod_constraints(pod, DO_NOT_SCHEDULE)
+    if not constraints:
+        return None
+    if event.resource == EventResource.NODE and isinstance(new, Node):
+        return _after_node_change(constraints, old if isinstance(old, Node) else None, new)
+    if event.resource != EventResource.ASSIGNED_POD:
+        return None
+
+    def counted(other: Any) -> bool:
+        return (
+            isinstance(other, Pod)
+            and other.metadata.namespace == pod.metadata.namespace
+            and any(c.selector.matches(other.metadata.labels) for c in constraints)
+        )
+
+    relabelled = isinstance(old, Pod) and isinstance(new, Pod)
+    if relabelled and old.metadata.labels == new.metadata.labels:
+        return False
+    return counted(old) or counted(new)

@@ -19,7 +19,7 @@ from distsched.framework.interface import (
     ScorePlugin,
 )
 from distsched.framework.status import Status
-from distsched.model.objects import Pod, Taint, Toleration
+from distsched.model.objects import Node, Pod, Taint, Toleration
 from distsched.plugins.helpers.normalize import default_normalize_score
 from distsched.plugins.helpers.taints import (
     DO_NOT_SCHEDULE_EFFECTS,
@@ -153,3 +153,21 @@ def _remember(cache: dict, key: tuple[object, ...], value: object) -> None:  # t
 
 def new(args: dict[str, Any], handle: Handle) -> TaintToleration:
     return TaintToleration()
+
+
+# ---------------------------------------------------------------------- QueueingHint
+def queueing_hint(event: ClusterEvent, pod: Pod, old: Any, new: Any) -> bool | None:
+    """kube's isSchedulableAfterNodeChange: Queue when the node has no untolerated
+    NoSchedule/NoExecute taint now and had one before (an added node: none now)."""
+    if event.resource != EventResource.NODE or not isinstance(new, Node):
+        return None
+
+    def untolerated(node: Node) -> bool:
+        taint = find_untolerated_taint(
+            node.spec.taints, pod.spec.tolerations, DO_NOT_SCHEDULE_EFFECTS
+        )
+        return taint is not None
+
+    if untolerated(new):
+        return False
+    return not isinstance(old, Node) or untolerated(old)

@@ -7,6 +7,12 @@ its events pending and another worker claims them (XAUTOCLAIM). Every move is
 idempotent (adding a known pod, moving a pod that already moved, releasing a released
 reservation), which makes redelivery harmless.
 
+Which parked pods an event moves: with QueueingHints (the default) each rejecting
+plugin's hint decides, and plugins without one keep the seed's rule (preCheckForNode for
+node events, the affinity-term match for assigned-pod adds, interest for deletes);
+without hints, the seed's rules only. Every event is a move request, moving anyone or
+not (kube's moveRequestCycle). See docs/differences.md for what still differs.
+
 The cache half (each worker's local snapshot) is fed by each worker's own informer.
 """
 
@@ -40,6 +46,9 @@ log = logging.getLogger(__name__)
 GROUP = "queue-handlers"
 
 Interested = Callable[[ClusterEvent], frozenset[str] | None]
+Hint = Callable[[Pod, str, ClusterEvent, Any, Any], bool | None]
+"""(unschedulable pod, plugin, event, old object, new object) -> the plugin's QueueingHint
+for the pod's profile: True Queue, False QueueSkip, None no hint (the seed's rule)."""
 
 
 @dataclass
@@ -75,6 +84,10 @@ def required_affinity_terms(pod: Pod) -> tuple[AffinityTerm, ...]:
         return ()
 
 
+def _labels(obj: dict[str, Any]) -> dict[str, Any]:
+    return dict((obj.get("metadata") or {}).get("labels") or {})
+
+
 def record_bound_pod(ledger: Ledger, pod: Pod) -> str:
     """Hold a bound pod in the ledger (idempotent: "added", "confirmed" or "present")."""
     info = PodInfo.of(pod)
@@ -88,11 +101,16 @@ def record_bound_pod(ledger: Ledger, pod: Pod) -> str:
     )
 
 
+IGNORED_METADATA = frozenset({"resourceVersion", "generation", "managedFields", "finalizers"})
+"""Metadata kube's isPodUpdated strips before comparing (with the whole status)."""
+
+
 def pod_spec_changed(old: dict[str, Any], new: dict[str, Any]) -> bool:
-    """kube's isPodUpdated: anything but status, resourceVersion and managed fields."""
+    """kube's isPodUpdated: anything but status, resourceVersion, generation, managedFields
+    and finalizers."""
 
     def strip(obj: dict[str, Any]) -> dict[str, Any]:
-        meta = {k: v for k, v in obj.get("metadata", {}).items() if k != "resourceVersion"}
+        meta = {k: v for k, v in obj.get("metadata", {}).items() if k not in IGNORED_METADATA}
         return {"metadata": meta, "spec": obj.get("spec", {})}
 
     return strip(old) != strip(new)
@@ -112,6 +130,8 @@ class QueueEventHandlers:
         parse: Callable[[dict[str, Any]], Pod] = Pod.from_dict,
         node_usage: Callable[[str], NodeOccupancy],
         clock_ms: Callable[[], int],
+        reject_waiting: Callable[[str], None] | None = None,
+        hint: Hint | None = None,
     ) -> None:
         self.queue = queue
         self.ledger = ledger
@@ -121,6 +141,9 @@ class QueueEventHandlers:
         self.parse = parse
         self.node_usage = node_usage
         self.now_ms = clock_ms
+        self.reject_waiting = reject_waiting
+        # QueueingHints (kube 1.28+, GA in 1.34); None: the seed's rules only.
+        self.hint = hint
 
     # -- entry point --------------------------------------------------------------------
     def handle(self, batch: Sequence[Event]) -> None:
@@ -136,7 +159,8 @@ class QueueEventHandlers:
         now = self.now_ms()
         adds: list[PodEntry] = []
         newly_bound: list[dict[str, Any]] = []
-        assigned_deleted = False
+        relabelled: list[tuple[dict[str, Any], dict[str, Any]]] = []
+        deleted: list[dict[str, Any]] = []
         for event in batch:
             try:
                 if event.kind == "Node":
@@ -150,13 +174,20 @@ class QueueEventHandlers:
                 if event.type == DELETED:
                     self._flush_adds(adds, now)
                     # An unassigned pod may be assumed (reserved, not bound): release it too.
-                    self.ledger.pod_deleted(event.key)
+                    # Its room is free again, so this is an AssignedPodDelete as well (kube:
+                    # RejectWaitingPod, or the binding's failure, moves the waiting pods).
+                    released = self.ledger.pod_deleted(event.key)
                     self.queue.delete([event.key], now_ms=now)
-                    assigned_deleted = assigned_deleted or bool(spec.get("nodeName"))
+                    if released and not spec.get("nodeName"):
+                        self._reject_waiting(event.key)
+                    if spec.get("nodeName") or released:
+                        deleted.append(obj)
                     continue
                 if spec.get("nodeName"):
                     if old is None or not (old.get("spec") or {}).get("nodeName"):
                         newly_bound.append(obj)
+                    elif _labels(old) != _labels(obj):
+                        relabelled.append((old, obj))
                     continue
                 if not self.responsible_for(obj):
                     continue
@@ -179,8 +210,12 @@ class QueueEventHandlers:
         if newly_bound:
             self._record_bound(newly_bound)
             self._assigned_pods_added(newly_bound)
-        if assigned_deleted:
-            self._move(events.ASSIGNED_POD_DELETE, now, None)
+        if relabelled:
+            self._assigned_pods_added(
+                [new for _, new in relabelled], events.ASSIGNED_POD_LABEL_CHANGE, relabelled
+            )
+        if deleted:
+            self._assigned_pods_deleted(deleted, now)
 
     def responsible_for(self, obj: dict[str, Any]) -> bool:
         """Whether the pod is for one of our profiles (``spec.schedulerName``)."""
@@ -215,29 +250,115 @@ class QueueEventHandlers:
         if unknown:
             self.queue.forget([p.key for p in unknown])
 
-    def _assigned_pods_added(self, objs: list[dict[str, Any]]) -> None:
-        """AssignedPodAdd: move unschedulable pods whose required affinity terms match."""
+    def _assigned_pods_added(
+        self,
+        objs: list[dict[str, Any]],
+        event: ClusterEvent = events.ASSIGNED_POD_ADD,
+        updates: list[tuple[dict[str, Any], dict[str, Any]]] | None = None,
+    ) -> None:
+        """AssignedPodAdd (and AssignedPodUpdate, kube's AssignedPodUpdated). The seed's
+        rule moves the unschedulable pods whose required affinity terms match one of the
+        pods; with QueueingHints each rejecting plugin's hint decides, the seed's rule
+        standing in for plugins without one. The move request is recorded even when no
+        pod qualifies (kube's movePodsToActiveOrBackoffQueue sets moveRequestCycle
+        unconditionally): a pod in flight meanwhile goes to backoffQ."""
         now = self.now_ms()
-        candidates = []
-        for key in self.queue.unschedulable_keys():
-            pod = self.pod_lookup(key)
-            terms = required_affinity_terms(pod) if pod is not None else ()
-            if terms:
-                candidates.append((key, terms))
-        if not candidates:
-            return
-        new = [(p.metadata.namespace, p.metadata.labels) for p in map(self.parse, objs)]
-        matching = [
-            key
-            for key, terms in candidates
-            if any(term.matches(ns, labels) for term in terms for ns, labels in new)
-        ]
-        if matching:
-            self._move(events.ASSIGNED_POD_ADD, now, matching)
+        parsed: list[Pod] | None = None
 
-    def _move(self, event: ClusterEvent, now: int, keys: list[str] | None) -> None:
+        def new_pods() -> list[Pod]:
+            nonlocal parsed
+            if parsed is None:
+                parsed = [self.parse(obj) for obj in objs]
+            return parsed
+
+        def seed_rule(pod: Pod) -> bool:
+            terms = required_affinity_terms(pod)
+            return bool(terms) and any(
+                term.matches(p.metadata.namespace, p.metadata.labels)
+                for term in terms
+                for p in new_pods()
+            )
+
+        if self.hint is None:
+            matching = [
+                key
+                for key in self.queue.unschedulable_keys()
+                if (pod := self.pod_lookup(key)) is not None and seed_rule(pod)
+            ]
+            self._move(event, now, matching)
+            return
+        pairs: list[tuple[Any, Any]] = (
+            [(self.parse(old), self.parse(new)) for old, new in updates]
+            if updates
+            else [(None, p) for p in new_pods()]
+        )
+        self._move(event, now, self._hinted([event], pairs, seed_rule), decided=True)
+
+    def _assigned_pods_deleted(self, objs: list[dict[str, Any]], now: int) -> None:
+        """AssignedPodDelete (also for a reserved pod deleted before its binding). The
+        seed moves every pod some interested plugin rejected; with QueueingHints the
+        rejecting plugins' hints decide, the seed's rule standing in where there is none."""
+        event = events.ASSIGNED_POD_DELETE
+        if self.hint is None:
+            self._move(event, now, None)
+            return
+        pairs: list[tuple[Any, Any]] = [(self.parse(obj), None) for obj in objs]
+        self._move(event, now, self._hinted([event], pairs, lambda _pod: True), decided=True)
+
+    def _hinted(
+        self,
+        changes: Sequence[ClusterEvent],
+        pairs: Sequence[tuple[Any, Any]],
+        seed_rule: Callable[[Pod], bool],
+    ) -> list[str]:
+        """kube's movePodsToActiveOrBackoffQueue with QueueingHints: the unschedulable
+        pods that one of their rejecting plugins, interested in one of ``changes``, says
+        to queue for one of the (old, new) object ``pairs``. A plugin without a hint falls
+        back to the seed: ``seed_rule(pod)``. A pod with no recorded plugin takes the
+        seed's rule too (the seed moves such pods on every event it pre-checks)."""
+        assert self.hint is not None
+        interested = [(change, self.interested(change)) for change in changes]
+        keys: list[str] = []
+        for key, plugins in self.queue.unschedulable_pods():
+            pod = self.pod_lookup(key)
+            if pod is None:
+                keys.append(key)  # gone from the store: let the queue sort it out
+                continue
+            if not plugins:
+                if seed_rule(pod):
+                    keys.append(key)
+                continue
+            fallback = False
+            queue = False
+            for change, names in interested:
+                for plugin in sorted(plugins):
+                    if names is not None and plugin not in names:
+                        continue
+                    verdicts = [self.hint(pod, plugin, change, old, new) for old, new in pairs]
+                    if any(v is True for v in verdicts):
+                        queue = True
+                        break
+                    if any(v is None for v in verdicts):
+                        fallback = True
+                if queue:
+                    break
+            if queue or (fallback and seed_rule(pod)):
+                keys.append(key)
+        return keys
+
+    def _reject_waiting(self, pod_key: str) -> None:
+        """kube's RejectWaitingPod: a binder waiting on Permit for this pod stops now."""
+        if self.reject_waiting is not None:
+            self.reject_waiting(pod_key)
+
+    def _move(
+        self, event: ClusterEvent, now: int, keys: list[str] | None, *, decided: bool = False
+    ) -> None:
+        """One move request; ``decided``: ``keys`` are already the pods to move (hints),
+        else the queue keeps those a plugin interested in ``event`` rejected."""
+        interested = None if decided else self.interested(event)
         moved = self.queue.move_all_to_active_or_backoff(
-            event.label, now_ms=now, interested_plugins=self.interested(event), keys=keys
+            event.label, now_ms=now, interested_plugins=interested, keys=keys
         )
         metrics.queue_incoming_pods.labels("active_or_backoff", event.label).inc(moved)
 
@@ -253,24 +374,46 @@ class QueueEventHandlers:
             self._move_for_node(events.NODE_ADD, node, now)
             return
         old = Node.from_dict(event.old)
-        for change in prechecks.node_change_events(old, node):
-            self._move_for_node(change, node, now)
+        changes = prechecks.node_change_events(old, node)
+        if changes:
+            self._move_for_node(changes[0], node, now, old, changes)
 
-    def _move_for_node(self, event: ClusterEvent, node: Node, now: int) -> None:
+    def _move_for_node(
+        self,
+        event: ClusterEvent,
+        node: Node,
+        now: int,
+        old: Node | None = None,
+        changes: Sequence[ClusterEvent] = (),
+    ) -> None:
+        """One move for a node add/update. The seed (kube's nodeSchedulingPropertiesChange
+        and preCheckForNode): the first change only, pods that pass the pre-check. With
+        QueueingHints: every change counts for interest, the rejecting plugins' hints
+        decide, the pre-check stands in for plugins without a hint."""
         usage = self.node_usage(node.metadata.name)
-        keys = []
-        for key in self.queue.unschedulable_keys():
-            pod = self.pod_lookup(key)
-            if pod is None or prechecks.node_admits(
+
+        def pre_check(pod: Pod) -> bool:
+            return prechecks.node_admits(
                 pod,
                 node,
                 requested=usage.requested,
                 pod_count=usage.pod_count,
                 used_ports=usage.ports,
-            ):
+            )
+
+        if self.hint is not None:
+            pairs = [(old, node)]
+            keys = self._hinted(changes or [event], pairs, pre_check)
+            self._move(event, now, keys, decided=True)
+            return
+        keys = []
+        for key in self.queue.unschedulable_keys():
+            pod = self.pod_lookup(key)
+            if pod is None or pre_check(pod):
                 keys.append(key)
-        if keys:
-            self._move(event, now, keys)
+        # Recorded even when nobody qualifies: kube's MoveAllToActiveOrBackoffQueue always
+        # sets moveRequestCycle, so a pod in flight during the event goes to backoffQ.
+        self._move(event, now, keys)
 
 
 class EventConsumer:

@@ -8,6 +8,7 @@ the lease and assume-deadline reapers of whichever worker runs next.
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import sys
 import threading
@@ -45,8 +46,9 @@ def run_worker(
 ) -> None:
     nominator = PodNominator()
     try:
+        scheduler_config = load_config(config_path)
         profiles = build_profiles(
-            load_config(config_path), handle=Handle(extras={NOMINATOR_KEY: nominator})
+            scheduler_config, handle=Handle(extras={NOMINATOR_KEY: nominator})
         )
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
@@ -66,9 +68,15 @@ def run_worker(
         client,
         keys,
         profiles=profiles,
-        config=WorkerConfig(batch=batch),
+        # DISTSCHED_QUEUEING_HINTS=0 is kube's SchedulerQueueingHints=false: seed rules only.
+        config=WorkerConfig(
+            batch=batch, queueing_hints=os.environ.get("DISTSCHED_QUEUEING_HINTS", "1") != "0"
+        ),
         queue_config=QueueConfig(lease_ms=lease_ms) if lease_ms else None,
         ledger_config=LedgerConfig(assume_ttl_ms=assume_ttl_ms) if assume_ttl_ms else None,
+        # The same nominator as the profiles' Handle: the view feeds what Filter reads.
+        nominator=nominator,
+        scheduler_config=scheduler_config,
     )
     backoff = Backoff()
     started = False

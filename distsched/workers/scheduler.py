@@ -29,25 +29,27 @@ import logging
 import time
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import redis
 
 from distsched import metrics
+from distsched.binder.cycle import batch_bindable
 from distsched.binder.jobs import Binding, bind_queue, enqueue_bindings
 from distsched.cache.ledger import Ledger, LedgerConfig
 from distsched.cache.ledger_types import Decision, Rejected, Reserved
 from distsched.clock import SYSTEM_CLOCK, Clock
 from distsched.faults import pause_at  # crash tests only; a no-op unless env set
+from distsched.framework import permit
 from distsched.framework.cycle_state import CycleState
 from distsched.framework.diagnosis import FitError, SchedulingError
 from distsched.framework.events import ClusterEvent
 from distsched.framework.podinfo import PodInfo
-from distsched.framework.profile import Profiles
+from distsched.framework.profile import Profiles, SchedulerConfig
 from distsched.framework.runtime import Framework
 from distsched.keys import Keys
 from distsched.model import Node, Pod
-from distsched.plugins.helpers.what_if import PodNominator
+from distsched.plugins.helpers.what_if import NOMINATOR_KEY, PodNominator
 from distsched.queue_redis import RedisQueue
 from distsched.queue_types import QueueConfig, QueuedPod
 from distsched.store import Store, object_key
@@ -72,6 +74,9 @@ class WorkerConfig:
     max_reserve_attempts: int = 3
     idle_wait_s: float = 0.2
     event_batches_per_loop: int = 4
+    # QueueingHints (kube's SchedulerQueueingHints, GA in 1.34): the rejecting plugins'
+    # hints decide which events move a parked pod; False keeps the seed's rules only.
+    queueing_hints: bool = True
 
 
 @dataclass
@@ -111,6 +116,43 @@ def constraint_topology_keys(pod: Pod) -> set[str]:
     return keys
 
 
+def backoff_configs(
+    scheduler_config: SchedulerConfig | None,
+    queue_config: QueueConfig | None,
+    ledger_config: LedgerConfig | None,
+) -> tuple[QueueConfig, LedgerConfig]:
+    """The queue's and the ledger's configs with the scheduler configuration's
+    podInitialBackoffSeconds / podMaxBackoffSeconds (kube's defaults, 1 s and 10 s, when
+    there is no configuration). Everything that computes a backoff (the failure handler,
+    the binder's, the assumed-pod reaper) must use the same two numbers."""
+    queue_config = queue_config or QueueConfig()
+    ledger_config = ledger_config or LedgerConfig()
+    if scheduler_config is None:
+        return queue_config, ledger_config
+    initial = scheduler_config.pod_initial_backoff_seconds * 1000
+    maximum = scheduler_config.pod_max_backoff_seconds * 1000
+    return (
+        replace(queue_config, initial_backoff_ms=initial, max_backoff_ms=maximum),
+        replace(ledger_config, backoff_initial_ms=initial, backoff_max_ms=maximum),
+    )
+
+
+def share_nominator(profiles: Profiles, nominator: PodNominator | None) -> PodNominator:
+    """One PodNominator for the worker's view and every profile's Handle: the view feeds
+    it from pod events, Filter (RunFilterPluginsWithNominatedPods) and preemption read it.
+    A nominator already in a profile's Handle is kept, else ``nominator`` or a new one."""
+    if nominator is None:
+        for fw in profiles.values():
+            found = fw.handle.extras.get(NOMINATOR_KEY)
+            if isinstance(found, PodNominator):
+                nominator = found
+                break
+    nominator = nominator if nominator is not None else PodNominator()
+    for fw in profiles.values():
+        fw.handle.extras[NOMINATOR_KEY] = nominator
+    return nominator
+
+
 class SchedulingWorker:
     def __init__(
         self,
@@ -125,6 +167,7 @@ class SchedulingWorker:
         ledger_config: LedgerConfig | None = None,
         informer_client: redis.Redis | None = None,
         nominator: PodNominator | None = None,
+        scheduler_config: SchedulerConfig | None = None,
     ) -> None:
         self.client = client
         self.keys = keys
@@ -133,8 +176,10 @@ class SchedulingWorker:
         self.name = name or f"worker-{uuid.uuid4().hex[:8]}"
         self.config = config or WorkerConfig()
         self.store = Store(client, keys, clock=clock)
+        queue_config, ledger_config = backoff_configs(scheduler_config, queue_config, ledger_config)
         self.queue = RedisQueue(client, keys, config=queue_config)
         self.ledger = Ledger(client, keys, clock, ledger_config)
+        nominator = share_nominator(profiles, nominator)
         # The worker's local picture: snapshot, parsed pods, the ledger's mirror.
         self.view = ClusterView(
             client,
@@ -157,6 +202,8 @@ class SchedulingWorker:
             parse=self.view.pod_from,
             node_usage=self._node_usage,
             clock_ms=clock.now_ms,
+            reject_waiting=lambda key: permit.reject(client, keys, key, "", "pod deleted"),
+            hint=self._queueing_hint if self.config.queueing_hints else None,
         )
         self.consumer = EventConsumer(client, keys.events, self.name, self.handlers)
         self.bind_queue = bind_queue(client, keys)
@@ -237,6 +284,12 @@ class SchedulingWorker:
             names |= fw.plugins_interested_in(event)
         return frozenset(names)
 
+    def _queueing_hint(
+        self, pod: Pod, plugin: str, event: ClusterEvent, old: object, new: object
+    ) -> bool | None:
+        fw = self.profiles.for_pod(pod)
+        return None if fw is None else fw.queueing_hint(plugin, event, pod, old, new)
+
     def _node_usage(self, name: str) -> NodeOccupancy:
         state = self.ledger.node_state([name]).get(name)
         if state is None:
@@ -301,7 +354,7 @@ class SchedulingWorker:
                 return
             generations = self._read_generations(attempt)
             if generations is None:  # the ledger moved while we decided: decide again
-                self._unassume(attempt)
+                self._undo_reserve(attempt)
                 attempt.tries -= 1
                 continue
             checks, anti_affinity_gen = generations
@@ -311,7 +364,7 @@ class SchedulingWorker:
             if isinstance(result, Reserved):
                 self._bind([attempt])
                 return
-            self._unassume(attempt)
+            self._undo_reserve(attempt)
             if not isinstance(result, Rejected):
                 log.info("stale decision for %s: %s", attempt.pod.key, result)
                 return
@@ -415,6 +468,15 @@ class SchedulingWorker:
 
         apply_post_filter(self, attempt, err)
 
+    def _undo_reserve(self, attempt: Attempt) -> None:
+        """The ledger refused (or the view moved under) a decision whose Reserve plugins
+        ran: Unreserve them (kube runs Unreserve on every failure after Reserve), then
+        forget the local assumption."""
+        if attempt.node:
+            fw = attempt.framework
+            fw.run_reserve_plugins_unreserve(attempt.state, attempt.pod, attempt.node)
+        self._unassume(attempt)
+
     def _unassume(self, attempt: Attempt) -> None:
         if not attempt.node or attempt.info is None:
             return
@@ -459,7 +521,7 @@ class SchedulingWorker:
                 if isinstance(result, Reserved):
                     reserved.append(attempt)
                     continue
-                self._unassume(attempt)
+                self._undo_reserve(attempt)
                 if isinstance(result, Rejected):
                     self._note_conflict(result)
                     if attempt.tries < self.config.max_reserve_attempts:
@@ -499,6 +561,8 @@ class SchedulingWorker:
                 self._unassume(attempt)
                 self._fail(attempt, plugins=[], message=status.message(), error=False)
                 continue
+            now = self.clock.now_ms()
+            deadlines = {p: now + int(timeout * 1000) for p, timeout in waits.items()}
             bindings.append(
                 Binding(
                     pod_key=attempt.pod.key,
@@ -510,11 +574,14 @@ class SchedulingWorker:
                     token=str(attempt.queued.epoch),
                     initial_attempt_ms=attempt.queued.initial_attempt_ms,
                     attempts=attempt.queued.attempts,
-                    # Wait: the binder holds the pod until the plugins allow it (WaitOnPermit).
+                    # Wait: the binder holds the pod until the plugins allow it (WaitOnPermit),
+                    # each plugin until its own deadline.
                     permit_plugins=tuple(sorted(waits)),
-                    permit_deadline_ms=(
-                        self.clock.now_ms() + int(max(waits.values()) * 1000) if waits else 0
-                    ),
+                    permit_deadline_ms=max(deadlines.values(), default=0),
+                    permit_deadlines_ms=tuple(deadlines[p] for p in sorted(waits)),
+                    # The binding cycle goes on with this cycle's state (kube passes it on);
+                    # a profile bound by one store call has no plugin to read it.
+                    state={} if batch_bindable(fw) else attempt.state.to_wire(),
                 )
             )
             elapsed = time.perf_counter() - attempt.started

@@ -132,7 +132,7 @@ def node_requirements(draw: st.DrawFn) -> NodeSelectorRequirement:
     operator = draw(st.sampled_from(["In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"]))
     values: tuple[str, ...] = ()
     if operator in ("In", "NotIn"):
-        values = tuple(draw(st.lists(TEXT, min_size=1, max_size=3)))
+        values = tuple(draw(st.lists(label_values, min_size=1, max_size=3)))
     elif operator in ("Gt", "Lt"):
         values = (str(draw(st.integers(min_value=-(2**63), max_value=2**63 - 1))),)
     return NodeSelectorRequirement(key=draw(qualified_names), operator=operator, values=values)

@@ -276,10 +276,11 @@ def test_precheck_key_list_limits_the_candidates(queue: SchedulingQueue, clock: 
 def test_leftover_flush_after_five_minutes_not_before(
     queue: SchedulingQueue, clock: FakeClock
 ) -> None:
+    # kube's flushUnschedulablePodsLeftover: now - timestamp > 5 min, strictly.
     make_unschedulable(queue, clock, "ns/old", frozenset({"X"}))
     clock.step(60_000)
     make_unschedulable(queue, clock, "ns/young", frozenset({"X"}))
-    clock.step(300_000 - 60_000 - 1)
+    clock.step(300_000 - 60_000)
     assert queue.flush_unschedulable_leftover(now_ms=clock.now_ms()) == 0
     clock.step(1)
     assert queue.flush_unschedulable_leftover(now_ms=clock.now_ms()) == 1
@@ -291,7 +292,7 @@ def test_leftover_still_backing_off_goes_to_backoff(make_queue: QueueFactory) ->
     clock = FakeClock()
     queue = make_queue(config=QueueConfig(unschedulable_max_ms=500))
     make_unschedulable(queue, clock, "ns/a", frozenset({"X"}))
-    clock.step(500)
+    clock.step(501)
     assert queue.flush_unschedulable_leftover(now_ms=clock.now_ms()) == 1
     assert queue.where("ns/a") == "backoff"
     clock.step(500)
@@ -303,7 +304,7 @@ def test_leftover_whose_backoff_expires_now_goes_to_active(make_queue: QueueFact
     clock = FakeClock()
     queue = make_queue(config=QueueConfig(unschedulable_max_ms=1_000))
     make_unschedulable(queue, clock, "ns/a", frozenset({"X"}))
-    clock.step(1_000)  # the first backoff is 1000 ms too
+    clock.step(1_001)  # the first backoff is 1000 ms: expired
     assert queue.flush_unschedulable_leftover(now_ms=clock.now_ms()) == 1
     assert queue.where("ns/a") == "active"
 
@@ -440,9 +441,39 @@ def test_update_of_a_failed_pod_retries_it(queue: SchedulingQueue, clock: FakeCl
     assert queue.update(E("ns/b", "u2", 0), now_ms=clock.now_ms()) == "backoff"
     clock.step(1_000)
     assert queue.update(E("ns/v", "u2", 4), now_ms=clock.now_ms()) == "active"
-    assert queue.update(E("ns/b", "u2", 5), now_ms=clock.now_ms()) == "active"
+    # kube updates a backoffQ pod in place: it waits for the backoff flush, expired or not.
+    assert queue.update(E("ns/b", "u2", 5), now_ms=clock.now_ms()) == "backoff"
     assert queue.where("ns/u") == "backoff"
-    assert pop_keys(queue, clock) == ["ns/b", "ns/v"]
+    assert pop_keys(queue, clock) == ["ns/v"]
+    assert queue.flush_backoff_completed(now_ms=clock.now_ms()) == 2
+    assert pop_keys(queue, clock) == ["ns/b", "ns/u"]
+
+
+def test_update_in_flight_sends_the_failed_pod_to_active(
+    queue: SchedulingQueue, clock: FakeClock
+) -> None:
+    # kube's Update puts a pod that is in no sub-queue into activeQ; the attempt on the
+    # old object then finds it present instead of parking it as unschedulable.
+    queue.add([E("ns/a", "u", 0), E("ns/b", "u", 0)], now_ms=clock.now_ms())
+    a, b = queue.pop(2, now_ms=clock.now_ms())
+    assert queue.update(E("ns/a", "u", 0), now_ms=clock.now_ms()) == "inflight"
+    assert fail(queue, clock, a) == "active"
+    assert fail(queue, clock, b) == "unschedulable"
+    again = pop_one(queue, clock)
+    assert again.key == "ns/a"
+    # The mark was for that attempt only: the next failure parks the pod as usual.
+    assert fail(queue, clock, again) == "unschedulable"
+
+
+def test_leftover_flush_is_a_move_request(queue: SchedulingQueue, clock: FakeClock) -> None:
+    make_unschedulable(queue, clock, "ns/old", frozenset({"X"}))
+    queue.add([E("ns/busy", "u", 0)], now_ms=clock.now_ms())
+    busy = pop_one(queue, clock)
+    clock.step(300_001)
+    assert queue.flush_unschedulable_leftover(now_ms=clock.now_ms()) == 1
+    # kube's movePodsToActiveOrBackoffQueue sets moveRequestCycle: the pod in flight
+    # during the flush goes to backoffQ.
+    assert fail(queue, clock, busy) == "backoff"
 
 
 def test_update_of_leased_or_unknown_pods(queue: SchedulingQueue, clock: FakeClock) -> None:

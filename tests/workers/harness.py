@@ -1,0 +1,151 @@
+"""An in-process cluster for the scheduling worker's semantics: real Redis, FakeClock.
+
+The real :class:`~distsched.workers.scheduler.SchedulingWorker` (informer, event handlers,
+scheduleOne, preemption, the one failure path) and the real binding cycle
+(:class:`~distsched.binder.cycle.Binder`) run in the test's process against the test's
+Redis database. Binding jobs are taken off the real rq queue and run here, so a test
+decides when binding happens. Periodic work (backoff flush, leftover flush) is run by the
+test with the fake clock instead of the worker's wall-clock timer, so a timing assertion
+never depends on how fast the machine is.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+import redis
+
+from distsched.binder.cycle import Binder, BindOutcome
+from distsched.binder.jobs import Binding, bind_queue
+from distsched.clock import FakeClock
+from distsched.framework.interface import PluginSpec
+from distsched.framework.profile import SchedulerConfig, build_profiles, default_config
+from distsched.framework.registry import IN_TREE_REGISTRY
+from distsched.keys import Keys
+from distsched.queue_types import QueuedPod
+from distsched.store import Store
+from distsched.workers.periodic import Periodic
+from distsched.workers.scheduler import SchedulingWorker, WorkerConfig
+
+Obj = dict[str, Any]
+
+
+class InProcessCluster:
+    def __init__(
+        self,
+        r: redis.Redis,
+        keys: Keys,
+        clock: FakeClock,
+        *,
+        config: SchedulerConfig | None = None,
+        registry: Mapping[str, PluginSpec] = IN_TREE_REGISTRY,
+        batch: int = 64,
+        queueing_hints: bool = True,
+    ) -> None:
+        self.r, self.keys, self.clock = r, keys, clock
+        self.config = config or default_config(registry)
+        self.registry = registry
+        self.batch = batch
+        self.queueing_hints = queueing_hints
+        self.store = Store(r, keys, clock=clock)
+        self.worker = self.add_worker()
+        self.binder = Binder(r, keys, clock=clock, config=self.config, registry=registry)
+        self.bind_queue = bind_queue(r, keys)
+        self.queue = self.worker.queue
+
+    def add_worker(self) -> SchedulingWorker:
+        """Another scheduling worker on the same Redis (started: initial list done)."""
+        worker = SchedulingWorker(
+            self.r,
+            self.keys,
+            profiles=build_profiles(self.config, registry=self.registry),
+            clock=self.clock,
+            config=WorkerConfig(
+                batch=self.batch,
+                idle_wait_s=0.01,
+                queueing_hints=self.queueing_hints,
+            ),
+            scheduler_config=self.config,
+        )
+        # The test runs periodic work itself, on the fake clock (see flush()).
+        worker.periodic = Periodic(self.r, self.keys)
+        worker.start()
+        return worker
+
+    # -- the API server -------------------------------------------------------------------
+    def create(self, *objs: Obj) -> None:
+        for obj in objs:
+            self.store.create(obj)
+
+    def pod(self, name: str, namespace: str = "default") -> Obj:
+        obj = self.store.get("Pod", f"{namespace}/{name}")
+        assert obj is not None, f"pod {namespace}/{name} does not exist"
+        return obj
+
+    def node_of(self, name: str, namespace: str = "default") -> str:
+        obj = self.store.get("Pod", f"{namespace}/{name}")
+        return "" if obj is None else str((obj.get("spec") or {}).get("nodeName", ""))
+
+    def where(self, name: str, namespace: str = "default") -> str | None:
+        return self.queue.where(f"{namespace}/{name}")
+
+    # -- the worker, a piece at a time ------------------------------------------------------
+    def handle_events(self) -> None:
+        """Informer (local snapshot) and queue event handlers, until both are caught up."""
+        while self.worker.informer.poll_once(0):
+            pass
+        self.handle_queue_events()
+
+    def handle_queue_events(self) -> None:
+        """Only the queue side of the events (the snapshot keeps what it had)."""
+        while self.worker.consumer.poll(None):
+            pass
+
+    def pop(self, n: int = 64) -> list[QueuedPod]:
+        return self.queue.pop(n, now_ms=self.clock.now_ms())
+
+    def schedule(self, popped: list[QueuedPod]) -> None:
+        self.worker.schedule_batch(popped)
+
+    def turn(self) -> int:
+        """One worker loop turn (events, ledger feed, pop, schedule); returns pods popped."""
+        return self.worker.run_once()
+
+    # -- the binder -------------------------------------------------------------------------
+    def take_bindings(self) -> list[Binding]:
+        """The bindings the worker enqueued since the last call, off the rq queue."""
+        bindings: list[Binding] = []
+        for job_id in self.bind_queue.get_job_ids():
+            job = self.bind_queue.fetch_job(job_id)
+            if job is None:
+                continue
+            _scheduler, wire = job.args
+            bindings += [Binding.from_wire(item) for item in wire]
+            self.bind_queue.remove(job_id)
+            job.delete()
+        return bindings
+
+    def bind(self) -> BindOutcome:
+        return self.binder.bind(self.take_bindings())
+
+    def settle(self, turns: int = 10) -> None:
+        """Worker turns and bindings until a turn pops nothing and nothing is left to bind."""
+        for _ in range(turns):
+            popped = self.turn()
+            outcome = self.bind()
+            if not popped and not (outcome.bound or outcome.failed):
+                self.handle_events()
+                return
+        self.handle_events()
+
+    # -- periodic work, on the fake clock -------------------------------------------------
+    def flush(self) -> None:
+        now = self.clock.now_ms()
+        self.queue.flush_backoff_completed(now_ms=now)
+        self.queue.flush_unschedulable_leftover(now_ms=now)
+
+    def explain(self, name: str, namespace: str = "default") -> dict[str, Any]:
+        raw = self.r.hget(self.keys.explain, f"{namespace}/{name}")
+        return {} if raw is None else dict(json.loads(raw))
