@@ -8,6 +8,7 @@ calls event handlers.
 
 from distsched.store.codec import (
     ADDED,
+    ALL_KINDS,
     DELETED,
     KINDS,
     MODIFIED,
@@ -38,6 +39,7 @@ from distsched.store.redis_store import (
 
 __all__ = [
     "ADDED",
+    "ALL_KINDS",
     "DELETED",
     "KINDS",
     "MODIFIED",
