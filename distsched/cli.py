@@ -482,6 +482,7 @@ def _stop_children(children: list[Child], timeout_s: float = 15.0) -> None:
 @main.command()
 @click.option("--workers", default=2, show_default=True, help="Scheduling worker processes.")
 @click.option("--binders", default=1, show_default=True, help="Binder processes.")
+@click.option("--controllers", default=1, show_default=True, help="Workload controller processes.")
 @click.option(
     "--metrics-port",
     type=int,
@@ -497,6 +498,7 @@ def _stop_children(children: list[Child], timeout_s: float = 15.0) -> None:
 def up(
     workers: int,
     binders: int,
+    controllers: int,
     metrics_port: int,
     metrics_addr: str,
     config: str | None,
@@ -535,6 +537,8 @@ def up(
             binder_args += ["--metrics-port", str(metrics_port + workers)]
             binder_args += ["--metrics-addr", metrics_addr]
         children.append(_spawn("binder", ctx.options, ctx.keys.scheduler, binder_args))
+        for _ in range(controllers):
+            children.append(_spawn("controller", ctx.options, ctx.keys.scheduler, []))
         demo_result: list[int] = []
         if demo:
             # In a thread, so that a worker or binder that dies ends the demo at once.
@@ -549,7 +553,7 @@ def up(
             if demo_result:
                 sys.exit(demo_result[0])
             time.sleep(0.2)
-        fail("a worker or binder process exited; stopping the others")
+        fail("a worker, binder or controller process exited; stopping the others")
     except KeyboardInterrupt:
         err_console.print("stopping")
     finally:
@@ -619,3 +623,13 @@ def bench(**kwargs: Any) -> None:
     ctx = make_context(kwargs)
     # No URL is fine: the bench then starts its own embedded server.
     sys.exit(run_bench_command(ctx.options, ctx.keys, **kwargs))
+
+
+def _register_commands() -> None:
+    """Commands kept in modules of their own (they import this module's helpers)."""
+    from distsched.cli_controller import controller
+
+    main.add_command(controller)
+
+
+_register_commands()
