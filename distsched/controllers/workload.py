@@ -51,6 +51,7 @@ import redis
 from distsched.clock import SYSTEM_CLOCK, Clock
 from distsched.controllers import naming
 from distsched.controllers import pods as make
+from distsched.controllers.disruption import budget_status
 from distsched.keys import Keys
 from distsched.model.admission import PriorityClasses, admit_pod
 from distsched.model.decode import node_from_dict
@@ -68,6 +69,7 @@ log = logging.getLogger(__name__)
 OWNER_KINDS = ("Deployment", "ReplicaSet", "StatefulSet", "DaemonSet", "Job")
 OWNED_KINDS = ("Pod", "ReplicaSet")
 WATCHED_KINDS = (
+    "PodDisruptionBudget",
     "Pod",
     "Node",
     "PriorityClass",
@@ -105,6 +107,13 @@ class WorkloadController:
         for kind in OWNER_KINDS:
             self.informer.add_handler(kind, self._owner_handler(kind))
         self.informer.add_handler("Pod", self._owned_handler("Pod"))
+        self.informer.add_handler(
+            "PodDisruptionBudget",
+            FuncHandler(
+                add=lambda o, _i: self._dirty.add(object_key(o)),
+                update=lambda _o, n: self._dirty.add(object_key(n)),
+            ),
+        )
         self.informer.add_handler(
             "Node",
             FuncHandler(
@@ -155,6 +164,8 @@ class WorkloadController:
         return FuncHandler(add=added, update=updated, delete=deleted)
 
     def _track(self, obj: Obj) -> None:
+        if obj["kind"] == "Pod":
+            self._budgets_dirty(obj)
         owner = make.controller_uid(obj)
         if not owner:
             return
@@ -164,6 +175,8 @@ class WorkloadController:
             self._dirty.add(ref)
 
     def _untrack(self, obj: Obj) -> None:
+        if obj["kind"] == "Pod":
+            self._budgets_dirty(obj)
         owner = make.controller_uid(obj)
         if not owner:
             return
@@ -175,6 +188,12 @@ class WorkloadController:
         ref = self._owner_by_uid.get(owner)
         if ref is not None:
             self._dirty.add(ref)
+
+    def _budgets_dirty(self, pod: Obj) -> None:
+        namespace = pod["metadata"].get("namespace")
+        for pdb in self.informer.list("PodDisruptionBudget"):
+            if pdb["metadata"].get("namespace") == namespace:
+                self._dirty.add(object_key(pdb))
 
     def _mark_kind(self, *kinds: str) -> None:
         for kind in kinds:
@@ -316,6 +335,29 @@ class WorkloadController:
         return names
 
     # --- per kind ---------------------------------------------------------------------
+    def reconcile_budget(self, pdb: Obj) -> None:
+        namespace = pdb["metadata"].get("namespace")
+        pods = [p for p in self.informer.list("Pod") if p["metadata"].get("namespace") == namespace]
+        status = budget_status(pdb, pods, self._scale_of)
+        current = pdb.get("status") or {}
+        if all(current.get(k) == v for k, v in status.items()):
+            return
+        self._update_status(pdb, {**current, **status})
+
+    def _scale_of(self, uid: str) -> int | None:
+        ref = self._owner_by_uid.get(uid)
+        if ref is None or ref[0] not in ("ReplicaSet", "StatefulSet"):
+            return None
+        obj = self.informer.get(*ref)
+        return int(obj["spec"].get("replicas", 1)) if obj is not None else None
+
+    def _update_status(self, current: Obj, status: dict[str, Any]) -> None:
+        try:
+            self.store.update({**current, "status": status})
+            self.writes += 1
+        except NotFound:
+            pass
+
     def reconcile_deployment(self, deploy: Obj) -> None:
         pod_hash = naming.template_hash(deploy["spec"]["template"])
         wanted = make.replica_set_for(deploy, pod_hash)
@@ -431,6 +473,7 @@ class WorkloadController:
 
 
 RECONCILERS = {
+    "PodDisruptionBudget": WorkloadController.reconcile_budget,
     "Deployment": WorkloadController.reconcile_deployment,
     "ReplicaSet": WorkloadController.reconcile_replica_set,
     "StatefulSet": WorkloadController.reconcile_stateful_set,

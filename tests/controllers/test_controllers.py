@@ -356,3 +356,40 @@ def test_one_lease_holder_at_a_time(r: redis.Redis, keys: Keys) -> None:
     assert not second.hold()
     first.release()
     assert second.hold() and not first.hold()
+
+
+def test_the_disruption_controller_keeps_each_budgets_status(
+    r: redis.Redis, keys: Keys, clock: FakeClock
+) -> None:
+    store = Store(r, keys, clock)
+    ctl = controller(r, keys, clock)
+    apply_path(store, MANIFESTS / "zookeeper.yaml")  # maxUnavailable: 1 over 3 replicas
+    ctl.sync()
+
+    def status() -> dict:
+        budget = store.get("PodDisruptionBudget", "default/zk-pdb")
+        assert budget is not None
+        return budget["status"]
+
+    assert status() == {
+        "currentHealthy": 0, "desiredHealthy": 2, "expectedPods": 3, "disruptionsAllowed": 0,
+    }  # fmt: skip
+    for i in range(3):
+        store.bind(f"default/zk-{i}", None, "n1")
+    ctl.sync()
+    assert status()["currentHealthy"] == 3 and status()["disruptionsAllowed"] == 1
+    # minAvailable as a number counts the matching pods themselves.
+    apply_text(
+        store,
+        (MANIFESTS / "zookeeper.yaml").read_text().replace("maxUnavailable: 1", "minAvailable: 1"),
+    )
+    ctl.sync()
+    assert status()["disruptionsAllowed"] == 2
+    apply_text(
+        store,
+        (MANIFESTS / "zookeeper.yaml")
+        .read_text()
+        .replace("maxUnavailable: 1", 'minAvailable: "50%"'),
+    )
+    ctl.sync()
+    assert status()["desiredHealthy"] == 2 and status()["disruptionsAllowed"] == 1
