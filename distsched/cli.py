@@ -628,8 +628,10 @@ def bench(**kwargs: Any) -> None:
 def _register_commands() -> None:
     """Commands kept in modules of their own (they import this module's helpers)."""
     from distsched.cli_controller import controller
+    from distsched.cli_replay import replay
 
     main.add_command(controller)
+    main.add_command(replay)
 
 
 _register_commands()
