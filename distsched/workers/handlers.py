@@ -149,6 +149,9 @@ class QueueEventHandlers:
                 spec = obj.get("spec") or {}
                 if event.type == DELETED:
                     self._flush_adds(adds, now)
+                    # A pod bound and then deleted within this batch must not be recorded
+                    # as bound after its release (the ledger would keep it forever).
+                    newly_bound = [o for o in newly_bound if object_key(o)[1] != event.key]
                     # An unassigned pod may be assumed (reserved, not bound): release it too.
                     self.ledger.pod_deleted(event.key)
                     self.queue.delete([event.key], now_ms=now)
