@@ -61,7 +61,15 @@ from distsched.model.workloads import Workload
 from distsched.model.workloads import object_from_dict as workload_from_dict
 from distsched.plugins.helpers.node_selector import pod_matches_node_selector_and_affinity
 from distsched.plugins.helpers.taints import tolerates
-from distsched.store import AlreadyExists, FuncHandler, Informer, NotFound, Store, UidMismatch
+from distsched.store import (
+    AlreadyExists,
+    Conflict,
+    FuncHandler,
+    Informer,
+    NotFound,
+    Store,
+    UidMismatch,
+)
 from distsched.store.codec import Obj, object_key, uid_of
 
 log = logging.getLogger(__name__)
@@ -238,25 +246,27 @@ class WorkloadController:
                 log.exception("controller: reconciling %s %s failed", kind, key)
 
     def collect_orphans(self) -> int:
-        """Delete pods and ReplicaSets whose controller (of a managed kind) is gone:
-        what a controller that was down when the owner was deleted left behind."""
+        """Mark for deletion the pods and ReplicaSets whose controller (of a managed kind)
+        is gone: what a controller that was down when the owner was deleted left behind.
+        Objects owned by kinds distsched does not manage are left alone. Returns the
+        number of such owners."""
         orphans = 0
         for owner in list(self._owned):
-            if owner not in self._owner_by_uid:
-                kinds = {self._ref_kind(ref) for ref in self._owned[owner]}
-                if kinds:
-                    self._gone.add(owner)
-                    orphans += 1
+            if owner in self._owner_by_uid:
+                continue
+            if any(self._managed_owner(ref) for ref in self._owned[owner]):
+                self._gone.add(owner)
+                orphans += 1
         return orphans
 
-    def _ref_kind(self, ref: Ref) -> str:
+    def _managed_owner(self, ref: Ref) -> bool:
         obj = self.informer.get(*ref)
         if obj is None:
-            return ""
-        for r in obj["metadata"].get("ownerReferences") or ():
-            if r.get("controller") and r.get("kind") in OWNER_KINDS:
-                return str(r["kind"])
-        return ""
+            return False
+        for owner_ref in obj["metadata"].get("ownerReferences") or ():
+            if owner_ref.get("controller") and owner_ref.get("kind") in OWNER_KINDS:
+                return True
+        return False
 
     # --- helpers ----------------------------------------------------------------------
     def owned(self, owner: Obj, kind: str = "Pod") -> list[Obj]:
@@ -355,7 +365,7 @@ class WorkloadController:
         try:
             self.store.update({**current, "status": status})
             self.writes += 1
-        except NotFound:
+        except (NotFound, Conflict):
             pass
 
     def reconcile_deployment(self, deploy: Obj) -> None:
@@ -374,10 +384,11 @@ class WorkloadController:
                 self._update_spec(rs, {**rs["spec"], "replicas": 0})
 
     def _update_spec(self, current: Obj, spec: dict[str, Any]) -> None:
+        # Conflict: it changed since our read; its event brings it back here.
         try:
             self.store.update({**current, "spec": spec})
             self.writes += 1
-        except NotFound:
+        except (NotFound, Conflict):
             pass
 
     def reconcile_replica_set(self, rs: Obj) -> None:

@@ -297,11 +297,16 @@ def test_a_new_controller_collects_what_a_deleted_owner_left(
     apply_text(store, deployment("web", 3))
     controller(r, keys, clock).sync()
     store.delete("Deployment", "default/web")  # no controller running now
+    foreign = {"apiVersion": "example.com/v1", "kind": "Rollout", "name": "r", "uid": "u-1",
+               "controller": True}  # fmt: skip
+    store.create({"kind": "Pod", "metadata": {"name": "theirs", "ownerReferences": [foreign]},
+                  "spec": {"containers": [{"name": "c"}]}})  # fmt: skip
     fresh = controller(r, keys, clock)
     fresh.catch_up()
     assert fresh.collect_orphans() == 1  # the ReplicaSet; its pods follow it
     fresh.sync()
     assert store.list("ReplicaSet")[0] == [] and pods_of(store, "web-") == []
+    assert store.get("Pod", "default/theirs") is not None  # not a kind distsched manages
 
 
 def test_two_controllers_racing_make_each_pod_once(
