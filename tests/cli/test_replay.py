@@ -133,3 +133,21 @@ def test_a_bad_dump_exits_2_naming_the_item(tmp_path: Path) -> None:
     assert run.returncode == 2
     assert "dump.json: document 1, item 2 (Pod default/p)" in run.stderr
     assert "spec.containers[0].resources.requests.cpu" in run.stderr
+
+
+def test_a_real_kubectl_dump_loads_as_the_scheduler_sees_it() -> None:
+    """kubectl's output as it comes: managedFields, containerStatuses, a Succeeded pod,
+    the built-in system class, a DaemonSet pod pinned by matchFields."""
+    dump = str(Path(__file__).parent / "data" / "kubectl-dump.json")
+    objects = load_dump([dump], pending_only=True)
+    by_name = {o["metadata"]["name"]: o for o in objects}
+    assert sorted(by_name) == ["kind-worker", "kube-proxy-7xk2p", "web-5d8f7b6c4d-k2lmn"]
+    proxy = by_name["kube-proxy-7xk2p"]
+    assert proxy["spec"]["nodeName"] == "kind-worker"
+    assert proxy["spec"]["priority"] == 2000001000  # the cluster's, kept
+    assert "managedFields" not in by_name["kind-worker"]["metadata"]
+    web = by_name["web-5d8f7b6c4d-k2lmn"]
+    assert not web["spec"].get("nodeName") and web["spec"]["priority"] == 0
+    scratch = {o["metadata"]["name"]: o for o in load_dump([dump], pending_only=False)}
+    assert "nodeName" not in scratch["kube-proxy-7xk2p"]["spec"]
+    assert scratch["kube-proxy-7xk2p"]["status"] == {"phase": "Pending"}
