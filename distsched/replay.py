@@ -21,8 +21,9 @@ What happens (:func:`replay`):
    ``0/N nodes are available: ...`` line, per node the requested share of allocatable cpu,
    memory and pods before and after, and the pods preemption evicted.
 
-The disruption controller's PDB status is computed once from the loaded state (no
-controller role runs: the dump holds pods, not their workloads' desired state).
+A PodDisruptionBudget keeps the status the cluster gave it; one without a status gets
+the disruption controller's, computed once from the loaded pods (no controller role
+runs: the dump holds pods, not their workloads' desired state).
 """
 
 from __future__ import annotations
@@ -252,8 +253,12 @@ def _not_served(pod: Obj) -> str:
 
 
 def _budget_statuses(store: Store) -> None:
+    """A budget's status from the cluster is kept (it knows readiness); one without is
+    computed as the disruption controller would, each pod counting for itself."""
     pods, _ = store.list("Pod")
     for pdb in store.list("PodDisruptionBudget")[0]:
+        if "disruptionsAllowed" in (pdb.get("status") or {}):
+            continue
         status = budget_status(pdb, pods, lambda _uid: None)
         store.update({**pdb, "status": {**(pdb.get("status") or {}), **status}})
 
