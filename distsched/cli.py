@@ -175,19 +175,24 @@ APPLY_CHUNK = 500
 @click.option("-f", "--filename", "path", required=True, help="File, directory or - for stdin.")
 @redis_options
 def apply(path: str, **kwargs: Any) -> None:
-    """Create or update Pods and Nodes from Kubernetes YAML/JSON manifests.
+    """Create or update objects from Kubernetes YAML/JSON manifests: Pod, Node,
+    Namespace, PriorityClass, PodDisruptionBudget, Deployment, ReplicaSet, StatefulSet,
+    DaemonSet, Job (the controller role makes the workloads' pods).
 
-    Everything is read and validated before the first write: on bad input nothing is
-    written and the exit code is 2.
+    Everything is read, validated and admitted (priority classes) before the first
+    write: on bad input nothing is written and the exit code is 2.
     """
     from pathlib import Path
 
+    from distsched.apply import prepare, stored_priority_classes
     from distsched.model import ManifestError, load_path
+    from distsched.model.manifest import Location
     from distsched.store import Store, StoreError
 
     ctx = make_context(kwargs)
+    locations: list[Location] = []
     try:
-        objects = load_path(path)
+        objects = load_path(path, locations=locations)
     except ManifestError as exc:
         bad_input(str(exc))
     except OSError as exc:
@@ -195,9 +200,12 @@ def apply(path: str, **kwargs: Any) -> None:
     if not objects:
         if path != "-" and Path(path).is_dir():
             bad_input(f"{path}: no manifests: the directory has no .yaml, .yml or .json file")
-        bad_input(f"{path}: no Pod or Node in the input")
+        bad_input(f"{path}: no object in the input")
     store = Store(ctx.client(), ctx.keys)
-    dicts = [obj.to_dict() for obj in objects]
+    try:
+        dicts = prepare(objects, locations, stored_priority_classes(store))
+    except ManifestError as exc:
+        bad_input(str(exc))
     results: list[str] = []
     try:
         if len(dicts) <= APPLY_CHUNK:
@@ -215,18 +223,22 @@ def apply(path: str, **kwargs: Any) -> None:
 
 
 @main.command()
-@click.argument("kind", type=click.Choice(["pod", "pods", "node", "nodes"]))
+@click.argument("kind")
 @click.argument("name")
 @click.option("-n", "--namespace", default="default", show_default=True)
 @redis_options
 def delete(kind: str, name: str, namespace: str, **kwargs: Any) -> None:
-    """Delete a pod or a node."""
+    """Delete an object (pod, node, deployment, ...: kubectl's kind names)."""
+    from distsched.cli_objects import object_key, parse_kinds
     from distsched.store import NotFound, Store
 
+    try:
+        (store_kind,) = parse_kinds(kind)
+    except ValueError as exc:
+        bad_input(str(exc))
     ctx = make_context(kwargs)
     store = Store(ctx.client(), ctx.keys)
-    store_kind = "Pod" if kind.startswith("pod") else "Node"
-    key = f"{namespace}/{name}" if store_kind == "Pod" else name
+    key = object_key(store_kind, name, namespace)
     try:
         store.delete(store_kind, key)
     except NotFound:
@@ -235,49 +247,36 @@ def delete(kind: str, name: str, namespace: str, **kwargs: Any) -> None:
 
 
 @main.command()
-@click.argument("kind", type=click.Choice(["pod", "pods", "node", "nodes"]))
-@click.option("-n", "--namespace", default=None, help="Only this namespace (pods; default: all).")
-@click.option("-A", "--all-namespaces", is_flag=True, help="Pods of every namespace.")
+@click.argument("kind")
+@click.option("-n", "--namespace", default=None, help="Only this namespace (default: all).")
+@click.option("-A", "--all-namespaces", is_flag=True, help="Objects of every namespace.")
 @click.option("-o", "--output", type=click.Choice(["table", "json", "yaml"]), default="table")
 @redis_options
 def get(kind: str, namespace: str | None, all_namespaces: bool, output: str, **kwargs: Any) -> None:
-    """List pods or nodes."""
+    """List objects of one or more kinds (``pods``, ``nodes,pods``, ``deploy``, ...)."""
+    from distsched.cli_objects import headers, parse_kinds, row
     from distsched.store import Store
+    from distsched.store.codec import CLUSTER_SCOPED
 
+    try:
+        kinds = parse_kinds(kind)
+    except ValueError as exc:
+        bad_input(str(exc))
     ctx = make_context(kwargs)
     store = Store(ctx.client(), ctx.keys)
-    store_kind = "Pod" if kind.startswith("pod") else "Node"
-    ns = None if all_namespaces or store_kind == "Node" else namespace
-    items, _ = store.list(store_kind, namespace=ns)
-    items.sort(key=lambda o: (o["metadata"].get("namespace", ""), o["metadata"]["name"]))
-    if output == "json":
-        print_json({"apiVersion": "v1", "kind": "List", "items": items})
+    listed: list[tuple[str, list[dict[str, Any]]]] = []
+    for store_kind in kinds:
+        ns = None if all_namespaces or store_kind in CLUSTER_SCOPED else namespace
+        items, _ = store.list(store_kind, namespace=ns)
+        items.sort(key=lambda o: (o["metadata"].get("namespace", ""), o["metadata"]["name"]))
+        listed.append((store_kind, items))
+    if output in ("json", "yaml"):
+        items = [o for _, group in listed for o in group]
+        everything = {"apiVersion": "v1", "kind": "List", "items": items}
+        (print_json if output == "json" else print_yaml)(everything)
         return
-    if output == "yaml":
-        print_yaml({"apiVersion": "v1", "kind": "List", "items": items})
-        return
-    if store_kind == "Pod":
-        rows = [
-            (
-                o["metadata"].get("namespace", ""),
-                o["metadata"]["name"],
-                o.get("spec", {}).get("nodeName", "") or "<pending>",
-                o.get("spec", {}).get("priority", 0) or 0,
-            )
-            for o in items
-        ]
-        print_table(None, ["NAMESPACE", "NAME", "NODE", "PRIORITY"], rows)
-    else:
-        rows = [
-            (
-                o["metadata"]["name"],
-                "SchedulingDisabled" if o.get("spec", {}).get("unschedulable") else "Ready",
-                o.get("status", {}).get("allocatable", {}).get("cpu", ""),
-                o.get("status", {}).get("allocatable", {}).get("memory", ""),
-            )
-            for o in items
-        ]
-        print_table(None, ["NAME", "STATUS", "CPU", "MEMORY"], rows)
+    for store_kind, items in listed:
+        print_table(None, headers(store_kind), [row(store_kind, o) for o in items])
 
 
 # --------------------------------------------------------------------------- queue
@@ -483,6 +482,7 @@ def _stop_children(children: list[Child], timeout_s: float = 15.0) -> None:
 @main.command()
 @click.option("--workers", default=2, show_default=True, help="Scheduling worker processes.")
 @click.option("--binders", default=1, show_default=True, help="Binder processes.")
+@click.option("--controllers", default=1, show_default=True, help="Workload controller processes.")
 @click.option(
     "--metrics-port",
     type=int,
@@ -498,6 +498,7 @@ def _stop_children(children: list[Child], timeout_s: float = 15.0) -> None:
 def up(
     workers: int,
     binders: int,
+    controllers: int,
     metrics_port: int,
     metrics_addr: str,
     config: str | None,
@@ -536,6 +537,8 @@ def up(
             binder_args += ["--metrics-port", str(metrics_port + workers)]
             binder_args += ["--metrics-addr", metrics_addr]
         children.append(_spawn("binder", ctx.options, ctx.keys.scheduler, binder_args))
+        for _ in range(controllers):
+            children.append(_spawn("controller", ctx.options, ctx.keys.scheduler, []))
         demo_result: list[int] = []
         if demo:
             # In a thread, so that a worker or binder that dies ends the demo at once.
@@ -550,7 +553,7 @@ def up(
             if demo_result:
                 sys.exit(demo_result[0])
             time.sleep(0.2)
-        fail("a worker or binder process exited; stopping the others")
+        fail("a worker, binder or controller process exited; stopping the others")
     except KeyboardInterrupt:
         err_console.print("stopping")
     finally:
@@ -625,3 +628,15 @@ def bench(**kwargs: Any) -> None:
     ctx = make_context(kwargs)
     # No URL is fine: the bench then starts its own embedded server.
     sys.exit(run_bench_command(ctx.options, ctx.keys, **kwargs))
+
+
+def _register_commands() -> None:
+    """Commands kept in modules of their own (they import this module's helpers)."""
+    from distsched.cli_controller import controller
+    from distsched.cli_replay import replay
+
+    main.add_command(controller)
+    main.add_command(replay)
+
+
+_register_commands()

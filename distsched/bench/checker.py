@@ -96,17 +96,22 @@ class Cluster:
     nodes: dict[str, Node]
     bound: dict[str, Pod]  # pod key -> pod with spec.nodeName
     pending: dict[str, Pod]
+    namespaces: dict[str, dict[str, str]] = field(default_factory=dict)  # name -> labels
 
 
 def read_cluster(client: redis.Redis, keys: Keys) -> Cluster:
-    snap = Store(client, keys).snapshot(["Node", "Pod"])
+    snap = Store(client, keys).snapshot(["Node", "Pod", "Namespace"])
     nodes = {name: Node.from_dict(obj) for name, obj in snap.objects["Node"].items()}
     bound: dict[str, Pod] = {}
     pending: dict[str, Pod] = {}
     for key, obj in snap.objects["Pod"].items():
         pod = Pod.from_dict(obj)
         (bound if pod.spec.node_name else pending)[key] = pod
-    return Cluster(nodes, bound, pending)
+    namespaces = {
+        name: dict(obj["metadata"].get("labels") or {})
+        for name, obj in snap.objects["Namespace"].items()
+    }
+    return Cluster(nodes, bound, pending, namespaces)
 
 
 # --------------------------------------------------------------------------- node-local
@@ -168,7 +173,7 @@ class DomainIndex:
 
     def matching(self, term: PodAffinityTerm, owner: Pod, value: str) -> Iterable[Pod]:
         for pods in self._index(term.topology_key).get(value, {}).values():
-            if term_matches(term, owner, pods[0]):
+            if term_matches(term, owner, pods[0], self._cluster.namespaces):
                 yield from pods
 
 

@@ -114,27 +114,34 @@ def untolerated_hard_taints(pod: Pod, node: Node) -> list[Taint]:
     ]
 
 
-def term_namespaces(term: PodAffinityTerm, pod: Pod) -> frozenset[str] | None:
-    """Namespaces a pod affinity term looks at; None means every namespace.
+NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
 
-    Namespace objects are not stored, so a non-empty namespaceSelector selects no
-    namespace beyond those listed; an empty one selects all.
-    """
-    selector = term.namespace_selector
-    if selector is not None and not selector.match_labels and not selector.match_expressions:
-        return None
+
+def term_namespaces(term: PodAffinityTerm, pod: Pod) -> frozenset[str]:
+    """The namespaces a pod affinity term names: its ``namespaces``, or the owner's own
+    when it has neither namespaces nor a namespaceSelector."""
     if term.namespaces:
         return frozenset(term.namespaces)
-    if selector is not None:
+    if term.namespace_selector is not None:
         return frozenset()
     return frozenset({pod.metadata.namespace})
 
 
-def term_matches(term: PodAffinityTerm, owner: Pod, other: Pod) -> bool:
-    """Whether ``owner``'s pod affinity term selects ``other``."""
-    namespaces = term_namespaces(term, owner)
-    if namespaces is not None and other.metadata.namespace not in namespaces:
-        return False
+def term_matches(
+    term: PodAffinityTerm,
+    owner: Pod,
+    other: Pod,
+    namespace_labels: Mapping[str, Mapping[str, str]] | None = None,
+) -> bool:
+    """Whether ``owner``'s pod affinity term selects ``other``: ``other`` is in one of the
+    term's namespaces or its namespace's labels (the Namespace object's, else only
+    ``kubernetes.io/metadata.name``) match the namespaceSelector, and its labels match
+    the labelSelector."""
+    namespace = other.metadata.namespace
+    if namespace not in term_namespaces(term, owner):
+        labels = (namespace_labels or {}).get(namespace) or {NAMESPACE_NAME_LABEL: namespace}
+        if not selector_matches(term.namespace_selector, labels):
+            return False
     return selector_matches(term.label_selector, other.metadata.labels)
 
 

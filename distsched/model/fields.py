@@ -43,12 +43,19 @@ def type_name(value: Any) -> str:
 def child_path(path: str, key: str) -> str:
     if _PLAIN_KEY_RE.fullmatch(key):
         return f"{path}.{key}" if path else key
-    return f"{path}[{key}]"
+    return f"{path}[{_escape_controls(key)}]"
+
+
+def _escape_controls(text: str) -> str:
+    """Control characters written as escapes, so an error message stays one line."""
+    if text.isprintable():
+        return text
+    return "".join(ch if ch.isprintable() else repr(ch)[1:-1] for ch in text)
 
 
 def quote(value: object) -> str:
     text = str(value)
-    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    return '"' + _escape_controls(text.replace("\\", "\\\\").replace('"', '\\"')) + '"'
 
 
 def fail(path: str, reason: str) -> NoReturn:

@@ -26,12 +26,15 @@ from distsched.model.errors import STDIN_SOURCE, ManifestError
 from distsched.model.fields import Fields, quote, type_name
 from distsched.model.objects import Node, Pod
 from distsched.model.safe_yaml import describe_yaml_error, load_documents
+from distsched.model.workloads import API_VERSIONS, KindObject
+from distsched.model.workloads import object_from_dict as kind_from_dict
 
 MAX_MANIFEST_BYTES = 8 * 1024 * 1024
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
 LIST_KINDS = ("List", "PodList", "NodeList")
 
-KubeObject = Pod | Node
+KubeObject = Pod | Node | KindObject
+OBJECT_KINDS = ("Pod", "Node", *API_VERSIONS)
 
 
 class _BadJson(ValueError):
@@ -43,14 +46,22 @@ class _NotJson(Exception):
 
 
 def load_manifests(source_name: str, text: str | bytes) -> list[KubeObject]:
-    """Every Pod and Node in ``text`` (YAML or JSON), in document order."""
+    """Every object in ``text`` (YAML or JSON), in document order."""
     return _Loader().load(source_name, text)
 
 
-def load_path(path: str | os.PathLike[str]) -> list[KubeObject]:
+Location = tuple[str, int, int | None]
+"""Where an object was read: (source, document, item inside a List or None)."""
+
+
+def load_path(
+    path: str | os.PathLike[str], *, locations: list[Location] | None = None
+) -> list[KubeObject]:
     """Every object in a file, in a directory's ``*.yaml``/``*.yml``/``*.json`` files
-    (sorted by name, not recursive), or on stdin when ``path`` is ``"-"``."""
-    loader = _Loader()
+    (sorted by name, not recursive), or on stdin when ``path`` is ``"-"``. With
+    ``locations``, the location of each object is appended to it, in the same order
+    (for errors found after loading, such as priority admission)."""
+    loader = _Loader(locations)
     if str(path) == "-":
         data = sys.stdin.buffer.read(MAX_MANIFEST_BYTES + 1)
         return loader.load(STDIN_SOURCE, data)
@@ -78,8 +89,9 @@ def _read_file(file: Path) -> bytes:
 class _Loader:
     """One load: remembers where each object was seen to refuse duplicates."""
 
-    def __init__(self) -> None:
+    def __init__(self, locations: list[Location] | None = None) -> None:
         self._seen: dict[tuple[str, str], str] = {}
+        self._locations = locations
 
     def load(self, source: str, text: str | bytes) -> list[KubeObject]:
         decoded = _decode_text(source, text)
@@ -100,7 +112,7 @@ class _Loader:
             )
         root = Fields(document)
         kind = root.get_str("kind", required=True)
-        root.check_one_of("kind", kind, (*KINDS, *LIST_KINDS[1:]))
+        root.check_one_of("kind", kind, (*KINDS, *API_VERSIONS, *LIST_KINDS[1:]))
         if kind not in LIST_KINDS:
             return [self._object(source, index, None, document)]
         check_header(root, kind, required=True)
@@ -120,12 +132,16 @@ class _Loader:
         kind = root.get_str("kind", required=True)
         if kind in LIST_KINDS:
             root.fail("kind", "a List may not contain another List")
-        root.check_one_of("kind", kind, ("Pod", "Node"))
-        try:
-            check_header(root, kind, required=True)
-        except ManifestError as exc:
-            raise exc.located(kind=kind, name=describe(data, kind)) from None
-        obj: KubeObject = pod_from_dict(data) if kind == "Pod" else node_from_dict(data)
+        root.check_one_of("kind", kind, OBJECT_KINDS)
+        obj: KubeObject
+        if kind in API_VERSIONS:
+            obj = kind_from_dict(data)
+        else:
+            try:
+                check_header(root, kind, required=True)
+            except ManifestError as exc:
+                raise exc.located(kind=kind, name=describe(data, kind)) from None
+            obj = pod_from_dict(data) if kind == "Pod" else node_from_dict(data)
         where = f"document {index}" + (f", item {item}" if item is not None else "")
         first = self._seen.get((kind, obj.key))
         if first is not None:
@@ -139,6 +155,8 @@ class _Loader:
                 name=obj.key,
             )
         self._seen[(kind, obj.key)] = f"{source}: {where}"
+        if self._locations is not None:
+            self._locations.append((source, index, item))
         return obj
 
 

@@ -12,9 +12,18 @@ plugin needs its framework to run the filters: the framework hands itself over t
 ``attach_framework`` when it builds its plugins. Nominated pods come from the
 ``PodNominator`` in ``Handle.extras[NOMINATOR_KEY]`` when the worker provides one.
 
-Not modelled: PodDisruptionBudgets (every candidate has 0 violations), extenders, and
-the "terminating victims on the nominated node" eligibility check (a deleted pod leaves
-the store at once here, there is no graceful termination).
+PodDisruptionBudgets count as kube counts them: on each node the potential victims that
+would take a budget below zero (``status.disruptionsAllowed``, spent pod by pod, see
+helpers/pdbs.py) are reprieved first, and candidates with fewer PDB violations win before
+every other criterion. A budget is best effort, as in kube: when every candidate
+violates one, the fewest violations win. When a budget decided something (a pod spared
+on the chosen node, or a node passed over for its violations) the plugin says so in the
+diagnosis' PostFilter message, which ends the pod's "0/N nodes are available" line that
+``distsched explain`` shows.
+
+Not modelled: extenders, and the "terminating victims on the nominated node"
+eligibility check (a deleted pod leaves the store at once here, there is no graceful
+termination).
 
 Args (kube's DefaultPreemptionArgs): ``minCandidateNodesPercentage`` (0..100, default
 10) and ``minCandidateNodesAbsolute`` (>= 0, default 100), not both 0.
@@ -22,8 +31,10 @@ Args (kube's DefaultPreemptionArgs): ``minCandidateNodesPercentage`` (0..100, de
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -43,6 +54,7 @@ from distsched.framework.interface import (
 from distsched.framework.podinfo import PodInfo, cycle_pod_info
 from distsched.framework.status import Code, Status
 from distsched.model.objects import Pod
+from distsched.plugins.helpers.pdbs import BUDGETS, PDB_KEY, Budget, DisruptionBudgets
 from distsched.plugins.helpers.what_if import (
     NOMINATOR_KEY,
     PodNominator,
@@ -83,6 +95,37 @@ class Candidate:
     node_index: int
     node_name: str
     victims: list[PodInfo]  # most important first
+    num_pdb_violations: int = 0
+    # (pod key, budget key) of each pod a budget protected: evicted anyway (a violation)
+    # or spared on this node.
+    violations: list[tuple[str, str]] = dataclasses.field(default_factory=list)
+    spared: list[tuple[str, str]] = dataclasses.field(default_factory=list)
+
+
+def filter_pods_with_pdb_violation(
+    infos: list[PodInfo], budgets: list[Budget]
+) -> tuple[list[PodInfo], list[PodInfo], dict[str, str]]:
+    """kube's filterPodsWithPDBViolation: (violating, non-violating, pod key -> the budget
+    it violates), order kept. Each matching pod spends one of its budgets' disruptions."""
+    allowed = [b.disruptions_allowed for b in budgets]
+    violating: list[PodInfo] = []
+    fine: list[PodInfo] = []
+    which: dict[str, str] = {}
+    for info in infos:
+        violated = ""
+        if info.labels:
+            for i, budget in enumerate(budgets):
+                if not budget.selects(info.namespace, info.labels):
+                    continue
+                allowed[i] -= 1
+                if allowed[i] < 0 and not violated:
+                    violated = budget.key
+        if violated:
+            violating.append(info)
+            which[info.key] = violated
+        else:
+            fine.append(info)
+    return violating, fine, which
 
 
 def start_time(info: PodInfo) -> float:
@@ -121,6 +164,11 @@ class DefaultPreemption(PostFilterPlugin):
     def nominator(self) -> PodNominator | None:
         return self.handle.extras.get(NOMINATOR_KEY)
 
+    @property
+    def budgets(self) -> DisruptionBudgets:
+        budgets = self.handle.extras.get(PDB_KEY)
+        return budgets if isinstance(budgets, DisruptionBudgets) else BUDGETS
+
     # -------------------------------------------------------------- PostFilter
     def post_filter(
         self, state: CycleState, pod: Pod, snapshot: Snapshot, diagnosis: Diagnosis
@@ -140,6 +188,9 @@ class DefaultPreemption(PostFilterPlugin):
             message = str(FitError(pod, snapshot.num_nodes, statuses))
             return PreemptionResult(""), Status.unschedulable("preemption: " + message)
         best = select_candidate(candidates)
+        note = pdb_note(best, candidates)
+        if note:
+            diagnosis.post_filter_msg = note
         return PreemptionResult(
             best.node_name,
             tuple(v.pod for v in best.victims),
@@ -169,9 +220,10 @@ class DefaultPreemption(PostFilterPlugin):
         errors: list[str] = []
         for i in range(n):
             node_index = int(potential[(offset + i) % n])
-            victims, status = self.select_victims_on_node(state, pod, snapshot, node_index)
-            if status is None and victims:
-                candidates.append(Candidate(node_index, snapshot.node_name(node_index), victims))
+            candidate, status = self.select_victims_on_node(state, pod, snapshot, node_index)
+            victims = candidate.victims if candidate is not None else []
+            if status is None and candidate is not None and victims:
+                candidates.append(candidate)
                 if len(candidates) >= wanted:
                     break
                 continue
@@ -185,27 +237,40 @@ class DefaultPreemption(PostFilterPlugin):
 
     def select_victims_on_node(
         self, state: CycleState, pod: Pod, snapshot: Snapshot, node_index: int
-    ) -> tuple[list[PodInfo], Status | None]:
+    ) -> tuple[Candidate | None, Status | None]:
         """kube's SelectVictimsOnNode: remove every lower-priority pod, check the pod fits,
-        then put back (reprieve) as many as possible, most important first."""
+        then put back (reprieve) as many as possible, most important first: the pods
+        whose eviction would violate a PodDisruptionBudget before the others."""
         assert self.framework is not None
         priority = cycle_pod_info(state, pod).priority
         potential = [i for i in snapshot.pods_on(node_index).values() if i.priority < priority]
         if not potential:
-            return [], Status.unresolvable(NO_VICTIMS)
+            return None, Status.unresolvable(NO_VICTIMS)
+        potential.sort(key=importance)
+        budgets = self.budgets.all()
+        violating, fine, which = filter_pods_with_pdb_violation(potential, budgets)
+        node_name = snapshot.node_name(node_index)
+        candidate = Candidate(node_index, node_name, [])
         with node_edit(self.framework, state, pod, snapshot, node_index) as edit:
             for info in potential:
                 edit.remove(info)
             status = self._fits(edit.state, pod, snapshot, node_index, priority)
             if status is not None:
-                return [], status
-            victims: list[PodInfo] = []
-            for info in sorted(potential, key=importance):
-                edit.add(info)
-                if self._fits(edit.state, pod, snapshot, node_index, priority) is not None:
+                return None, status
+            for group, counts in ((violating, True), (fine, False)):
+                for info in group:
+                    edit.add(info)
+                    if self._fits(edit.state, pod, snapshot, node_index, priority) is None:
+                        if counts:
+                            candidate.spared.append((info.key, which[info.key]))
+                        continue
                     edit.remove(info)
-                    victims.append(info)
-            return victims, None
+                    candidate.victims.append(info)
+                    if counts:
+                        candidate.num_pdb_violations += 1
+                        candidate.violations.append((info.key, which[info.key]))
+            candidate.victims.sort(key=importance)
+            return candidate, None
 
     def _fits(
         self, state: CycleState, pod: Pod, snapshot: Snapshot, node_index: int, priority: int
@@ -236,10 +301,11 @@ def _record(statuses: Diagnosis, node_index: int, status: Status) -> None:
 
 
 def select_candidate(candidates: list[Candidate]) -> Candidate:
-    """kube's pickOneNodeForPreemption with its default criteria, in order: (no PDBs)
-    lowest highest-victim priority, smallest sum of victim priorities, fewest victims,
-    latest start of the highest-priority victims; then the first candidate."""
-    criteria = (
+    """kube's pickOneNodeForPreemption with its default criteria, in order: fewest PDB
+    violations, lowest highest-victim priority, smallest sum of victim priorities, fewest
+    victims, latest start of the highest-priority victims; then the first candidate."""
+    criteria: tuple[Callable[[Candidate], float], ...] = (
+        lambda c: -c.num_pdb_violations,
         lambda c: -c.victims[0].priority,
         lambda c: -sum(v.priority + _PRIORITY_OFFSET for v in c.victims),
         lambda c: -len(c.victims),
@@ -253,6 +319,27 @@ def select_candidate(candidates: list[Candidate]) -> Candidate:
         if len(remaining) == 1:
             break
     return remaining[0]
+
+
+def pdb_note(best: Candidate, candidates: list[Candidate]) -> str:
+    """What the PodDisruptionBudgets decided, for the PostFilter message ("" if nothing)."""
+    parts = []
+    for pod_key, budget in best.spared:
+        parts.append(
+            f"PodDisruptionBudget {budget} protected pod {pod_key} on node {best.node_name}"
+        )
+    passed_over = [c for c in candidates if c.num_pdb_violations > best.num_pdb_violations]
+    for other in passed_over[:3]:
+        pod_key, budget = other.violations[0]
+        parts.append(
+            f"PodDisruptionBudget {budget} protected pod {pod_key}: node {other.node_name} "
+            f"passed over ({other.num_pdb_violations} violation(s))"
+        )
+    for pod_key, budget in best.violations:
+        parts.append(f"evicting pod {pod_key} violates PodDisruptionBudget {budget}")
+    if not parts:
+        return ""
+    return f"preemption: nominated node {best.node_name}; " + "; ".join(parts)
 
 
 def _earliest_top_priority_start(candidate: Candidate) -> float:

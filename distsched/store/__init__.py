@@ -7,6 +7,7 @@ the event stream into a local indexer and calls event handlers.
 
 from distsched.store.codec import (
     ADDED,
+    ALL_KINDS,
     DELETED,
     KINDS,
     MODIFIED,
@@ -37,6 +38,7 @@ from distsched.store.redis_store import (
 
 __all__ = [
     "ADDED",
+    "ALL_KINDS",
     "DELETED",
     "KINDS",
     "MODIFIED",

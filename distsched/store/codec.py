@@ -23,7 +23,21 @@ import msgpack
 
 from distsched.store.errors import InvalidObject
 
-KINDS = ("Pod", "Node")
+KINDS = ("Pod", "Node")  # what the scheduler reads: the default of snapshots and informers
+API_VERSIONS = {
+    "Pod": "v1",
+    "Node": "v1",
+    "Namespace": "v1",
+    "PriorityClass": "scheduling.k8s.io/v1",
+    "PodDisruptionBudget": "policy/v1",
+    "Deployment": "apps/v1",
+    "ReplicaSet": "apps/v1",
+    "StatefulSet": "apps/v1",
+    "DaemonSet": "apps/v1",
+    "Job": "batch/v1",
+}
+ALL_KINDS = tuple(API_VERSIONS)  # every kind the store keeps
+CLUSTER_SCOPED = frozenset({"Node", "Namespace", "PriorityClass"})
 DEFAULT_NAMESPACE = "default"
 
 Obj = dict[str, Any]
@@ -40,24 +54,25 @@ def pod_key(namespace: str, name: str) -> str:
 
 
 def object_key(obj: Mapping[str, Any]) -> tuple[str, str]:
-    """``(kind, key)`` of an object: pods are ``ns/name`` (namespace defaults to
-    ``default``), nodes are ``name``."""
+    """``(kind, key)`` of an object: namespaced objects (pods, workloads, PDBs) are
+    ``ns/name`` (namespace defaults to ``default``), cluster-scoped ones (nodes,
+    namespaces, priority classes) are ``name``."""
     kind = obj.get("kind")
-    if kind not in KINDS:
-        raise InvalidObject(f"kind must be one of {', '.join(KINDS)}, got {kind!r}")
+    if kind not in API_VERSIONS:
+        raise InvalidObject(f"kind must be one of {', '.join(ALL_KINDS)}, got {kind!r}")
     meta = obj.get("metadata")
     if not isinstance(meta, Mapping):
         raise InvalidObject(f"{kind}: metadata must be a mapping")
     name = meta.get("name")
     if not isinstance(name, str) or not name or "/" in name:
         raise InvalidObject(f"{kind}: metadata.name must be a non-empty string without '/'")
-    if kind == "Node":
+    if kind in CLUSTER_SCOPED:
         if meta.get("namespace"):
-            raise InvalidObject(f"Node {name}: nodes are cluster-scoped, namespace must be empty")
+            raise InvalidObject(f"{kind} {name}: cluster-scoped, namespace must be empty")
         return kind, name
     namespace = meta.get("namespace") or DEFAULT_NAMESPACE
     if not isinstance(namespace, str) or "/" in namespace:
-        raise InvalidObject(f"Pod {name}: metadata.namespace must be a string without '/'")
+        raise InvalidObject(f"{kind} {name}: metadata.namespace must be a string without '/'")
     return kind, pod_key(namespace, name)
 
 

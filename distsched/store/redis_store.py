@@ -36,6 +36,9 @@ from distsched.clock import SYSTEM_CLOCK, Clock
 from distsched.keys import Keys
 from distsched.lua import ScriptSet
 from distsched.store.codec import (
+    ALL_KINDS,
+    API_VERSIONS,
+    CLUSTER_SCOPED,
     DEFAULT_NAMESPACE,
     KINDS,
     Obj,
@@ -151,8 +154,9 @@ def _set_condition(conditions: list[Obj], cond: Mapping[str, Any], now: str) -> 
 
 
 class Store:
-    """Pods and nodes in Redis. Objects are Kubernetes-shaped dicts; returned objects are new
-    dicts but may share nested values with the caller's input (never mutate either)."""
+    """Pods, nodes and the other kinds of ``ALL_KINDS`` in Redis. Objects are
+    Kubernetes-shaped dicts; returned objects are new dicts but may share nested values
+    with the caller's input (never mutate either)."""
 
     def __init__(
         self,
@@ -249,11 +253,11 @@ class Store:
         meta.pop("resourceVersion", None)
         if not meta.get("uid"):
             meta["uid"] = str(uuid.uuid4())
-        if kind == "Pod":
-            meta["namespace"] = meta.get("namespace") or DEFAULT_NAMESPACE
-        else:
+        if kind in CLUSTER_SCOPED:
             meta.pop("namespace", None)
-        return {"apiVersion": "v1", **obj, "kind": kind, "metadata": meta}
+        else:
+            meta["namespace"] = meta.get("namespace") or DEFAULT_NAMESPACE
+        return {**obj, "apiVersion": API_VERSIONS[kind], "kind": kind, "metadata": meta}
 
     # --- update / apply ---------------------------------------------------------------
     def update(self, obj: Obj) -> Obj:
@@ -335,9 +339,9 @@ class Store:
             "creationTimestamp": cur_meta.get("creationTimestamp", ""),
             "resourceVersion": cur_meta["resourceVersion"],
         }
-        if kind == "Pod":
+        if kind not in CLUSTER_SCOPED:
             meta["namespace"] = cur_meta["namespace"]
-        new: Obj = {"apiVersion": "v1", **obj, "kind": kind, "metadata": meta}
+        new: Obj = {**obj, "apiVersion": API_VERSIONS[kind], "kind": kind, "metadata": meta}
         if "status" not in obj and "status" in current:
             new["status"] = current["status"]
         cur_node, new_node = node_name_of(current), node_name_of(new)
@@ -418,8 +422,8 @@ class Store:
     def delete(self, kind: str, key: str, *, uid: str | None = None) -> Obj:
         """Delete an object (:class:`NotFound` if absent; with ``uid``, :class:`UidMismatch`
         if the stored object is another incarnation). Returns its last state."""
-        if kind not in KINDS:
-            raise InvalidObject(f"kind must be one of {', '.join(KINDS)}, got {kind!r}")
+        if kind not in ALL_KINDS:
+            raise InvalidObject(f"kind must be one of {', '.join(ALL_KINDS)}, got {kind!r}")
         reply = self._scripts.get("store_delete")(
             keys=[
                 self._keys.resource_version,

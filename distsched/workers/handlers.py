@@ -173,6 +173,9 @@ class QueueEventHandlers:
                 spec = obj.get("spec") or {}
                 if event.type == DELETED:
                     self._flush_adds(adds, now)
+                    # A pod bound and then deleted within this batch must not be recorded
+                    # as bound after its release (the ledger would keep it forever).
+                    newly_bound = [o for o in newly_bound if object_key(o)[1] != event.key]
                     # An unassigned pod may be assumed (reserved, not bound): release it too.
                     # Its room is free again, so this is an AssignedPodDelete as well (kube:
                     # RejectWaitingPod, or the binding's failure, moves the waiting pods).

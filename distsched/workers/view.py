@@ -18,6 +18,8 @@ from distsched.cache.ledger_types import NodeState, NodeUsage
 from distsched.cache.snapshot import Snapshot
 from distsched.keys import Keys
 from distsched.model import Node, Pod
+from distsched.plugins.helpers.label_selector import set_namespace_labels
+from distsched.plugins.helpers.pdbs import BUDGETS
 from distsched.plugins.helpers.what_if import PodNominator
 from distsched.store import FuncHandler, Informer, Store
 
@@ -38,6 +40,20 @@ def _same_but_binding(old: Obj, new: Obj) -> bool:
     return new_spec == old.get("spec", {}) and old_status == new_status
 
 
+def namespace_handler() -> FuncHandler:
+    """Namespace objects' labels, for namespaceSelector (plugins/helpers/label_selector)."""
+
+    def labels_of(obj: Obj) -> tuple[str, dict[str, str]]:
+        meta = obj.get("metadata") or {}
+        return str(meta.get("name")), dict(meta.get("labels") or {})
+
+    return FuncHandler(
+        add=lambda obj, _initial: set_namespace_labels(*labels_of(obj)),
+        update=lambda _old, new: set_namespace_labels(*labels_of(new)),
+        delete=lambda obj, _unknown: set_namespace_labels(labels_of(obj)[0], None),
+    )
+
+
 class ClusterView:
     def __init__(
         self,
@@ -55,7 +71,9 @@ class ClusterView:
         # Pending pods nominated to a node by preemption, counted when filtering (the
         # profiles' Handle carries the same object).
         self.nominator = nominator if nominator is not None else PodNominator()
-        self.informer = Informer(informer_client or client, keys)
+        self.informer = Informer(
+            informer_client or client, keys, ("Pod", "Node", "Namespace", "PodDisruptionBudget")
+        )
         node_handler = FuncHandler(
             add=self._on_node_add, update=self._on_node_update, delete=self._on_node_delete
         )
@@ -64,6 +82,15 @@ class ClusterView:
         )
         self.informer.add_handler("Node", node_handler)
         self.informer.add_handler("Pod", pod_handler)
+        self.informer.add_handler("Namespace", namespace_handler())
+        self.informer.add_handler(
+            "PodDisruptionBudget",
+            FuncHandler(
+                add=lambda o, _i: BUDGETS.set(o),
+                update=lambda _o, n: BUDGETS.set(n),
+                delete=lambda o, _u: BUDGETS.delete(o),
+            ),
+        )
         self._parsed: dict[str, tuple[str, Obj, Pod]] = {}
         self.node_states: dict[str, NodeState] = {}
         self._usage: dict[str, NodeUsage] = {}

@@ -138,8 +138,8 @@ BAD_POD_CPU = {**pod("bad"), "spec": {"containers": [{"name": "app", "resources"
             id="bad-quantity-in-second-file",
         ),
         pytest.param(
-            {"a.yaml": [node("n1")], "b.yaml": [{**pod("x"), "kind": "Deployment"}]},
-            ["b.yaml", "document 1", "kind", "Deployment"],
+            {"a.yaml": [node("n1")], "b.yaml": [{**pod("x"), "kind": "Service"}]},
+            ["b.yaml", "document 1", "kind", "Service"],
             id="unsupported-kind",
         ),
         pytest.param(

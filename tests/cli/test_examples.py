@@ -6,25 +6,52 @@ from pathlib import Path
 
 import redis
 
+from distsched.bench.checker import check
 from distsched.bench.procs import ProcessGroup
 from distsched.keys import Keys
-from distsched.model import load_path
 from distsched.store import Store
-from tests.e2e.cluster import bound_nodes, wait_for
+from tests.controllers.helpers import apply_path
+from tests.e2e.cluster import ZONE, bound_nodes, wait_for
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
+# The pods, the shop's storefront 2 + orders-db 2 + node-exporter 3 + nightly-report 2.
+BOUND = 5 + 9
 
 
 def test_examples_schedule_as_documented(
     private_client: redis.Redis, processes: ProcessGroup
 ) -> None:
     keys = Keys()
-    Store(private_client, keys).apply_many([o.to_dict() for o in load_path(str(EXAMPLES))])
+    store = Store(private_client, keys)
+    apply_path(store, EXAMPLES)
     processes.spawn("worker")
     processes.spawn("binder")
-    wait_for(lambda: len(bound_nodes(private_client, keys)) == 5, 30, "five pods to bind")
+    processes.spawn("controller")
+    wait_for(lambda: len(bound_nodes(private_client, keys)) == BOUND, 60, "the pods to bind")
     bound = bound_nodes(private_client, keys)
     assert {bound[f"default/web-{i}"] for i in (1, 2, 3)} == {"node-a", "node-b", "node-c"}
     assert bound["default/db-1"] == "node-a"  # the other SSD node is tainted
     assert bound["default/train-1"] in ("node-a", "node-b", "node-c")
     assert "default/huge-1" not in bound
+
+    def shop(prefix: str) -> dict[str, str]:
+        return {k: v for k, v in bound.items() if k.startswith(f"shop/{prefix}")}
+
+    storefront = shop("storefront-")
+    assert sorted(storefront.values()) == ["node-a", "node-b"]  # anti-affinity; c is tainted
+    for key in storefront:
+        pod = store.get("Pod", key)
+        assert pod is not None and pod["spec"]["priority"] == 100000
+    nodes = {n["metadata"]["name"]: n["metadata"]["labels"] for n in store.list("Node")[0]}
+    db_zones = sorted(nodes[n][ZONE] for n in shop("orders-db-").values())
+    assert sorted(shop("orders-db-")) == ["shop/orders-db-0", "shop/orders-db-1"]
+    assert db_zones == ["zone-a", "zone-b"]  # spread: zone-c counts, but is tainted
+    assert sorted(shop("node-exporter-").values()) == ["node-a", "node-b", "node-c"]
+    report = shop("nightly-report-")
+    assert len(report) == 2
+    pod = store.get("Pod", next(iter(report)))
+    assert pod is not None and (pod["spec"]["priority"], pod["spec"]["preemptionPolicy"]) == (
+        -10,
+        "Never",
+    )
+    assert check(private_client, keys, expect_bound=set(bound)) == []

@@ -153,7 +153,7 @@ def test_bad_list_items(items: str, expected: str) -> None:
         ("- a\n- b\n", "document 1: expected an object (a mapping), got list"),
         ("just a string\n", "document 1: expected an object (a mapping), got string"),
         ("apiVersion: v1\nmetadata: {name: a}\n", "document 1: kind: required value is missing"),
-        ("apiVersion: v1\nkind: Deployment\n", 'document 1: kind: unsupported value "Deployment"'),
+        ("apiVersion: v1\nkind: Service\n", 'document 1: kind: unsupported value "Service"'),
         (
             "kind: Pod\nmetadata: {name: a}\n",
             "document 1 (Pod default/a): apiVersion: required value is missing",

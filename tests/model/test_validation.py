@@ -105,7 +105,7 @@ POD_CASES: list[tuple[str, Any, str]] = [
     # header
     ("apiVersion", "v2", 'apiVersion: unsupported apiVersion "v2": expected "v1"'),
     ("apiVersion", _DELETE, "apiVersion: required value is missing"),
-    ("kind", "Deployment", 'kind: unsupported value "Deployment": supported values: "Pod"'),
+    ("kind", "Service", 'kind: unsupported value "Service": supported values: "Pod"'),
     ("kind", _DELETE, "kind: required value is missing"),
     ("kind", 7, "kind: expected a string, got integer"),
     # metadata

@@ -103,7 +103,7 @@ CORPUS: list[tuple[str, str | bytes, int | None, str]] = [
         1,
         "spec.taints[0].effect",
     ),
-    ("unknown-kind", "apiVersion: v1\nkind: Deployment\nmetadata: {name: a}\n", 1, "kind"),
+    ("unknown-kind", "apiVersion: v1\nkind: Service\nmetadata: {name: a}\n", 1, "kind"),
     ("wrong-apiversion", GOOD.replace("apiVersion: v1", "apiVersion: apps/v1"), 1, "apiVersion"),
     ("missing-apiversion", GOOD.replace("apiVersion: v1\n", ""), 1, "apiVersion"),
     ("duplicate-yaml-key", GOOD + "metadata: {name: other}\n", 1, "duplicate key"),

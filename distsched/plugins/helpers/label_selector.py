@@ -6,7 +6,9 @@ one everything, matchLabels and matchExpressions are ANDed. A pod affinity term
 term's namespaces (defaulting to the owner's namespace when the term names neither
 namespaces nor a namespaceSelector) or its namespace labels match the
 namespaceSelector, and the pod's labels match the labelSelector. A namespace's labels
-are the one label Kubernetes puts on every namespace, ``kubernetes.io/metadata.name``.
+are those of its Namespace object in the store (which always carry
+``kubernetes.io/metadata.name``), recorded here by each worker's informer
+(:func:`set_namespace_labels`); a namespace without an object has only that one label.
 
 Compiled objects are cached by a canonical key, since the model's selectors hold dicts
 and are not hashable themselves.
@@ -22,6 +24,21 @@ from distsched.model.objects import LabelSelector, PodAffinityTerm
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
 _OPERATORS = frozenset({"In", "NotIn", "Exists", "DoesNotExist"})
 _CACHE_SIZE = 4096
+
+
+_namespace_labels: dict[str, dict[str, str]] = {}
+
+
+def set_namespace_labels(namespace: str, labels: Mapping[str, str] | None) -> None:
+    """Record a Namespace object's labels (None: the object was deleted)."""
+    if labels is None:
+        _namespace_labels.pop(namespace, None)
+    else:
+        _namespace_labels[namespace] = {**labels, NAMESPACE_NAME_LABEL: namespace}
+
+
+def namespace_labels(namespace: str) -> Mapping[str, str]:
+    return _namespace_labels.get(namespace) or {NAMESPACE_NAME_LABEL: namespace}
 
 
 class InvalidSelector(ValueError):
@@ -133,7 +150,7 @@ class AffinityTerm:
     def matches(self, namespace: str, labels: Mapping[str, str]) -> bool:
         if namespace not in self.namespaces and (
             self.namespace_selector.nothing
-            or not self.namespace_selector.matches({NAMESPACE_NAME_LABEL: namespace})
+            or not self.namespace_selector.matches(namespace_labels(namespace))
         ):
             return False
         return self.selector.matches(labels)

@@ -1,0 +1,112 @@
+"""`distsched controller`: the workload controllers as a role, until SIGTERM/SIGINT.
+
+Several instances may run (compose scales them like the other roles): they elect one
+leader through a lease in Redis (``T:lock:controller``, taken or renewed by
+``controller_lease.lua`` every loop turn), as kube-controller-manager's instances do.
+Only the leader reconciles; the others wait for the lease to expire. A leader that
+stalls past its lease and wakes up is still harmless: every create uses a deterministic
+name (a second one is refused as AlreadyExists) and every delete carries the uid it saw.
+A new leader starts from a fresh list of the store, then collects the objects whose
+owner was deleted while no leader was watching.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import secrets
+import signal
+import socket
+import threading
+
+import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+
+from distsched.connection import Backoff, RedisOptions, connect
+from distsched.controllers.workload import WorkloadController
+from distsched.keys import Keys
+from distsched.lua import ScriptSet
+
+log = logging.getLogger(__name__)
+
+DEFAULT_LEASE_MS = 15_000
+RETRYABLE = (redis.ConnectionError, redis.TimeoutError, redis.BusyLoadingError)
+
+
+class Lease:
+    """The controller role's leader lease."""
+
+    def __init__(
+        self,
+        client: redis.Redis,
+        keys: Keys,
+        *,
+        lease_ms: int = DEFAULT_LEASE_MS,
+        identity: str | None = None,
+    ) -> None:
+        self._client = client
+        self._key = keys.lock("controller")
+        self._lease_ms = lease_ms
+        self.identity = identity or f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(3)}"
+        self._scripts = ScriptSet(client)
+
+    def hold(self) -> bool:
+        """Take the lease if free, renew it if ours; whether we hold it now."""
+        reply = self._scripts.get("controller_lease")(
+            keys=[self._key], args=[self.identity, self._lease_ms]
+        )
+        return bool(reply)
+
+    def release(self) -> None:
+        if self._client.get(self._key) == self.identity.encode():
+            self._client.delete(self._key)
+
+
+def run_controller(
+    options: RedisOptions,
+    keys: Keys,
+    *,
+    lease_ms: int = DEFAULT_LEASE_MS,
+    stop: threading.Event | None = None,
+) -> None:
+    stop = stop or threading.Event()
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, lambda *_: stop.set())
+        signal.signal(signal.SIGINT, lambda *_: stop.set())
+    client = connect(options)
+    client.set_retry(Retry(NoBackoff(), 0))
+    lease = Lease(client, keys, lease_ms=lease_ms)
+    block_ms = max(1, min(1000, lease_ms // 3))
+    controller: WorkloadController | None = None
+    backoff = Backoff()
+    log.info("controller %s started", lease.identity)
+    while not stop.is_set():
+        try:
+            if not lease.hold():
+                if controller is not None:
+                    log.warning("controller %s lost the lease", lease.identity)
+                controller = None
+                stop.wait(block_ms / 1000)
+                continue
+            if controller is None:
+                log.info("controller %s is the leader", lease.identity)
+                controller = WorkloadController(client, keys)
+                controller.catch_up()
+                controller.collect_orphans()
+            controller.sync(block_ms=block_ms)
+            backoff.reset()
+        except RETRYABLE as exc:
+            controller = None  # relist after the outage
+            delay = backoff.next_delay()
+            log.warning("controller: Redis unavailable (%s); retrying in %.1fs", exc, delay)
+            stop.wait(delay)
+        except Exception:
+            controller = None
+            delay = backoff.next_delay()
+            log.exception("controller: unexpected error; going on in %.1fs", delay)
+            stop.wait(delay)
+    with contextlib.suppress(redis.RedisError):
+        lease.release()
+    log.info("controller %s stopped", lease.identity)

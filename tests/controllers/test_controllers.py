@@ -1,0 +1,400 @@
+"""The workload controllers, driven one sync at a time against a real Redis."""
+
+from __future__ import annotations
+
+import re
+import threading
+
+import redis
+
+from distsched.clock import FakeClock
+from distsched.controllers.main import Lease
+from distsched.controllers.naming import ALPHANUMS
+from distsched.controllers.workload import WorkloadController
+from distsched.keys import Keys
+from distsched.store import Store
+from tests.controllers.helpers import MANIFESTS, apply_path, apply_text, pods_of
+from tests.e2e.cluster import node
+
+SUFFIX = f"[{ALPHANUMS}]{{5}}"
+
+
+def deployment(name: str, replicas: int, *, image: str = "nginx:1.25", extra: str = "") -> str:
+    return f"""
+apiVersion: apps/v1
+kind: Deployment
+metadata: {{name: {name}}}
+spec:
+  replicas: {replicas}
+  selector: {{matchLabels: {{app: {name}}}}}
+  template:
+    metadata: {{labels: {{app: {name}}}}}
+    spec:
+{extra}      containers:
+      - name: web
+        image: {image}
+        resources: {{requests: {{cpu: 100m, memory: 64Mi}}}}
+"""
+
+
+def controller(r: redis.Redis, keys: Keys, clock: FakeClock) -> WorkloadController:
+    return WorkloadController(r, keys, clock=clock)
+
+
+def test_public_examples_make_pods_named_and_owned_like_kube(
+    r: redis.Redis, keys: Keys, clock: FakeClock
+) -> None:
+    store = Store(r, keys, clock)
+    apply_path(store, MANIFESTS)
+    controller(r, keys, clock).sync()
+
+    frontend = pods_of(store, "frontend-")
+    assert len(frontend) == 3
+    (rs,) = [
+        x for x in store.list("ReplicaSet")[0] if x["metadata"]["name"].startswith("frontend-")
+    ]
+    pod_hash = rs["metadata"]["labels"]["pod-template-hash"]
+    assert rs["metadata"]["name"] == f"frontend-{pod_hash}"
+    assert rs["metadata"]["ownerReferences"][0]["kind"] == "Deployment"
+    assert rs["spec"]["selector"]["matchLabels"] == {
+        "app": "guestbook",
+        "tier": "frontend",
+        "pod-template-hash": pod_hash,
+    }
+    for pod in frontend:
+        assert re.fullmatch(rf"frontend-{pod_hash}-{SUFFIX}", pod["metadata"]["name"])
+        (ref,) = pod["metadata"]["ownerReferences"]
+        assert ref == {
+            "apiVersion": "apps/v1",
+            "kind": "ReplicaSet",
+            "name": rs["metadata"]["name"],
+            "uid": rs["metadata"]["uid"],
+            "controller": True,
+            "blockOwnerDeletion": True,
+        }
+        assert pod["metadata"]["labels"]["tier"] == "frontend"
+        # Priority admission ran on the controller's pods too.
+        assert pod["spec"]["priority"] == 100000
+        assert pod["spec"]["priorityClassName"] == "frontend-critical"
+        # Fields distsched does not read are kept (env).
+        assert pod["spec"]["containers"][0]["env"] == [{"name": "GET_HOSTS_FROM", "value": "dns"}]
+
+    zk = sorted(p["metadata"]["name"] for p in pods_of(store, "zk-"))
+    assert zk == ["zk-0", "zk-1", "zk-2"]
+    zk0 = store.get("Pod", "default/zk-0")
+    assert zk0 is not None
+    assert zk0["metadata"]["labels"]["statefulset.kubernetes.io/pod-name"] == "zk-0"
+    assert zk0["metadata"]["labels"]["apps.kubernetes.io/pod-index"] == "0"
+    assert zk0["spec"]["hostname"] == "zk-0" and zk0["spec"]["subdomain"] == "zk-hs"
+
+    pi = pods_of(store, "pi-")
+    assert len(pi) == 3  # parallelism 3 of 5 completions
+    job = store.get("Job", "default/pi")
+    assert job is not None
+    for pod in pi:
+        assert re.fullmatch(rf"pi-{SUFFIX}", pod["metadata"]["name"])
+        labels = pod["metadata"]["labels"]
+        assert labels["batch.kubernetes.io/job-name"] == "pi" == labels["job-name"]
+        assert labels["batch.kubernetes.io/controller-uid"] == job["metadata"]["uid"]
+
+    daemon = pods_of(store, "fluentd-elasticsearch-", "kube-system")
+    # Every node: the control plane's taint is tolerated by the template, the cordoned
+    # worker-6 by the unschedulable toleration the DaemonSet controller adds.
+    nodes = {n["metadata"]["name"] for n in store.list("Node")[0]}
+    targets = []
+    for pod in daemon:
+        required = pod["spec"]["affinity"]["nodeAffinity"][
+            "requiredDuringSchedulingIgnoredDuringExecution"
+        ]
+        (term,) = required["nodeSelectorTerms"]
+        assert term == {
+            "matchFields": [
+                {
+                    "key": "metadata.name",
+                    "operator": "In",
+                    "values": term["matchFields"][0]["values"],
+                }
+            ]
+        }
+        targets.append(term["matchFields"][0]["values"][0])
+        added = {
+            (t["key"], t["effect"]) for t in pod["spec"]["tolerations"] if t["operator"] == "Exists"
+        }
+        assert {
+            ("node.kubernetes.io/not-ready", "NoExecute"),
+            ("node.kubernetes.io/unreachable", "NoExecute"),
+            ("node.kubernetes.io/disk-pressure", "NoSchedule"),
+            ("node.kubernetes.io/memory-pressure", "NoSchedule"),
+            ("node.kubernetes.io/pid-pressure", "NoSchedule"),
+            ("node.kubernetes.io/unschedulable", "NoSchedule"),
+            ("node-role.kubernetes.io/control-plane", "NoSchedule"),
+        } <= added
+    assert sorted(targets) == sorted(nodes)
+
+
+def test_reapply_scales_up_and_down_removing_unbound_pods_first(
+    r: redis.Redis, keys: Keys, clock: FakeClock
+) -> None:
+    store = Store(r, keys, clock)
+    ctl = controller(r, keys, clock)
+    store.apply_many([node("n1"), node("n2")])
+    apply_text(store, deployment("web", 3))
+    ctl.sync()
+    assert len(pods_of(store, "web-")) == 3
+    apply_text(store, deployment("web", 5))
+    ctl.sync()
+    pods = pods_of(store, "web-")
+    assert len(pods) == 5
+    bound = {pods[0]["metadata"]["name"], pods[3]["metadata"]["name"]}
+    for name in bound:
+        store.bind(f"default/{name}", None, "n1")
+    apply_text(store, deployment("web", 2))
+    ctl.sync()
+    assert {p["metadata"]["name"] for p in pods_of(store, "web-")} == bound
+    # Same template: still one ReplicaSet, now at 2.
+    (rs,) = store.list("ReplicaSet")[0]
+    assert rs["spec"]["replicas"] == 2
+    assert ctl.sync() == 0  # converged: nothing more to do
+
+
+def test_new_template_makes_a_new_replica_set_and_empties_the_old(
+    r: redis.Redis, keys: Keys, clock: FakeClock
+) -> None:
+    store = Store(r, keys, clock)
+    ctl = controller(r, keys, clock)
+    apply_text(store, deployment("web", 2))
+    ctl.sync()
+    apply_text(store, deployment("web", 2, image="nginx:1.26"))
+    ctl.sync()
+    sets = {x["metadata"]["name"]: x["spec"]["replicas"] for x in store.list("ReplicaSet")[0]}
+    assert sorted(sets.values()) == [0, 2]
+    (new,) = [n for n, replicas in sets.items() if replicas == 2]
+    pods = pods_of(store, "web-")
+    assert len(pods) == 2 and all(p["metadata"]["name"].startswith(new + "-") for p in pods)
+    assert all(p["spec"]["containers"][0]["image"] == "nginx:1.26" for p in pods)
+
+
+def test_statefulset_scales_down_from_the_highest_ordinal(
+    r: redis.Redis, keys: Keys, clock: FakeClock
+) -> None:
+    store = Store(r, keys, clock)
+    ctl = controller(r, keys, clock)
+    text = (MANIFESTS / "zookeeper.yaml").read_text()
+    apply_text(store, text.replace("replicas: 3", "replicas: 5"))
+    ctl.sync()
+    store.bind("default/zk-4", None, "n1")  # bound or not, StatefulSets go by ordinal
+    apply_text(store, text.replace("replicas: 3", "replicas: 2"))
+    ctl.sync()
+    assert sorted(p["metadata"]["name"] for p in pods_of(store, "zk-")) == ["zk-0", "zk-1"]
+
+
+DAEMON = """
+apiVersion: apps/v1
+kind: DaemonSet
+metadata: {name: agent}
+spec:
+  selector: {matchLabels: {app: agent}}
+  template:
+    metadata: {labels: {app: agent}}
+    spec:
+      nodeSelector: {kubernetes.io/os: linux}
+      containers: [{name: a, image: agent, resources: {requests: {cpu: 10m}}}]
+"""
+
+
+def test_daemonset_follows_nodes_and_their_eligibility(
+    r: redis.Redis, keys: Keys, clock: FakeClock
+) -> None:
+    store = Store(r, keys, clock)
+    ctl = controller(r, keys, clock)
+    linux = {"kubernetes.io/os": "linux"}
+    store.apply_many([node("a", labels=linux), node("b", labels=linux), node("w")])
+    apply_text(store, DAEMON)
+    ctl.sync()
+
+    def targets() -> list[str]:
+        from distsched.controllers.pods import daemon_pod_node
+
+        return sorted(daemon_pod_node(p) for p in pods_of(store, "agent-"))
+
+    assert targets() == ["a", "b"]  # w has no kubernetes.io/os=linux
+    store.apply(node("c", labels=linux))
+    tainted = node(
+        "d", labels=linux, taints=[{"key": "dedicated", "value": "db", "effect": "NoSchedule"}]
+    )
+    store.apply(tainted)
+    ctl.sync()
+    assert targets() == ["a", "b", "c"]  # d's taint is not tolerated
+    store.delete("Node", "b")
+    store.apply(node("w", labels=linux))  # relabelled: now eligible
+    ctl.sync()
+    assert targets() == ["a", "c", "w"]
+
+
+def test_job_runs_parallelism_pods_up_to_completions(
+    r: redis.Redis, keys: Keys, clock: FakeClock
+) -> None:
+    store = Store(r, keys, clock)
+    ctl = controller(r, keys, clock)
+    apply_path(store, MANIFESTS / "pi-job.yaml")
+    ctl.sync()
+    pods = pods_of(store, "pi-")
+    assert len(pods) == 3
+    # Two finish (no kubelet here: the test plays it): 3 active again, 2 succeeded.
+    for pod in pods[:2]:
+        store.update({**pod, "status": {"phase": "Succeeded"}})
+    ctl.sync()
+    phases = sorted((p.get("status") or {}).get("phase", "Pending") for p in pods_of(store, "pi-"))
+    assert phases == ["Pending", "Pending", "Pending", "Succeeded", "Succeeded"]
+    # Two more finish: 5 - 4 = 1 completion left, and one pod is still running it.
+    running = [
+        p for p in pods_of(store, "pi-") if (p.get("status") or {}).get("phase") != "Succeeded"
+    ]
+    for pod in running[:2]:
+        store.update({**pod, "status": {"phase": "Succeeded"}})
+    ctl.sync()
+    assert len(pods_of(store, "pi-")) == 5
+
+
+def test_indexed_job_has_one_pod_per_index(r: redis.Redis, keys: Keys, clock: FakeClock) -> None:
+    store = Store(r, keys, clock)
+    text = (
+        (MANIFESTS / "pi-job.yaml")
+        .read_text()
+        .replace("  completions: 5\n", "  completions: 5\n  completionMode: Indexed\n")
+    )
+    apply_text(store, text)
+    controller(r, keys, clock).sync()
+    pods = pods_of(store, "pi-")
+    indexes = sorted(
+        p["metadata"]["labels"]["batch.kubernetes.io/job-completion-index"] for p in pods
+    )
+    assert indexes == ["0", "1", "2"]
+    for pod in pods:
+        index = pod["metadata"]["annotations"]["batch.kubernetes.io/job-completion-index"]
+        assert re.fullmatch(rf"pi-{index}-{SUFFIX}", pod["metadata"]["name"])
+
+
+def test_deleting_the_owner_deletes_what_it_owns(
+    r: redis.Redis, keys: Keys, clock: FakeClock
+) -> None:
+    store = Store(r, keys, clock)
+    ctl = controller(r, keys, clock)
+    apply_text(store, deployment("web", 3))
+    apply_text(store, deployment("api", 2))
+    ctl.sync()
+    store.delete("Deployment", "default/web")
+    ctl.sync()
+    assert pods_of(store, "web-") == []
+    assert [x["metadata"]["name"].startswith("api-") for x in store.list("ReplicaSet")[0]] == [True]
+    assert len(pods_of(store, "api-")) == 2
+
+
+def test_a_new_controller_collects_what_a_deleted_owner_left(
+    r: redis.Redis, keys: Keys, clock: FakeClock
+) -> None:
+    store = Store(r, keys, clock)
+    apply_text(store, deployment("web", 3))
+    controller(r, keys, clock).sync()
+    store.delete("Deployment", "default/web")  # no controller running now
+    foreign = {"apiVersion": "example.com/v1", "kind": "Rollout", "name": "r", "uid": "u-1",
+               "controller": True}  # fmt: skip
+    store.create({"kind": "Pod", "metadata": {"name": "theirs", "ownerReferences": [foreign]},
+                  "spec": {"containers": [{"name": "c"}]}})  # fmt: skip
+    fresh = controller(r, keys, clock)
+    fresh.catch_up()
+    assert fresh.collect_orphans() == 1  # the ReplicaSet; its pods follow it
+    fresh.sync()
+    assert store.list("ReplicaSet")[0] == [] and pods_of(store, "web-") == []
+    assert store.get("Pod", "default/theirs") is not None  # not a kind distsched manages
+
+
+def test_two_controllers_racing_make_each_pod_once(
+    r: redis.Redis, redis_url: str, keys: Keys, clock: FakeClock
+) -> None:
+    store = Store(r, keys, clock)
+    apply_text(store, deployment("web", 40))
+    apply_path(store, MANIFESTS / "zookeeper.yaml")
+    clients = [redis.Redis.from_url(redis_url) for _ in range(2)]
+    controllers = [WorkloadController(c, keys, clock=clock) for c in clients]
+    start = threading.Barrier(2)
+
+    def run(ctl: WorkloadController) -> None:
+        start.wait()
+        for _ in range(3):
+            ctl.sync()
+
+    threads = [threading.Thread(target=run, args=(c,)) for c in controllers]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert len(pods_of(store, "web-")) == 40
+    assert len(pods_of(store, "zk-")) == 3
+    for c in clients:
+        c.close()
+
+
+def test_pods_wait_for_an_unknown_priority_class(
+    r: redis.Redis, keys: Keys, clock: FakeClock
+) -> None:
+    store = Store(r, keys, clock)
+    ctl = controller(r, keys, clock)
+    apply_text(store, deployment("web", 2, extra="      priorityClassName: late\n"))
+    ctl.sync()
+    assert pods_of(store, "web-") == []  # kube: FailedCreate, no PriorityClass "late"
+    apply_text(
+        store,
+        "apiVersion: scheduling.k8s.io/v1\nkind: PriorityClass\n"
+        "metadata: {name: late}\nvalue: 7\npreemptionPolicy: Never\n",
+    )
+    ctl.sync()
+    pods = pods_of(store, "web-")
+    assert [(p["spec"]["priority"], p["spec"]["preemptionPolicy"]) for p in pods] == [
+        (7, "Never")
+    ] * 2
+
+
+def test_one_lease_holder_at_a_time(r: redis.Redis, keys: Keys) -> None:
+    first, second = Lease(r, keys, lease_ms=60_000), Lease(r, keys, lease_ms=60_000)
+    assert first.hold() and first.hold()  # taken, then renewed
+    assert not second.hold()
+    first.release()
+    assert second.hold() and not first.hold()
+
+
+def test_the_disruption_controller_keeps_each_budgets_status(
+    r: redis.Redis, keys: Keys, clock: FakeClock
+) -> None:
+    store = Store(r, keys, clock)
+    ctl = controller(r, keys, clock)
+    apply_path(store, MANIFESTS / "zookeeper.yaml")  # maxUnavailable: 1 over 3 replicas
+    ctl.sync()
+
+    def status() -> dict:
+        budget = store.get("PodDisruptionBudget", "default/zk-pdb")
+        assert budget is not None
+        return budget["status"]
+
+    assert status() == {
+        "currentHealthy": 0, "desiredHealthy": 2, "expectedPods": 3, "disruptionsAllowed": 0,
+    }  # fmt: skip
+    for i in range(3):
+        store.bind(f"default/zk-{i}", None, "n1")
+    ctl.sync()
+    assert status()["currentHealthy"] == 3 and status()["disruptionsAllowed"] == 1
+    # minAvailable as a number counts the matching pods themselves.
+    apply_text(
+        store,
+        (MANIFESTS / "zookeeper.yaml").read_text().replace("maxUnavailable: 1", "minAvailable: 1"),
+    )
+    ctl.sync()
+    assert status()["disruptionsAllowed"] == 2
+    apply_text(
+        store,
+        (MANIFESTS / "zookeeper.yaml")
+        .read_text()
+        .replace("maxUnavailable: 1", 'minAvailable: "50%"'),
+    )
+    ctl.sync()
+    assert status()["desiredHealthy"] == 2 and status()["disruptionsAllowed"] == 1
