@@ -308,7 +308,7 @@ def _wait_settled(
     dead-lettered) or gone, twice in a row 0.5 s apart."""
     deadline = time.monotonic() + timeout_s
     quiet = 0
-    moving_places = [keys.active, keys.backoff, keys.inflight, keys.cache("assumed")]
+    moving_places = [keys.active, keys.backoff, keys.inflight, keys.ledger_assumed]
     parked_places = [getattr(keys, q) for q in SUB_QUEUES if q not in ("active", "backoff")]
     parked_places = [p for p in parked_places if p != keys.inflight] + [keys.dead]
     while True:

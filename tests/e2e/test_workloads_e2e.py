@@ -35,10 +35,10 @@ def pods_named(bound: dict[str, str], prefix: str) -> dict[str, str]:
 def settled(client: redis.Redis, keys: Keys, count: int) -> bool:
     if len(bound_nodes(client, keys)) != count or client.hlen(keys.store_meta("Pod")) != count:
         return False
-    if client.hlen(keys.cache("pods")) != count:  # the workers saw every delete too
+    if client.hlen(keys.ledger_pods) != count:  # the workers saw every delete too
         return False
     pipe = client.pipeline(transaction=False)
-    for key in (keys.active, keys.backoff, keys.inflight, keys.cache("assumed")):
+    for key in (keys.active, keys.backoff, keys.inflight, keys.ledger_assumed):
         pipe.zcard(key)
     return sum(pipe.execute()) == 0
 
