@@ -29,6 +29,7 @@ T:store:epoch             string  random id of this store's history (changes whe
                                   loses the data); every event carries it
 T:store:events            stream  ADDED / MODIFIED / DELETED events
 T:lock:<name>             string  short leader locks for periodic work
+T:ack                     string  counter written before each WAIT (distsched.replication)
 ========================  ======  ==========================================================
 """
 
@@ -135,6 +136,12 @@ class Keys:
     # --- coordination -----------------------------------------------------------------
     def lock(self, name: str) -> str:
         return self._k("lock", name)
+
+    @property
+    def ack(self) -> str:
+        """string: a counter written right before each replica WAIT, so that one WAIT on
+        any connection covers every earlier write (see distsched.replication)."""
+        return self._k("ack")
 
     @property
     def pattern(self) -> str:

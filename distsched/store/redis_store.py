@@ -21,7 +21,9 @@ T:store:events         stream  one entry per object write, entry id ``<rv>-0`` (
 =====================  ======  ===================================================================
 
 Every write is one Lua script (``distsched/lua/store_*.lua``) that checks its preconditions,
-writes the object and its meta, increments the rv and appends the event.
+writes the object and its meta, increments the rv and appends the event. With a replica
+acknowledgement policy (Sentinel), create, update, apply, delete and bind return only once
+the replicas hold the write, one WAIT per call (:mod:`distsched.replication`).
 
 Trade-off: Lua cannot merge msgpack safely, so Python computes every new object. Writes that
 depend on the current state (update, apply, bind, update_pod_status) read the object, build
@@ -50,6 +52,7 @@ import redis
 from distsched.clock import SYSTEM_CLOCK, Clock
 from distsched.keys import Keys
 from distsched.lua import ScriptSet
+from distsched.replication import acknowledged
 from distsched.store.codec import (
     DEFAULT_NAMESPACE,
     KINDS,
@@ -231,6 +234,7 @@ class Store:
         metadata.uid (unless given), creationTimestamp and resourceVersion."""
         return self.create_many([obj])[0]
 
+    @acknowledged("create")
     def create_many(self, objs: Sequence[Obj]) -> builtins.list[Obj]:
         """Create objects of any kinds in one script call, all or nothing: if one exists
         (or a key repeats in the batch) :class:`AlreadyExists` and nothing is written."""
@@ -271,6 +275,7 @@ class Store:
         return {"apiVersion": "v1", **obj, "kind": kind, "metadata": meta}
 
     # --- update / apply ---------------------------------------------------------------
+    @acknowledged("update")
     def update(self, obj: Obj) -> Obj:
         """Replace an existing object. A non-empty metadata.resourceVersion must equal the
         stored one (else :class:`Conflict`); an empty one replaces unconditionally.
@@ -293,6 +298,7 @@ class Store:
                 return stored
         raise Conflict(kind, key, wanted_rv, "(changed on every retry)")
 
+    @acknowledged("apply")
     def apply(self, obj: Obj) -> tuple[Obj, ApplyAction]:
         """Create the object, or replace it unconditionally (its resourceVersion is ignored)."""
         kind, key = object_key(obj)
@@ -315,6 +321,7 @@ class Store:
                 return stored, "configured"
         raise Conflict(kind, key, "", "(changed on every retry)")
 
+    @acknowledged("apply")
     def apply_many(self, objs: Sequence[Obj]) -> builtins.list[ApplyAction]:
         """:meth:`apply` for a batch (one action per object, in order): the objects that do
         not exist yet are created with one :meth:`create_many` call, the others applied
@@ -430,6 +437,7 @@ class Store:
         raise Conflict("Pod", pod_key, "", "(changed on every retry)")
 
     # --- delete -----------------------------------------------------------------------
+    @acknowledged("delete")
     def delete(self, kind: str, key: str, *, uid: str | None = None) -> Obj:
         """Delete an object (:class:`NotFound` if absent; with ``uid``, :class:`UidMismatch`
         if the stored object is another incarnation). Returns its last state."""
@@ -464,6 +472,7 @@ class Store:
             raise error
         return "bound" if result.status == "bound" else "already-bound"
 
+    @acknowledged("bind")
     def bind_many(
         self,
         bindings: Sequence[Binding | tuple[str, str | None, str]],
