@@ -4,10 +4,16 @@ CLI's handling of bad Sentinel URLs and --min-replicas-ack."""
 
 from __future__ import annotations
 
+import os
+import re
 import subprocess
 import sys
+import time
+from pathlib import Path
 
 import pytest
+import redis
+import yaml
 from redis.connection import SSLConnection
 from redis.sentinel import SentinelManagedConnection, SentinelManagedSSLConnection
 
@@ -21,6 +27,9 @@ from distsched.connection import (
     redact_url,
 )
 from distsched.replication import AckPolicy, policy_of
+from tests.reliability.sentinels import SentinelCluster, free_port
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def test_parse_full_url() -> None:
@@ -127,3 +136,50 @@ def test_cli_refuses_a_bad_sentinel_url_and_passes_the_ack_option() -> None:
         "2",
     ]
     assert tls_args(RedisOptions("redis+sentinel://h/ds")) == []
+
+
+def test_compose_ha_profile_runs_a_replica_and_three_sentinels_the_url_names(
+    tmp_path: Path,
+) -> None:
+    """The `ha` profile's services, the Sentinel URL documented for it, and each Sentinel's
+    start command run for real (hostnames swapped for loopback ports)."""
+    text = (ROOT / "docker-compose.yml").read_text()
+    services = yaml.safe_load(text)["services"]
+    ha = {name for name, svc in services.items() if "ha" in svc.get("profiles", [])}
+    assert ha == {"redis-replica", "sentinel-1", "sentinel-2", "sentinel-3"}
+    replica = services["redis-replica"]["command"]
+    assert replica[replica.index("--replicaof") + 1 :][:2] == ["redis", "6379"]
+    documented = re.search(r"DISTSCHED_REDIS_URL=(redis\+sentinel://\S+)", text)
+    assert documented, "the compose file shows the Sentinel URL for the ha profile"
+    target = parse_sentinel_url(documented.group(1))
+    assert {host for host, _ in target.sentinels} == {"sentinel-1", "sentinel-2", "sentinel-3"}
+    assert {port for _, port in target.sentinels} == {26379}
+    assert "${DISTSCHED_REDIS_URL:-redis://redis:6379/0}" in text  # the roles' override
+
+    pair = SentinelCluster(tmp_path / "redis", replicas=0, sentinel_count=0).start()
+    sentinel: subprocess.Popen[bytes] | None = None
+    try:
+        script = services["sentinel-1"]["command"][2].replace("$$", "$")
+        port = free_port()
+        script = script.replace("port 26379", f"port {port}")
+        script = script.replace("distsched redis 6379", f"distsched 127.0.0.1 {pair.data[0].port}")
+        script = script.replace("/tmp/sentinel.conf", str(tmp_path / "sentinel.conf"))
+        script = script.replace("exec redis-server", f"exec {pair.binary}")
+        env = {**os.environ, "SENTINEL_NAME": "127.0.0.1"}
+        sentinel = subprocess.Popen(["sh", "-c", script], env=env, start_new_session=True)
+        client = redis.Redis(port=port, socket_timeout=2)
+        deadline = time.monotonic() + 15
+        while True:
+            try:
+                state = client.sentinel_master(target.service)
+                break
+            except redis.RedisError:
+                assert time.monotonic() < deadline, "the compose Sentinel did not start"
+                time.sleep(0.1)
+        assert int(state["port"]) == pair.data[0].port
+        assert state["is_master"]
+    finally:
+        if sentinel is not None:
+            sentinel.kill()
+            sentinel.wait(10)
+        pair.stop()
