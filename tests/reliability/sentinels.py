@@ -24,7 +24,7 @@ import redis
 
 from distsched.embedded import server_binary
 
-SERVICE = "ds"
+SERVICE = "distsched"
 DOWN_AFTER_MS = 1000
 FAILOVER_TIMEOUT_MS = 4000
 

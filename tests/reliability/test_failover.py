@@ -17,6 +17,8 @@ Run with ``-s`` to see the figures (quoted in docs/reliability.md).
 
 from __future__ import annotations
 
+import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -226,12 +228,37 @@ def test_sentinel_killed_has_no_effect(
         client.close()
 
 
+def check_sentinel_recipes(cluster: SentinelCluster) -> None:
+    """The SENTINEL lines of docs/operating.md's failover section, run as written against
+    this cluster's first Sentinel (same service name)."""
+    doc = (Path(__file__).resolve().parents[2] / "docs" / "operating.md").read_text()
+    section = doc[doc.index("## Surviving the loss") : doc.index("## Scaling workers")]
+    lines = [
+        line.split("#")[0].strip()
+        for block in re.findall(r"```bash\n(.*?)```", section, re.S)
+        for line in block.splitlines()
+        if line.startswith("redis-cli -p 26379 SENTINEL")
+    ]
+    assert len(lines) >= 3, lines
+    cli = shutil.which("redis-cli")
+    if cli is None:
+        return
+    port = str(cluster.sentinels[0].port)
+    for line in lines:
+        argv = [cli, *line.split()[1:]]
+        argv[argv.index("26379")] = port
+        out = subprocess.run(argv, capture_output=True, text=True, timeout=10)
+        assert out.returncode == 0 and "ERR" not in out.stdout, (line, out.stdout, out.stderr)
+        assert out.stdout.strip(), line
+
+
 def test_partitioned_old_primary_cannot_acknowledge_and_is_demoted(
     cluster: SentinelCluster,
 ) -> None:
     """A client that still talks to the old primary after a failover (a partition, modelled
     by SIGSTOP): its writes there are never acknowledged, since no replica follows it; once
     Sentinel demotes it, the write is refused outright."""
+    check_sentinel_recipes(cluster)
     keys = Keys("fence")
     old = cluster.primary()
     direct = old.client(timeout_s=5)
