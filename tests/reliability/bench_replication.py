@@ -24,8 +24,8 @@ from distsched.embedded import server_binary
 from tests.reliability.sentinels import SentinelCluster
 
 
-def bench(url: str, args: argparse.Namespace, scheduler: str) -> dict:
-    cmd = [sys.executable, "-m", "distsched", "bench", "--redis-url", url, "-o", "json"]
+def bench(url: str, args: argparse.Namespace, scheduler: str, *extra: str) -> dict:
+    cmd = [sys.executable, "-m", "distsched", "bench", "--redis-url", url, "-o", "json", *extra]
     cmd += ["--workload", args.workload, "--nodes", str(args.nodes), "--pods", str(args.pods)]
     cmd += ["--scheduler", scheduler]
     if args.init_pods is not None:
@@ -44,6 +44,7 @@ def main() -> None:
     parser.add_argument("--init-pods", type=int, default=None)
     parser.add_argument("--pods", type=int, default=2000)
     parser.add_argument("--binary", default=str(server_binary()))
+    parser.add_argument("--no-wait", action="store_true", help="also: Sentinel, no WAIT")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
@@ -54,14 +55,16 @@ def main() -> None:
         try:
             standalone.start()
             replicated.start()
-            urls = {
-                "standalone": f"redis://127.0.0.1:{standalone.data[0].port}/0",
-                "sentinel": replicated.url,
+            setups = {
+                "standalone": (f"redis://127.0.0.1:{standalone.data[0].port}/0", ()),
+                "sentinel": (replicated.url, ()),
             }
-            figures: dict[str, list[float]] = {name: [] for name in urls}
+            if args.no_wait:  # replicated, but nothing waits for the replica
+                setups["sentinel-no-wait"] = (replicated.url, ("--min-replicas-ack", "0"))
+            figures: dict[str, list[float]] = {name: [] for name in setups}
             for i in range(args.rounds):
-                for name, url in urls.items():
-                    result = bench(url, args, scheduler=f"r{i}")
+                for n, (name, (url, extra)) in enumerate(setups.items()):
+                    result = bench(url, args, f"r{i}s{n}", *extra)
                     average = result["throughput"]["average"]
                     figures[name].append(average)
                     line = {"setup": name, "round": i, "pods_per_s": average}
