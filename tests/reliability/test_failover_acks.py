@@ -7,6 +7,7 @@ from __future__ import annotations
 import signal
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 import redis
@@ -21,6 +22,7 @@ from distsched.queue_redis import RedisQueue
 from distsched.queue_types import PodEntry
 from distsched.replication import NotReplicated, acknowledge, batch
 from distsched.store import Store
+from distsched.workers.handlers import GROUP, EventConsumer
 from tests.cache.ledger_helpers import decision, pop_like_queue
 from tests.reliability.sentinels import Node, SentinelCluster
 
@@ -130,3 +132,32 @@ def test_failed_store_write_reports_failure_not_success(pair: SentinelCluster) -
     finally:
         replica.signal(signal.SIGCONT)
     pair.wait_replicas_online(primary, 1)
+
+
+class _Recorder:
+    """Stands in for the queue handlers: records which events reached them."""
+
+    def __init__(self) -> None:
+        self.keys: list[str] = []
+
+    def handle(self, events: list[Any]) -> None:
+        self.keys += [event.key for event in events]
+
+
+def test_after_an_outage_a_consumer_rereads_what_it_was_delivered_but_never_acked(
+    r: redis.Redis,
+) -> None:
+    """A failover can keep an event's delivery to a consumer (its pending entry) and lose
+    the queue moves made for it. Without rereading, the event would wait for XAUTOCLAIM's
+    idle time (30 s); run_worker calls reread_pending() when Redis is back."""
+    keys = Keys("reread")
+    recorder = _Recorder()
+    consumer = EventConsumer(r, keys.events, "w1", recorder)  # type: ignore[arg-type]
+    Store(r, keys).create(pod_manifest("lost-move"))
+    r.xreadgroup(GROUP, "w1", {keys.events: ">"}, count=10)  # delivered, moves "lost"
+    assert consumer.poll(None) == 0 and recorder.keys == []  # ">" never returns it again
+    consumer.reread_pending()
+    assert consumer.poll(None) == 1
+    assert recorder.keys == ["default/lost-move"]
+    assert r.xpending(keys.events, GROUP)["pending"] == 0  # handled and acknowledged
+    assert consumer.poll(None) == 0  # back to new events only
