@@ -40,6 +40,7 @@ from distsched.output import (
     print_yaml,
     progress_bar,
 )
+from distsched.replication import NotReplicated
 
 log = logging.getLogger("distsched")
 
@@ -171,7 +172,9 @@ class DistschedGroup(click.Group):
             return super().invoke(ctx)
         except redis.RedisError as exc:
             url = redact_url(ctx.meta.get(_URL_META, "") or "(no URL)")
-            if isinstance(exc, redis.AuthenticationError):
+            if isinstance(exc, NotReplicated):
+                what = "did not replicate in time"
+            elif isinstance(exc, redis.AuthenticationError):
                 what = "refused the credentials"
             elif isinstance(exc, redis.ConnectionError | redis.TimeoutError):
                 what = "is unreachable"

@@ -119,9 +119,10 @@ def _wait(client: redis.Redis, marker_key: str, policy: AckPolicy, what: str) ->
 
 
 @contextmanager
-def batch(client: redis.Redis, marker_key: str) -> Iterator[None]:
+def batch(client: redis.Redis, marker_key: str, what: str | None = None) -> Iterator[None]:
     """One acknowledgement for every :func:`acknowledge` inside the block (on the same
-    pool and thread), made when the outermost block exits without an exception."""
+    pool and thread), made when the outermost block exits without an exception. ``what``
+    names the batch in a :class:`NotReplicated` (default: the first write and a count)."""
     if policy_of(client).replicas <= 0:
         yield
         return
@@ -137,7 +138,8 @@ def batch(client: redis.Redis, marker_key: str) -> Iterator[None]:
     finally:
         del state[pool_id]
     if whats:
-        what = whats[0] if len(whats) == 1 else f"{whats[0]} (+{len(whats) - 1} more)"
+        if what is None:
+            what = whats[0] if len(whats) == 1 else f"{whats[0]} (+{len(whats) - 1} more)"
         _wait(client, marker_key, policy_of(client), what)
 
 
@@ -159,7 +161,7 @@ def acknowledged(what: str) -> Callable[[F], F]:
         @functools.wraps(method)
         def wrapper(self: _HasClientAndKeys, *args: Any, **kwargs: Any) -> Any:
             client, marker = self._client, self.keys.ack
-            with batch(client, marker):
+            with batch(client, marker, what):
                 result = method(self, *args, **kwargs)
                 acknowledge(client, marker, what)
             return result

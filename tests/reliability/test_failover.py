@@ -183,6 +183,7 @@ def test_replica_killed_writes_fail_clearly_then_recover(
         refused = run_cli(url, "apply", "-f", str(manifest))
         refused_after = time.monotonic() - killed
         assert refused.returncode == 1, refused.stdout + refused.stderr
+        assert "did not replicate in time: apply" in refused.stderr
         assert "acknowledged by 0 of 1 replica" in refused.stderr
         assert "Traceback" not in refused.stderr
         # The same write with acknowledgement off succeeds: the rule is what refused it.
