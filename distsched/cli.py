@@ -22,7 +22,15 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from distsched.connection import URL_ENV, RedisOptions, connect, redact_url
+from distsched.connection import (
+    ACK_ENV,
+    URL_ENV,
+    RedisOptions,
+    connect,
+    is_sentinel_url,
+    parse_sentinel_url,
+    redact_url,
+)
 from distsched.keys import DEFAULT_SCHEDULER, Keys
 from distsched.output import (
     console,
@@ -32,12 +40,13 @@ from distsched.output import (
     print_yaml,
     progress_bar,
 )
+from distsched.replication import NotReplicated
 
 log = logging.getLogger("distsched")
 
 EXIT_RUNTIME = 1
 EXIT_BAD_INPUT = 2
-URL_SCHEMES = ("redis://", "rediss://", "unix://")
+URL_SCHEMES = ("redis://", "rediss://", "unix://", "redis+sentinel://", "rediss+sentinel://")
 
 
 class Context:
@@ -71,7 +80,16 @@ def redis_options(fn: Callable[..., Any]) -> Callable[..., Any]:
             envvar=URL_ENV,
             default="",
             show_envvar=True,
-            help="redis:// or rediss:// URL, may carry an ACL user:password.",
+            help="redis://, rediss:// or redis+sentinel://h1:p1,h2:p2/<service>/<db> URL, "
+            "may carry an ACL user:password.",
+        ),
+        click.option(
+            "--min-replicas-ack",
+            envvar=ACK_ENV,
+            type=click.IntRange(min=0),
+            default=None,
+            help="Replicas that must hold a write before it is acknowledged "
+            "(WAIT) [1 with a Sentinel URL, else 0].",
         ),
         click.option("--redis-ca", envvar="DISTSCHED_REDIS_CA", help="CA bundle for rediss://."),
         click.option("--redis-cert", envvar="DISTSCHED_REDIS_CERT", help="Client certificate."),
@@ -95,19 +113,27 @@ def make_context(kwargs: dict[str, Any]) -> Context:
         ca_cert=kwargs.pop("redis_ca"),
         cert=kwargs.pop("redis_cert"),
         key=kwargs.pop("redis_key"),
+        min_replicas_ack=kwargs.pop("min_replicas_ack"),
     )
     if options.url and not options.url.startswith(URL_SCHEMES):
         raise click.BadParameter(
             f"{redact_url(options.url)!r} must start with one of {', '.join(URL_SCHEMES)}",
             param_hint="--redis-url",
         )
+    if is_sentinel_url(options.url):
+        try:
+            parse_sentinel_url(options.url)
+        except ValueError as exc:
+            raise click.BadParameter(str(exc), param_hint="--redis-url") from None
     click.get_current_context().meta[_URL_META] = options.url
     return Context(options, kwargs.pop("scheduler"))
 
 
 def tls_args(options: RedisOptions) -> list[str]:
-    """The TLS options as flags, for child processes of `distsched up`."""
+    """The TLS and acknowledgement options as flags, for child processes of `distsched up`."""
     args: list[str] = []
+    if options.min_replicas_ack is not None:
+        args += ["--min-replicas-ack", str(options.min_replicas_ack)]
     for flag, value in (
         ("--redis-ca", options.ca_cert),
         ("--redis-cert", options.cert),
@@ -146,7 +172,9 @@ class DistschedGroup(click.Group):
             return super().invoke(ctx)
         except redis.RedisError as exc:
             url = redact_url(ctx.meta.get(_URL_META, "") or "(no URL)")
-            if isinstance(exc, redis.AuthenticationError):
+            if isinstance(exc, NotReplicated):
+                what = "did not replicate in time"
+            elif isinstance(exc, redis.AuthenticationError):
                 what = "refused the credentials"
             elif isinstance(exc, redis.ConnectionError | redis.TimeoutError):
                 what = "is unreachable"

@@ -1,8 +1,24 @@
-"""Redis connections for every role: URL, ACL credentials, TLS, and waiting out outages.
+"""Redis connections for every role: URL, ACL credentials, TLS, Sentinel, waiting out outages.
 
 A URL may carry an ACL user and password (``redis://user:pass@host:6379/0``) and TLS
 (``rediss://``). Certificate options come from the CLI or the environment
 (``DISTSCHED_REDIS_CA``, ``DISTSCHED_REDIS_CERT``, ``DISTSCHED_REDIS_KEY``).
+
+Sentinel: ``redis+sentinel://[user:password@]host1:port1,host2:port2/<service>/<db>``
+(``rediss+sentinel://`` for TLS to the Sentinels and the data nodes, with the same
+certificate options). The client asks the Sentinels for the service's primary whenever it
+opens a connection (redis-py's :class:`~redis.sentinel.SentinelConnectionPool`), so every
+process follows a failover without a restart: commands fail while the primary is down,
+the roles' retry loops wait that out, and the next connection goes to the promoted
+replica. A connection still open to a demoted primary gets READONLY, which redis-py turns
+into a connection error (and a reconnect through the Sentinels). The URL's user and
+password are the data nodes'; Sentinels that need their own take ``?sentinel_username=``
+and ``?sentinel_password=``. A host without a port means 26379, a missing db 0.
+
+Acknowledged writes: :mod:`distsched.replication` waits for replicas after every write a
+caller reports as done. Its policy comes from :attr:`RedisOptions.min_replicas_ack`
+(``--min-replicas-ack`` / ``DISTSCHED_MIN_REPLICAS_ACK``): default 1 with a Sentinel URL,
+0 (no waiting) otherwise; :func:`connect` attaches it to the client.
 """
 
 from __future__ import annotations
@@ -14,15 +30,22 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TypeVar
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import parse_qs, unquote
 
 import redis
+from redis.sentinel import Sentinel
+
+from distsched import replication
 
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
 URL_ENV = "DISTSCHED_REDIS_URL"
+ACK_ENV = "DISTSCHED_MIN_REPLICAS_ACK"
+SENTINEL_SCHEMES = ("redis+sentinel", "rediss+sentinel")
+DEFAULT_SENTINEL_PORT = 26379
+DEFAULT_ACK_TIMEOUT_MS = 1000
 
 
 @dataclass(frozen=True, slots=True)
@@ -31,49 +54,182 @@ class RedisOptions:
     ca_cert: str | None = None
     cert: str | None = None
     key: str | None = None
+    # Replicas that must hold a write before it is acknowledged; None: 1 for a Sentinel
+    # URL, 0 otherwise (see distsched.replication).
+    min_replicas_ack: int | None = None
+    ack_timeout_ms: int = DEFAULT_ACK_TIMEOUT_MS
 
     @classmethod
-    def from_env(cls, url: str | None = None, **tls: str | None) -> RedisOptions:
+    def from_env(
+        cls, url: str | None = None, *, min_replicas_ack: int | None = None, **tls: str | None
+    ) -> RedisOptions:
+        if min_replicas_ack is None and os.environ.get(ACK_ENV, "").strip():
+            min_replicas_ack = int(os.environ[ACK_ENV])
         return cls(
             url=url or os.environ.get(URL_ENV, ""),
             ca_cert=tls.get("ca_cert") or os.environ.get("DISTSCHED_REDIS_CA"),
             cert=tls.get("cert") or os.environ.get("DISTSCHED_REDIS_CERT"),
             key=tls.get("key") or os.environ.get("DISTSCHED_REDIS_KEY"),
+            min_replicas_ack=min_replicas_ack,
         )
+
+    @property
+    def ack_policy(self) -> replication.AckPolicy:
+        replicas = self.min_replicas_ack
+        if replicas is None:
+            replicas = 1 if is_sentinel_url(self.url) else 0
+        if replicas < 0:
+            raise ValueError(f"min_replicas_ack must be >= 0, got {replicas}")
+        return replication.AckPolicy(replicas=replicas, timeout_ms=self.ack_timeout_ms)
+
+
+@dataclass(frozen=True, slots=True)
+class SentinelTarget:
+    """What a ``redis+sentinel://`` URL names."""
+
+    sentinels: tuple[tuple[str, int], ...]
+    service: str
+    db: int = 0
+    username: str | None = None
+    password: str | None = None
+    tls: bool = False
+    sentinel_username: str | None = None
+    sentinel_password: str | None = None
+
+
+def is_sentinel_url(url: str) -> bool:
+    return url.split("://", 1)[0].lower() in SENTINEL_SCHEMES
+
+
+def _host_port(item: str, url: str) -> tuple[str, int]:
+    if item.startswith("["):  # [ipv6]:port
+        host, _, rest = item[1:].partition("]")
+        port_text = rest[1:] if rest.startswith(":") else ""
+        if rest and not rest.startswith(":"):
+            raise ValueError(f"bad Sentinel address {item!r} in {redact_url(url)}")
+    else:
+        host, _, port_text = item.rpartition(":") if ":" in item else (item, "", "")
+    if not host:
+        raise ValueError(f"empty Sentinel host in {redact_url(url)}")
+    if not port_text:
+        return host, DEFAULT_SENTINEL_PORT
+    if not port_text.isdigit() or not 0 < int(port_text) < 65536:
+        raise ValueError(f"bad Sentinel port {port_text!r} in {redact_url(url)}")
+    return host, int(port_text)
+
+
+def parse_sentinel_url(url: str) -> SentinelTarget:
+    """``redis+sentinel://[user:password@]h1:p1,h2:p2/<service>[/<db>][?sentinel_password=..]``
+    -> :class:`SentinelTarget`; ValueError naming the problem (never the password)."""
+    scheme, sep, rest = url.partition("://")
+    if not sep or scheme.lower() not in SENTINEL_SCHEMES:
+        raise ValueError(f"not a Sentinel URL: {redact_url(url)}")
+    rest, _, query = rest.partition("?")
+    netloc, _, path = rest.partition("/")
+    userinfo, at, hosts = netloc.rpartition("@")
+    username = password = None
+    if at:
+        user, colon, secret = userinfo.partition(":")
+        username = unquote(user) or None
+        password = unquote(secret) if colon else None
+    sentinels = tuple(_host_port(item, url) for item in hosts.split(",") if item)
+    if not sentinels:
+        raise ValueError(f"no Sentinel address in {redact_url(url)}")
+    segments = [unquote(p) for p in path.split("/") if p]
+    if not segments:
+        raise ValueError(f"no service name in {redact_url(url)} (.../<service>/<db>)")
+    if len(segments) > 2 or (len(segments) == 2 and not segments[1].isdigit()):
+        raise ValueError(f"expected .../<service>/<db> in {redact_url(url)}")
+    params = {k: v[-1] for k, v in parse_qs(query).items()}
+    unknown = set(params) - {"sentinel_username", "sentinel_password"}
+    if unknown:
+        raise ValueError(f"unknown Sentinel URL option(s) {sorted(unknown)} in {redact_url(url)}")
+    return SentinelTarget(
+        sentinels=sentinels,
+        service=segments[0],
+        db=int(segments[1]) if len(segments) == 2 else 0,
+        username=username,
+        password=password,
+        tls=scheme.lower() == "rediss+sentinel",
+        sentinel_username=params.get("sentinel_username"),
+        sentinel_password=params.get("sentinel_password"),
+    )
 
 
 def redact_url(url: str) -> str:
-    """The URL with its password replaced by ``***``, safe for logs and error messages."""
-    try:
-        parts = urlsplit(url)
-        if parts.password is None:
-            return url
-        host = parts.hostname or ""
-        if ":" in host:
-            host = f"[{host}]"
-        port = f":{parts.port}" if parts.port else ""
-    except ValueError:
-        return "<unparsable Redis URL>"
-    netloc = f"{parts.username or ''}:***@{host}{port}"
-    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
+    """The URL with its passwords replaced by ``***``, safe for logs and error messages
+    (also Sentinel URLs with several hosts and a ``sentinel_password`` option)."""
+    scheme, sep, rest = url.partition("://")
+    if not sep:
+        return url
+    rest, qmark, query = rest.partition("?")
+    netloc, slash, path = rest.partition("/")
+    userinfo, at, hosts = netloc.rpartition("@")
+    if at and ":" in userinfo:
+        netloc = f"{userinfo.split(':', 1)[0]}:***@{hosts}"
+    if qmark:
+        query = "&".join(
+            f"{name}=***" if name.endswith("password") else f"{name}{eq}{value}"
+            for name, eq, value in (item.partition("=") for item in query.split("&"))
+        )
+    return f"{scheme}://{netloc}{slash}{path}{qmark}{query}"
+
+
+def _tls_kwargs(options: RedisOptions) -> dict[str, object]:
+    kwargs: dict[str, object] = {}
+    if options.ca_cert:
+        kwargs["ssl_ca_certs"] = options.ca_cert
+    if options.cert:
+        kwargs["ssl_certfile"] = options.cert
+    if options.key:
+        kwargs["ssl_keyfile"] = options.key
+    return kwargs
 
 
 def connect(options: RedisOptions, *, decode_responses: bool = False) -> redis.Redis:
-    """A client for the options' URL; TLS files apply to ``rediss://`` URLs."""
+    """A client for the options' URL; TLS files apply to ``rediss://`` and
+    ``rediss+sentinel://`` URLs. The options' acknowledgement policy travels with the
+    client (:func:`distsched.replication.policy_of`)."""
     kwargs: dict[str, object] = {
         "decode_responses": decode_responses,
         "socket_connect_timeout": 5,
         "socket_keepalive": True,
         "health_check_interval": 30,
     }
-    if options.url.startswith("rediss://"):
-        if options.ca_cert:
-            kwargs["ssl_ca_certs"] = options.ca_cert
-        if options.cert:
-            kwargs["ssl_certfile"] = options.cert
-        if options.key:
-            kwargs["ssl_keyfile"] = options.key
-    return redis.Redis.from_url(options.url, **kwargs)  # type: ignore[arg-type]
+    policy = options.ack_policy
+    if is_sentinel_url(options.url):
+        client = _sentinel_client(options, parse_sentinel_url(options.url), kwargs)
+    else:
+        if options.url.startswith("rediss://"):
+            kwargs.update(_tls_kwargs(options))
+        client = redis.Redis.from_url(options.url, **kwargs)  # type: ignore[arg-type]
+    replication.set_policy(client, policy)
+    return client
+
+
+def _sentinel_client(
+    options: RedisOptions, target: SentinelTarget, kwargs: dict[str, object]
+) -> redis.Redis:
+    tls: dict[str, object] = {"ssl": True, **_tls_kwargs(options)} if target.tls else {}
+    sentinel_kwargs: dict[str, object] = {
+        "socket_connect_timeout": 2,
+        "socket_timeout": 2,
+        "socket_keepalive": True,
+        **tls,
+    }
+    if target.sentinel_username:
+        sentinel_kwargs["username"] = target.sentinel_username
+    if target.sentinel_password:
+        sentinel_kwargs["password"] = target.sentinel_password
+    sentinel = Sentinel(list(target.sentinels), sentinel_kwargs=sentinel_kwargs)
+    return sentinel.master_for(
+        target.service,
+        db=target.db,
+        username=target.username,
+        password=target.password,
+        **tls,
+        **kwargs,
+    )
 
 
 class Backoff:

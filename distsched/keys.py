@@ -59,6 +59,7 @@ T:cache:usage             hash    node -> "<gen>|<host ports in use>|<res>=<amou
 T:permit:<ns/name>        list    Permit verdicts ("allow:<plugin>", "reject:<plugin>:<why>")
                                   for a waiting pod (kube's WaitingPod, across processes)
 T:lock:<name>             string  short leader locks for periodic work (value: holder token)
+T:ack                     string  counter written before each WAIT (distsched.replication)
 ========================  ======  ==========================================================
 
 The binder pool's rq queue is ``distsched-bind-<scheduler>`` (rq's own ``rq:`` keys; see
@@ -204,6 +205,12 @@ class Keys:
     # --- coordination -----------------------------------------------------------------
     def lock(self, name: str) -> str:
         return self._k("lock", name)
+
+    @property
+    def ack(self) -> str:
+        """string: a counter written right before each replica WAIT, so that one WAIT on
+        any connection covers every earlier write (see distsched.replication)."""
+        return self._k("ack")
 
     @property
     def pattern(self) -> str:

@@ -152,6 +152,12 @@ redis_retries = Counter(
     namespace=PREFIX,
     registry=REGISTRY,
 )
+replica_ack_failures = Counter(
+    "replica_ack_failures",
+    "Acknowledged writes that too few replicas confirmed in time (reported as failures).",
+    namespace=PREFIX,
+    registry=REGISTRY,
+)
 
 # Series that exist from the start, so that rate() and alerts see a 0 before the first event.
 for _kind in ("inflight", "assumed"):

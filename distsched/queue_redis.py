@@ -54,6 +54,7 @@ from typing import Any, cast
 
 import redis
 
+from distsched import replication
 from distsched.clock import Clock
 from distsched.keys import Keys
 from distsched.lua import ScriptSet
@@ -145,6 +146,10 @@ class RedisQueue:
             [k.active, k.inflight, k.dead, k.info, k.cycle, k.epoch, k.wake],
             [max_pods, now_ms, cfg.lease_ms, cfg.max_deliveries],
         )
+        if flat:
+            # A worker acts on these lease epochs only once they would survive a failover:
+            # a promoted replica never re-issues an epoch some worker already holds.
+            replication.acknowledge(self._client, k.ack, "pop")
         return [
             QueuedPod.from_info(_text(flat[i]), json.loads(flat[i + 1]))
             for i in range(0, len(flat), 2)

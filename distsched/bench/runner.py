@@ -41,7 +41,7 @@ from distsched.bench.procs import ProcessGroup
 from distsched.bench.report import RawRun, build_result, plot, print_summary
 from distsched.bench.scaling import parse_worker_counts, print_scaling, projection
 from distsched.bench.workloads import WORKLOADS, Names, Workload
-from distsched.connection import RedisOptions, connect
+from distsched.connection import ACK_ENV, RedisOptions, connect
 from distsched.embedded import EmbeddedRedis, free_port
 from distsched.keys import Keys
 from distsched.output import err_console, print_json
@@ -265,7 +265,9 @@ def start_deployment(
     client = connect(options)
     if config.external:
         return Deployment(options, client, keys, None, list(config.metrics_urls))
-    group = ProcessGroup(options.url, scheduler=keys.scheduler, log_dir=log_dir)
+    # The roles get the acknowledgement option the bench was given (the URL they get anyway).
+    env = {} if options.min_replicas_ack is None else {ACK_ENV: str(options.min_replicas_ack)}
+    group = ProcessGroup(options.url, scheduler=keys.scheduler, log_dir=log_dir, extra_env=env)
     urls = []
     for _ in range(config.workers):
         port = free_port()

@@ -62,6 +62,7 @@ from typing import Any, cast
 
 import redis
 
+from distsched import replication
 from distsched.cache.consistency import ledger_differences
 from distsched.cache.ledger_types import (
     HOSTNAME_KEY,
@@ -317,6 +318,9 @@ class Ledger:
         args: list[str | int] = [deadline, json.dumps(list(index)), json.dumps(checks), *records]
         raw = self._scripts.get("cache_reserve")(keys=keys, args=args)
         kinds = [(_s(kind), _s(detail)) for kind, detail in raw]
+        if any(kind == "R" for kind, _ in kinds):
+            # The binder acts on these tokens: they must survive a failover first.
+            replication.acknowledge(self._r, self._keys.ack, "reservation")
         pairs = list(zip(decisions, kinds, strict=True))
         rejected_nodes = {d.node for d, (kind, _) in pairs if kind == "X"}
         states = self.node_state(rejected_nodes) if rejected_nodes else {}

@@ -6,7 +6,9 @@ global resourceVersion and appends one entry to the event stream, whose id is th
 a gap in ids means trimmed entries. The key layout is in :mod:`distsched.keys`.
 
 Every write is one Lua script (``distsched/lua/store_*.lua``) that checks its preconditions,
-writes the object and its meta, increments the rv and appends the event.
+writes the object and its meta, increments the rv and appends the event. With a replica
+acknowledgement policy (Sentinel), create, update, apply, delete and bind return only once
+the replicas hold the write, one WAIT per call (:mod:`distsched.replication`).
 
 Trade-off: Lua cannot merge msgpack safely, so Python computes every new object. Writes that
 depend on the current state (update, apply, bind, update_pod_status) read the object, build
@@ -35,6 +37,7 @@ import redis
 from distsched.clock import SYSTEM_CLOCK, Clock
 from distsched.keys import Keys
 from distsched.lua import ScriptSet
+from distsched.replication import acknowledged
 from distsched.store.codec import (
     ALL_KINDS,
     API_VERSIONS,
@@ -220,6 +223,7 @@ class Store:
         metadata.uid (unless given), creationTimestamp and resourceVersion."""
         return self.create_many([obj])[0]
 
+    @acknowledged("create")
     def create_many(self, objs: Sequence[Obj]) -> builtins.list[Obj]:
         """Create objects of any kinds in one script call, all or nothing: if one exists
         (or a key repeats in the batch) :class:`AlreadyExists` and nothing is written."""
@@ -260,6 +264,7 @@ class Store:
         return {**obj, "apiVersion": API_VERSIONS[kind], "kind": kind, "metadata": meta}
 
     # --- update / apply ---------------------------------------------------------------
+    @acknowledged("update")
     def update(self, obj: Obj) -> Obj:
         """Replace an existing object. A non-empty metadata.resourceVersion must equal the
         stored one (else :class:`Conflict`); an empty one replaces unconditionally.
@@ -282,6 +287,7 @@ class Store:
                 return stored
         raise Conflict(kind, key, wanted_rv, "(changed on every retry)")
 
+    @acknowledged("apply")
     def apply(self, obj: Obj) -> tuple[Obj, ApplyAction]:
         """Create the object, or replace it unconditionally (its resourceVersion is ignored)."""
         kind, key = object_key(obj)
@@ -304,6 +310,7 @@ class Store:
                 return stored, "configured"
         raise Conflict(kind, key, "", "(changed on every retry)")
 
+    @acknowledged("apply")
     def apply_many(self, objs: Sequence[Obj]) -> builtins.list[ApplyAction]:
         """:meth:`apply` for a batch (one action per object, in order): the objects that do
         not exist yet are created with one :meth:`create_many` call, the others applied
@@ -419,6 +426,7 @@ class Store:
         raise Conflict("Pod", pod_key, "", "(changed on every retry)")
 
     # --- delete -----------------------------------------------------------------------
+    @acknowledged("delete")
     def delete(self, kind: str, key: str, *, uid: str | None = None) -> Obj:
         """Delete an object (:class:`NotFound` if absent; with ``uid``, :class:`UidMismatch`
         if the stored object is another incarnation). Returns its last state."""
@@ -453,6 +461,7 @@ class Store:
             raise error
         return "bound" if result.status == "bound" else "already-bound"
 
+    @acknowledged("bind")
     def bind_many(
         self,
         bindings: Sequence[Binding | tuple[str, str | None, str]],

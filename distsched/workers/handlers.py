@@ -438,6 +438,7 @@ class EventConsumer:
         self.handlers = handlers
         self.batch = batch
         self.claim_idle_ms = claim_idle_ms
+        self._reread = False
         self.ensure_group()
 
     def ensure_group(self) -> None:
@@ -450,8 +451,23 @@ class EventConsumer:
         # once); create it explicitly so XINFO CONSUMERS lists an idle worker on both.
         self.client.xgroup_createconsumer(self.stream, GROUP, self.consumer)
 
+    def reread_pending(self) -> None:
+        """Have the next polls first handle the events delivered to this consumer but never
+        acknowledged. For after a Redis outage: a failover may keep a delivery and lose
+        the queue moves made for it, which would otherwise wait ``claim_idle_ms``."""
+        self._reread = True
+
     def poll(self, block_ms: int | None = None) -> int:
         """Handle up to one batch of new events; returns how many."""
+        if self._reread:
+            own: Any = self.client.xreadgroup(
+                GROUP, self.consumer, {self.stream: "0"}, count=self.batch
+            )
+            entries: list[tuple[bytes, dict[bytes, bytes]]] = own[0][1] if own else []
+            if len(entries) < self.batch:
+                self._reread = False
+            if entries:
+                return self._handle(entries)
         reply = self.client.xreadgroup(
             GROUP, self.consumer, {self.stream: ">"}, count=self.batch, block=block_ms
         )

@@ -90,6 +90,7 @@ def run_worker(
             if backoff.failures:
                 log.warning("%s: Redis is back", worker.name)
                 backoff.reset()
+                worker.consumer.reread_pending()
         except RETRYABLE as exc:
             metrics.redis_retries.labels("worker").inc()
             delay = backoff.next_delay()

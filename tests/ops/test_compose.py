@@ -19,7 +19,10 @@ from distsched.cli import main
 from tests.ops.scrape import exposed_families
 
 ROOT = Path(__file__).resolve().parents[2]
-COMPOSE = yaml.safe_load((ROOT / "docker-compose.yml").read_text())
+# ``${VAR:-default}`` as compose resolves it with VAR unset (the `ha` profile's override).
+COMPOSE = yaml.safe_load(
+    re.sub(r"\$\{\w+:-([^}]*)\}", r"\1", (ROOT / "docker-compose.yml").read_text())
+)
 SERVICES: dict[str, dict[str, Any]] = COMPOSE["services"]
 PROMETHEUS = yaml.safe_load((ROOT / "deploy" / "prometheus.yml").read_text())
 DASHBOARD = json.loads((ROOT / "deploy" / "grafana" / "dashboards" / "distsched.json").read_text())

@@ -27,10 +27,13 @@ RQ_WORKER = (
     "+subscribe +unsubscribe"
 )
 
+# Replica acknowledgement (distsched.replication): the marker INCR (in LUA) and WAIT.
+REPLICATION = "+wait"
+
 ROLE_COMMANDS = {
-    "worker": f"{CONNECTION} {LUA} {RQ_ENQUEUE} +blpop "
+    "worker": f"{CONNECTION} {LUA} {REPLICATION} {RQ_ENQUEUE} +blpop "
     "+xread +xreadgroup +xack +xautoclaim +xgroup|create +xgroup|createconsumer +xrange",
-    "binder": f"{CONNECTION} {LUA} {RQ_WORKER}",
+    "binder": f"{CONNECTION} {LUA} {REPLICATION} {RQ_WORKER}",
     "operator": f"{CONNECTION} +multi +exec +get +hget +hgetall +hmget +hkeys +hlen +zcard "
     "+zrange +zrangebyscore +zscore +zmscore +scard +smembers +llen +lrange +xlen +xrange "
     "+xrevrange +type +ttl",

@@ -21,6 +21,7 @@ import redis
 
 from distsched.bench.binder_pool import node_manifest, pod_manifest
 from distsched.bench.procs import ProcessGroup
+from distsched.connection import RedisOptions, connect, is_sentinel_url
 from distsched.keys import Keys
 from distsched.store import AlreadyExists, Store
 
@@ -39,7 +40,13 @@ def report(line: str) -> None:
 
 
 def client_for(url: str, timeout_s: float = 2.0) -> redis.Redis:
-    """A bytes client that fails fast while the server is down (the tests retry)."""
+    """A bytes client that fails fast while the server is down (the tests retry). A
+    Sentinel URL gets a client that follows the primary and acknowledges its writes on
+    a replica, like the roles' (distsched.connection.connect)."""
+    if is_sentinel_url(url):
+        client = connect(RedisOptions(url))
+        client.connection_pool.connection_kwargs["socket_timeout"] = timeout_s
+        return client
     return redis.Redis.from_url(url, socket_timeout=timeout_s, socket_connect_timeout=timeout_s)
 
 
