@@ -49,7 +49,7 @@ from distsched.model import Node, Pod, load_manifests, pod_requests
 from distsched.model.manifest import KubeObject, Location
 from distsched.store import Store
 from distsched.store.codec import Obj
-from distsched.workers.status import SUB_QUEUES
+from distsched.views import SUB_QUEUES
 
 TERMINAL_PHASES = ("Succeeded", "Failed")
 RESOURCES = ("cpu", "memory", "pods")

@@ -10,7 +10,8 @@ import redis
 import yaml
 from click.testing import CliRunner, Result
 
-from distsched.cli import APPLY_CHUNK, main
+from distsched.cli import main
+from distsched.cli.objects import APPLY_CHUNK
 from distsched.clock import FakeClock
 from distsched.keys import Keys
 from distsched.queue_redis import RedisQueue

@@ -28,7 +28,7 @@ from distsched.cache.ledger import Ledger
 from distsched.clock import SYSTEM_CLOCK
 from distsched.embedded import EmbeddedRedis
 from distsched.queue_redis import RedisQueue
-from distsched.workers.status import queue_status
+from distsched.views import queue_status
 from tests.crash.harness import (
     ASSUME_TTL_MS,
     KEYS,

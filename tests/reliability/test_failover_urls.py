@@ -17,7 +17,7 @@ import yaml
 from redis.connection import SSLConnection
 from redis.sentinel import SentinelManagedConnection, SentinelManagedSSLConnection
 
-from distsched.cli import tls_args
+from distsched.cli.common import tls_args
 from distsched.connection import (
     RedisOptions,
     SentinelTarget,

@@ -1,6 +1,8 @@
-"""Read-only views for operators: `distsched queue` and `distsched explain`.
+"""Read-only views of a deployment for operators: where every pending pod is (the queue's
+sub-queues, the ledger's assumed set, the dead letters) and why a pod is pending.
 
-Both read Redis directly (no worker needs to run) and write nothing.
+`distsched queue`, `distsched explain`, the demo and replay use them. They read Redis
+directly (no worker needs to run) and write nothing.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""`distsched replay`: what-if scheduling of a cluster dump (registered on the cli group)."""
+"""``distsched replay``: what-if scheduling of a cluster dump (``kubectl get -o json``)."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from typing import Any
 
 import click
 
-from distsched.cli import bad_input, err_console, fail, make_context, redis_options
+from distsched.cli.common import bad_input, fail, make_context, redis_options
 from distsched.connection import RedisOptions
-from distsched.output import print_json, print_table
+from distsched.output import err_console, print_json, print_table
 
 
 @click.command()

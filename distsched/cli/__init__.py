@@ -1,0 +1,47 @@
+"""The ``distsched`` command: one click group, one module per group of verbs.
+
+Exit codes: 0 ok, 1 runtime failure (Redis unreachable, refused credentials, a store
+conflict), 2 bad input (one line naming file, document, field). Errors are one line on
+stderr, never a traceback, and never show a password from the URL.
+
+| module | verbs |
+| --- | --- |
+| :mod:`~distsched.cli.objects` | apply, get, delete |
+| :mod:`~distsched.cli.inspect` | queue, explain |
+| :mod:`~distsched.cli.roles` | worker, binder, controller, server |
+| :mod:`~distsched.cli.up` | up (all roles, the demo) |
+| :mod:`~distsched.cli.replay` | replay |
+| :mod:`~distsched.cli.bench` | bench |
+"""
+
+from __future__ import annotations
+
+import click
+
+from distsched.cli import bench, inspect, objects, replay, roles, up
+from distsched.cli.common import DistschedGroup, setup_logging
+
+
+@click.group(cls=DistschedGroup, context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("-v", "--verbose", count=True, help="More logging (-v info, -vv debug).")
+@click.version_option(package_name="distsched")
+def main(verbose: int) -> None:
+    """kube-scheduler's queue and framework, distributed over Redis."""
+    setup_logging(verbose if verbose else 1)
+
+
+for command in (
+    objects.apply,
+    objects.get,
+    objects.delete,
+    inspect.queue,
+    inspect.explain,
+    roles.worker,
+    roles.binder,
+    roles.controller,
+    roles.server,
+    up.up,
+    replay.replay,
+    bench.bench,
+):
+    main.add_command(command)

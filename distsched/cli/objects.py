@@ -1,0 +1,208 @@
+"""Objects: ``apply``, ``get`` and ``delete``, with kubectl's kind names and table rows."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import click
+
+from distsched.cli.common import bad_input, fail, make_context, redis_options
+from distsched.output import print_json, print_table, print_yaml, progress_bar
+from distsched.store.codec import ALL_KINDS, CLUSTER_SCOPED
+
+_ALIASES: dict[str, tuple[str, ...]] = {
+    "Pod": ("pod", "pods", "po"),
+    "Node": ("node", "nodes", "no"),
+    "Namespace": ("namespace", "namespaces", "ns"),
+    "PriorityClass": ("priorityclass", "priorityclasses", "pc"),
+    "PodDisruptionBudget": ("poddisruptionbudget", "poddisruptionbudgets", "pdb"),
+    "Deployment": ("deployment", "deployments", "deploy"),
+    "ReplicaSet": ("replicaset", "replicasets", "rs"),
+    "StatefulSet": ("statefulset", "statefulsets", "sts"),
+    "DaemonSet": ("daemonset", "daemonsets", "ds"),
+    "Job": ("job", "jobs"),
+}
+KIND_BY_NAME = {alias: kind for kind, aliases in _ALIASES.items() for alias in aliases}
+assert set(_ALIASES) == set(ALL_KINDS)
+
+
+def parse_kinds(text: str) -> list[str]:
+    """``pods,nodes`` -> ["Pod", "Node"]; ValueError naming an unknown kind."""
+    kinds: list[str] = []
+    for part in text.split(","):
+        kind = KIND_BY_NAME.get(part.strip().lower())
+        if kind is None:
+            known = ", ".join(a[1] for a in _ALIASES.values())
+            raise ValueError(f"unknown kind {part!r}: one of {known}")
+        if kind not in kinds:
+            kinds.append(kind)
+    return kinds
+
+
+def object_key(kind: str, name: str, namespace: str) -> str:
+    return name if kind in CLUSTER_SCOPED else f"{namespace}/{name}"
+
+
+def headers(kind: str) -> list[str]:
+    if kind == "Pod":
+        return ["NAMESPACE", "NAME", "NODE", "PRIORITY"]
+    if kind == "Node":
+        return ["NAME", "STATUS", "CPU", "MEMORY"]
+    if kind == "Namespace":
+        return ["NAME", "LABELS"]
+    if kind == "PriorityClass":
+        return ["NAME", "VALUE", "GLOBAL-DEFAULT", "PREEMPTION"]
+    if kind == "PodDisruptionBudget":
+        return ["NAMESPACE", "NAME", "MIN AVAILABLE", "MAX UNAVAILABLE"]
+    return ["NAMESPACE", "NAME", "DESIRED"]
+
+
+def row(kind: str, o: dict[str, Any]) -> tuple[Any, ...]:
+    meta, spec = o["metadata"], o.get("spec") or {}
+    if kind == "Pod":
+        return (
+            meta.get("namespace", ""),
+            meta["name"],
+            spec.get("nodeName", "") or "<pending>",
+            spec.get("priority", 0) or 0,
+        )
+    if kind == "Node":
+        return (
+            meta["name"],
+            "SchedulingDisabled" if spec.get("unschedulable") else "Ready",
+            o.get("status", {}).get("allocatable", {}).get("cpu", ""),
+            o.get("status", {}).get("allocatable", {}).get("memory", ""),
+        )
+    if kind == "Namespace":
+        labels = meta.get("labels") or {}
+        return (meta["name"], ",".join(f"{k}={v}" for k, v in sorted(labels.items())))
+    if kind == "PriorityClass":
+        return (
+            meta["name"],
+            o.get("value", 0),
+            bool(o.get("globalDefault")),
+            o.get("preemptionPolicy") or "PreemptLowerPriority",
+        )
+    if kind == "PodDisruptionBudget":
+        return (
+            meta.get("namespace", ""),
+            meta["name"],
+            spec.get("minAvailable", "N/A"),
+            spec.get("maxUnavailable", "N/A"),
+        )
+    if kind == "Job":
+        desired: Any = spec.get("parallelism", 1)
+    elif kind == "DaemonSet":
+        desired = "per node"
+    else:
+        desired = spec.get("replicas", 1)
+    return (meta.get("namespace", ""), meta["name"], desired)
+
+
+APPLY_CHUNK = 500
+"""Objects per store call; more than this many objects get a progress bar."""
+
+
+@click.command()
+@click.option("-f", "--filename", "path", required=True, help="File, directory or - for stdin.")
+@redis_options
+def apply(path: str, **kwargs: Any) -> None:
+    """Create or update objects from Kubernetes YAML/JSON manifests: Pod, Node,
+    Namespace, PriorityClass, PodDisruptionBudget, Deployment, ReplicaSet, StatefulSet,
+    DaemonSet, Job (the controller role makes the workloads' pods).
+
+    Everything is read, validated and admitted (priority classes) before the first
+    write: on bad input nothing is written and the exit code is 2.
+    """
+    from pathlib import Path
+
+    from distsched.apply import prepare, stored_priority_classes
+    from distsched.model import ManifestError, load_path
+    from distsched.model.manifest import Location
+    from distsched.store import Store, StoreError
+
+    ctx = make_context(kwargs)
+    locations: list[Location] = []
+    try:
+        objects = load_path(path, locations=locations)
+    except ManifestError as exc:
+        bad_input(str(exc))
+    except OSError as exc:
+        bad_input(f"{path}: {exc.strerror or exc}")
+    if not objects:
+        if path != "-" and Path(path).is_dir():
+            bad_input(f"{path}: no manifests: the directory has no .yaml, .yml or .json file")
+        bad_input(f"{path}: no object in the input")
+    store = Store(ctx.client(), ctx.keys)
+    try:
+        dicts = prepare(objects, locations, stored_priority_classes(store))
+    except ManifestError as exc:
+        bad_input(str(exc))
+    results: list[str] = []
+    try:
+        if len(dicts) <= APPLY_CHUNK:
+            results = list(store.apply_many(dicts))
+        else:
+            with progress_bar("applying") as progress:
+                task = progress.add_task("apply", total=len(dicts))
+                for start in range(0, len(dicts), APPLY_CHUNK):
+                    results += store.apply_many(dicts[start : start + APPLY_CHUNK])
+                    progress.update(task, completed=len(results))
+    except StoreError as exc:
+        fail(f"{exc} ({len(results)} of {len(dicts)} objects were applied before it)")
+    for obj, result in zip(objects, results, strict=True):
+        print(f"{obj.kind.lower()}/{obj.metadata.name} {result}")
+
+
+@click.command()
+@click.argument("kind")
+@click.argument("name")
+@click.option("-n", "--namespace", default="default", show_default=True)
+@redis_options
+def delete(kind: str, name: str, namespace: str, **kwargs: Any) -> None:
+    """Delete an object (pod, node, deployment, ...: kubectl's kind names)."""
+    from distsched.store import NotFound, Store
+
+    try:
+        (store_kind,) = parse_kinds(kind)
+    except ValueError as exc:
+        bad_input(str(exc))
+    ctx = make_context(kwargs)
+    store = Store(ctx.client(), ctx.keys)
+    key = object_key(store_kind, name, namespace)
+    try:
+        store.delete(store_kind, key)
+    except NotFound:
+        fail(f"{store_kind.lower()} {key!r} not found")
+    print(f"{store_kind.lower()}/{name} deleted")
+
+
+@click.command()
+@click.argument("kind")
+@click.option("-n", "--namespace", default=None, help="Only this namespace (default: all).")
+@click.option("-A", "--all-namespaces", is_flag=True, help="Objects of every namespace.")
+@click.option("-o", "--output", type=click.Choice(["table", "json", "yaml"]), default="table")
+@redis_options
+def get(kind: str, namespace: str | None, all_namespaces: bool, output: str, **kwargs: Any) -> None:
+    """List objects of one or more kinds (``pods``, ``nodes,pods``, ``deploy``, ...)."""
+    from distsched.store import Store
+
+    try:
+        kinds = parse_kinds(kind)
+    except ValueError as exc:
+        bad_input(str(exc))
+    ctx = make_context(kwargs)
+    store = Store(ctx.client(), ctx.keys)
+    listed: list[tuple[str, list[dict[str, Any]]]] = []
+    for store_kind in kinds:
+        ns = None if all_namespaces or store_kind in CLUSTER_SCOPED else namespace
+        items, _ = store.list(store_kind, namespace=ns)
+        items.sort(key=lambda o: (o["metadata"].get("namespace", ""), o["metadata"]["name"]))
+        listed.append((store_kind, items))
+    if output in ("json", "yaml"):
+        items = [o for _, group in listed for o in group]
+        everything = {"apiVersion": "v1", "kind": "List", "items": items}
+        (print_json if output == "json" else print_yaml)(everything)
+        return
+    for store_kind, items in listed:
+        print_table(None, headers(store_kind), [row(store_kind, o) for o in items])

@@ -1,0 +1,172 @@
+"""``distsched up``: every role in the foreground (workers, a binder pool, controllers),
+on an embedded server when no URL is given, optionally with the demo; Ctrl-C stops all."""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from typing import Any
+
+import click
+import redis
+
+from distsched.cli.common import (
+    EXIT_RUNTIME,
+    Context,
+    fail,
+    interrupt,
+    make_context,
+    redis_options,
+    tls_args,
+)
+from distsched.connection import RedisOptions, connect
+from distsched.output import console, err_console
+
+log = logging.getLogger("distsched")
+
+
+Child = subprocess.Popen[bytes]
+
+
+def _spawn(role: str, options: RedisOptions, scheduler: str, extra: list[str]) -> Child:
+    cmd = [sys.executable, "-m", "distsched", role, "--redis-url", options.url]
+    cmd += ["--scheduler", scheduler, *tls_args(options), *extra]
+    return subprocess.Popen(cmd, env=os.environ.copy())
+
+
+def _stop_children(children: list[Child], timeout_s: float = 15.0) -> None:
+    for child in children:
+        if child.poll() is None:
+            child.send_signal(signal.SIGTERM)
+    deadline = time.monotonic() + timeout_s
+    for child in children:
+        try:
+            child.wait(timeout=max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.wait()
+
+
+@click.command()
+@click.option("--workers", default=2, show_default=True, help="Scheduling worker processes.")
+@click.option("--binders", default=1, show_default=True, help="Binder processes.")
+@click.option("--controllers", default=1, show_default=True, help="Workload controller processes.")
+@click.option(
+    "--metrics-port",
+    type=int,
+    default=0,
+    help="First metrics port: worker i gets P+i, binder j gets P+workers+j (0 = off).",
+)
+@click.option(
+    "--metrics-addr", default="127.0.0.1", show_default=True, help="Metrics bind address."
+)
+@click.option("--config", type=click.Path(dir_okay=False), help="KubeSchedulerConfiguration YAML.")
+@click.option("--demo", is_flag=True, help="Create a demo cluster, schedule it, summarize, exit.")
+@redis_options
+def up(
+    workers: int,
+    binders: int,
+    controllers: int,
+    metrics_port: int,
+    metrics_addr: str,
+    config: str | None,
+    demo: bool,
+    **kwargs: Any,
+) -> None:
+    """Run every role in the foreground (with an embedded Redis when no URL is given).
+
+    Ctrl-C or SIGTERM stops the workers, the binders and the embedded server; exit 0.
+    """
+    from distsched.embedded import EmbeddedRedis
+
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, interrupt)
+    ctx = make_context(kwargs)
+    embedded: EmbeddedRedis | None = None
+    children: list[Child] = []
+    try:
+        if not ctx.options.url:
+            try:
+                embedded = EmbeddedRedis().start()
+            except RuntimeError as exc:
+                fail(str(exc))
+            ctx.options = RedisOptions(url=embedded.url)
+            err_console.print(
+                f"embedded Redis at {embedded.url} (data in {embedded.data_dir})", soft_wrap=True
+            )
+        ctx.client().ping()  # fail fast, before any child starts, on a bad URL or password
+        role_args = ["--config", config] if config else []
+        for i in range(workers):
+            metrics = ["--metrics-port", str(metrics_port + i)] if metrics_port else []
+            metrics += ["--metrics-addr", metrics_addr] if metrics_port else []
+            children.append(_spawn("worker", ctx.options, ctx.keys.scheduler, role_args + metrics))
+        binder_args = ["--processes", str(binders), *role_args]
+        if metrics_port:
+            binder_args += ["--metrics-port", str(metrics_port + workers)]
+            binder_args += ["--metrics-addr", metrics_addr]
+        children.append(_spawn("binder", ctx.options, ctx.keys.scheduler, binder_args))
+        for _ in range(controllers):
+            children.append(_spawn("controller", ctx.options, ctx.keys.scheduler, []))
+        demo_result: list[int] = []
+        if demo:
+            # In a thread, so that a worker or binder that dies ends the demo at once.
+            threading.Thread(
+                target=_demo_thread, args=(ctx, demo_result), name="demo", daemon=True
+            ).start()
+        else:
+            err_console.print(
+                f"{workers} worker(s), {binders} binder(s) running; Ctrl-C stops them"
+            )
+        while all(child.poll() is None for child in children):
+            if demo_result:
+                sys.exit(demo_result[0])
+            time.sleep(0.2)
+        fail("a worker, binder or controller process exited; stopping the others")
+    except KeyboardInterrupt:
+        err_console.print("stopping")
+    finally:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not cut cleanup
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        _stop_children(children)
+        if embedded:
+            embedded.stop()
+
+
+def _demo_thread(ctx: Context, result: list[int]) -> None:
+    try:
+        result.append(_run_demo(ctx))
+    except Exception:
+        log.exception("the demo failed")
+        result.append(EXIT_RUNTIME)
+
+
+def _run_demo(ctx: Context) -> int:
+    from distsched.demo import run_demo
+    from distsched.store import StoreError
+    from distsched.views import explain_pod
+
+    client = connect(ctx.options)  # its own: this runs in a thread
+    try:
+        ok = run_demo(client, ctx.keys)
+        # The embedded server goes away with us, so show the pending pod's diagnosis now.
+        text = explain_pod(client, ctx.keys, "demo/too-big")
+    except StoreError as exc:
+        err_console.print(
+            f"error: {exc}: this Redis already holds the demo; use a fresh one or another "
+            "--scheduler",
+            markup=False,
+        )
+        return EXIT_RUNTIME
+    except redis.RedisError as exc:
+        err_console.print(f"error: Redis failed during the demo: {exc}", markup=False)
+        return EXIT_RUNTIME
+    finally:
+        client.close()
+    if text:
+        console.print(text, markup=False, highlight=False, soft_wrap=True)
+    return 0 if ok else EXIT_RUNTIME
