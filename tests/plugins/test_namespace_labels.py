@@ -12,7 +12,7 @@ from distsched.keys import Keys
 from distsched.model.objects import LabelSelector
 from distsched.plugins.helpers.label_selector import namespace_labels, set_namespace_labels
 from distsched.store import Informer, Store
-from distsched.workers.view import namespace_handler
+from distsched.workers.local_cache import namespace_handler
 from tests.plugins.test_inter_pod_affinity import (
     AFFINITY_FAIL,
     affinity,

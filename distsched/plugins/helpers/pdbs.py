@@ -5,7 +5,7 @@ controller role, distsched/controllers/disruption.py) and read from the store he
 preemption counts a victim as a violation when a budget selecting it has no disruption
 left (kube's filterPodsWithPDBViolation, which also spends the budget pod by pod).
 
-Each worker's informer records the store's budgets in :data:`BUDGETS` (workers/view.py);
+Each worker's informer records the store's budgets in :data:`BUDGETS` (workers/local_cache.py);
 a Handle may carry its own :class:`DisruptionBudgets` under :data:`PDB_KEY` (tests).
 """
 

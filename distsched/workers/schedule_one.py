@@ -2,10 +2,10 @@
 
 One thread, one loop (:meth:`SchedulingWorker.run_once`):
 
-1. the informer applies new store events to the local view (:mod:`distsched.workers.view`:
+1. the informer applies new store events to the local view (:mod:`distsched.workers.local_cache`:
    snapshot, parsed pods);
 2. the event consumer turns its share of the events into queue moves (once per event
-   across all workers, see :mod:`distsched.workers.handlers`);
+   across all workers, see :mod:`distsched.workers.eventhandlers`);
 3. the ledger's change feed refreshes the usage of the nodes that changed, with absolute
    values (other workers' assumed pods included); pod lists follow lazily;
 4. periodic maintenance runs if this worker wins its lock;
@@ -53,15 +53,16 @@ from distsched.plugins.helpers.what_if import NOMINATOR_KEY, PodNominator
 from distsched.queue_redis import RedisQueue
 from distsched.queue_types import QueueConfig, QueuedPod
 from distsched.store import Store, object_key
-from distsched.workers.handlers import (
+from distsched.workers.eventhandlers import (
     EventConsumer,
     NodeOccupancy,
     QueueEventHandlers,
     pod_entry,
     record_bound_pod,
 )
-from distsched.workers.periodic import Periodic
-from distsched.workers.view import ClusterView
+from distsched.workers.local_cache import ClusterView
+from distsched.workers.maintenance import Periodic
+from distsched.workers.preemption import apply_post_filter
 
 log = logging.getLogger(__name__)
 
@@ -314,10 +315,13 @@ class SchedulingWorker:
             self.client.blpop([self.keys.wake], timeout=self.config.idle_wait_s)
             return 0
         pause_at("pop", [p.key for p in popped])
-        self.schedule_batch(popped)
+        self.schedule_one_batch(popped)
         return len(popped)
 
-    def schedule_batch(self, popped: Sequence[QueuedPod]) -> None:
+    def schedule_one_batch(self, popped: Sequence[QueuedPod]) -> None:
+        """The worker's scheduling cycle for popped pods (kube's scheduleOne, batched):
+        decide each on the snapshot, reserve against the ledger, hand reserved ones to
+        the binder pool."""
         attempts: list[Attempt] = []
         for queued in popped:
             attempt = self._prepare(queued)
@@ -464,9 +468,9 @@ class SchedulingWorker:
         if not fw.post_filter_plugins:
             return
         metrics.preemption_attempts.inc()
-        from distsched.workers.preemption import apply_post_filter
-
-        apply_post_filter(self, attempt, err)
+        apply_post_filter(
+            fw, attempt.state, attempt.pod, err, snapshot=self.snapshot, store=self.store
+        )
 
     def _undo_reserve(self, attempt: Attempt) -> None:
         """The ledger refused (or the view moved under) a decision whose Reserve plugins
