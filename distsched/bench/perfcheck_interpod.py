@@ -27,6 +27,7 @@ from distsched.framework.diagnosis import FitError
 from distsched.framework.podinfo import POD_INFO_STATE_KEY
 from distsched.framework.profile import build_profiles, default_config
 from distsched.framework.runtime import Framework
+from distsched.framework.schedule import schedule_pod
 from distsched.model.objects import (
     Affinity,
     Container,
@@ -105,7 +106,7 @@ def _schedule(framework: Framework, snapshot: Snapshot, pods: list[Pod]) -> int:
     for pod in pods:
         state = CycleState()
         try:
-            result = framework.schedule_pod(state, pod, snapshot)
+            result = schedule_pod(framework, state, pod, snapshot)
         except FitError:  # an unschedulable pod just stays pending here
             continue
         snapshot.add_pod(pod, result.suggested_host, info=state.get(POD_INFO_STATE_KEY))

@@ -51,13 +51,12 @@ from distsched.framework.interface import (
     PostFilterPlugin,
     PostFilterResult,
 )
+from distsched.framework.nominator import NOMINATOR_KEY, PodNominator
 from distsched.framework.podinfo import PodInfo, cycle_pod_info
 from distsched.framework.status import Code, Status
 from distsched.model.objects import Pod
 from distsched.plugins.helpers.pdbs import BUDGETS, PDB_KEY, Budget, DisruptionBudgets
 from distsched.plugins.helpers.what_if import (
-    NOMINATOR_KEY,
-    PodNominator,
     fits_on_node,
     node_edit,
 )

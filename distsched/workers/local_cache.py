@@ -16,11 +16,11 @@ import redis
 from distsched.cache.ledger import Ledger
 from distsched.cache.ledger_types import NodeState, NodeUsage
 from distsched.cache.snapshot import Snapshot
+from distsched.framework.nominator import PodNominator
 from distsched.keys import Keys
 from distsched.model import Node, Pod
 from distsched.plugins.helpers.label_selector import set_namespace_labels
 from distsched.plugins.helpers.pdbs import BUDGETS
-from distsched.plugins.helpers.what_if import PodNominator
 from distsched.store import FuncHandler, Informer, Store
 
 Obj = dict

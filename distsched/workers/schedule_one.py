@@ -44,12 +44,13 @@ from distsched.framework import permit
 from distsched.framework.cycle_state import CycleState
 from distsched.framework.diagnosis import FitError, SchedulingError
 from distsched.framework.events import ClusterEvent
+from distsched.framework.nominator import NOMINATOR_KEY, PodNominator
 from distsched.framework.podinfo import PodInfo
 from distsched.framework.profile import Profiles, SchedulerConfig
 from distsched.framework.runtime import Framework
+from distsched.framework.schedule import schedule_pod
 from distsched.keys import Keys
 from distsched.model import Node, Pod
-from distsched.plugins.helpers.what_if import NOMINATOR_KEY, PodNominator
 from distsched.queue_redis import RedisQueue
 from distsched.queue_types import QueueConfig, QueuedPod
 from distsched.store import Store, object_key
@@ -438,7 +439,7 @@ class SchedulingWorker:
         attempt.state = CycleState()
         fw, pod = attempt.framework, attempt.pod
         try:
-            result = fw.schedule_pod(attempt.state, pod, self.snapshot)
+            result = schedule_pod(fw, attempt.state, pod, self.snapshot)
         except FitError as err:
             self._post_filter(attempt, err)
             self._fail(

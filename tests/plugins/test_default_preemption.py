@@ -13,7 +13,9 @@ from distsched.cache.snapshot import Snapshot
 from distsched.framework.cycle_state import CycleState
 from distsched.framework.diagnosis import FitError
 from distsched.framework.interface import Handle, PluginArgsError, PostFilterResult
+from distsched.framework.nominator import NOMINATOR_KEY, PodNominator
 from distsched.framework.profile import build_profiles, default_config
+from distsched.framework.schedule import schedule_pod
 from distsched.framework.status import Code
 from distsched.model.objects import (
     DEFAULT_SCHEDULER_NAME,
@@ -26,8 +28,6 @@ from distsched.model.objects import (
 from distsched.plugins import default_preemption
 from distsched.plugins.default_preemption import PreemptionResult, victims_for
 from distsched.plugins.helpers.what_if import (
-    NOMINATOR_KEY,
-    PodNominator,
     run_filter_plugins_with_nominated_pods,
 )
 from distsched.plugins.inter_pod_affinity import ERR_REASON_AFFINITY, ERR_REASON_ANTI_AFFINITY
@@ -61,7 +61,7 @@ def preempt(snapshot, incoming, nominator=None):
     fw = framework(nominator)
     state = CycleState()
     with pytest.raises(FitError) as info:
-        fw.schedule_pod(state, incoming, snapshot)
+        schedule_pod(fw, state, incoming, snapshot)
     return fw.run_post_filter_plugins(state, incoming, snapshot, info.value.diagnosis)
 
 
@@ -265,11 +265,11 @@ def test_schedule_pod_counts_nominated_pods_through_the_handle():
     nominator.add(pod("big", 3000, 100, nominated="n1"))
     snapshot = snapshot_of([node("n1"), node("n2", cpu=2500)])
     fw = framework(nominator)
-    result = fw.schedule_pod(CycleState(), pod("p", 2000, 10), snapshot)
+    result = schedule_pod(fw, CycleState(), pod("p", 2000, 10), snapshot)
     assert result.suggested_host == "n2"  # n1's free room is promised to "big"
     # Its own nomination does not block the nominated pod itself.
     big = pod("big", 3000, 100, nominated="n1")
-    assert fw.schedule_pod(CycleState(), big, snapshot).suggested_host == "n1"
+    assert schedule_pod(fw, CycleState(), big, snapshot).suggested_host == "n1"
 
 
 def test_candidates_come_from_a_random_offset_and_stop_when_enough():
@@ -288,7 +288,7 @@ def test_candidates_come_from_a_random_offset_and_stop_when_enough():
     incoming = pod("p", 2000, 10)
     state = CycleState()
     with pytest.raises(FitError) as info:
-        fw.schedule_pod(state, incoming, snapshot)
+        schedule_pod(fw, state, incoming, snapshot)
     candidates, _, _ = plugin.find_candidates(state, incoming, snapshot, info.value.diagnosis)
     assert [c.node_name for c in candidates] == ["n3", "n4"]
 
@@ -422,13 +422,13 @@ def test_end_to_end_anti_affinity_pods_take_one_node_each():
     hosts = []
     for i in range(5):
         p = pod(f"g{i}", 100, labels={"color": "green"}, affinity=anti)
-        result = fw.schedule_pod(CycleState(), p, snapshot)
+        result = schedule_pod(fw, CycleState(), p, snapshot)
         snapshot.add_pod(p, result.suggested_host)
         hosts.append(result.suggested_host)
     assert sorted(hosts) == [f"n{i}" for i in range(5)]
     extra = pod("g5", 100, labels={"color": "green"}, affinity=anti)
     with pytest.raises(FitError) as info:
-        fw.schedule_pod(CycleState(), extra, snapshot)
+        schedule_pod(fw, CycleState(), extra, snapshot)
     assert str(info.value) == f"0/5 nodes are available: 5 {ERR_REASON_ANTI_AFFINITY}."
 
 
@@ -441,7 +441,7 @@ def test_end_to_end_spread_keeps_zones_balanced():
     for i in range(9):
         p = pod(f"s{i}", 100, labels={"app": "s"})
         p = replace(p, spec=replace(p.spec, topology_spread_constraints=(spread,)))
-        result = fw.schedule_pod(CycleState(), p, snapshot)
+        result = schedule_pod(fw, CycleState(), p, snapshot)
         snapshot.add_pod(p, result.suggested_host)
         per_zone[snapshot.labels(result.node_index)["zone"]] += 1
         assert max(per_zone.values()) - min(per_zone.values()) <= 1

@@ -11,6 +11,7 @@ from distsched.framework.cycle_state import CycleState
 from distsched.framework.diagnosis import FitError
 from distsched.framework.interface import Handle
 from distsched.framework.profile import build_profiles, default_config
+from distsched.framework.schedule import schedule_pod
 from distsched.model.objects import DEFAULT_SCHEDULER_NAME
 from distsched.plugins import default_preemption
 from distsched.plugins.default_preemption import victims_for
@@ -36,7 +37,7 @@ def run(snapshot, incoming, budgets: list[dict]):
     fw.plugins[default_preemption.NAME].rng = random.Random(0)
     state = CycleState()
     with pytest.raises(FitError) as info:
-        fw.schedule_pod(state, incoming, snapshot)
+        schedule_pod(fw, state, incoming, snapshot)
     result, status = fw.run_post_filter_plugins(state, incoming, snapshot, info.value.diagnosis)
     return result, status, info.value
 
