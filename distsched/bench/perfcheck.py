@@ -13,11 +13,11 @@ import argparse
 import random
 import time
 
-from distsched.cache.snapshot import Snapshot
 from distsched.framework.cycle_state import CycleState
 from distsched.framework.podinfo import POD_INFO_STATE_KEY
 from distsched.framework.profile import build_profiles, default_config
 from distsched.framework.schedule import schedule_pod
+from distsched.framework.snapshot import Snapshot
 from distsched.model.objects import (
     Container,
     Node,

@@ -21,13 +21,13 @@ import time
 from collections.abc import Callable
 
 from distsched.bench.perfcheck import make_nodes
-from distsched.cache.snapshot import Snapshot
 from distsched.framework.cycle_state import CycleState
 from distsched.framework.diagnosis import FitError
 from distsched.framework.podinfo import POD_INFO_STATE_KEY
 from distsched.framework.profile import build_profiles, default_config
 from distsched.framework.runtime import Framework
 from distsched.framework.schedule import schedule_pod
+from distsched.framework.snapshot import Snapshot
 from distsched.model.objects import (
     Affinity,
     Container,

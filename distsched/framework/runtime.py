@@ -51,7 +51,7 @@ from distsched.framework.status import Code, PluginError, Status, is_success
 from distsched.model.objects import Pod
 
 if TYPE_CHECKING:
-    from distsched.cache.snapshot import Snapshot
+    from distsched.framework.snapshot import Snapshot
 
 log = logging.getLogger(__name__)
 

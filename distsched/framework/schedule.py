@@ -28,15 +28,15 @@ from distsched.framework.diagnosis import (
     SchedulingError,
 )
 from distsched.framework.nominator import NOMINATOR_KEY
+from distsched.framework.plugins.helpers.what_if import run_filter_plugins_with_nominated_pods
 from distsched.framework.podinfo import POD_INFO_STATE_KEY, cycle_pod_info
 from distsched.framework.runtime import FilterOutcome, go_list
 from distsched.framework.status import Status
 from distsched.model.objects import Pod
-from distsched.plugins.helpers.what_if import run_filter_plugins_with_nominated_pods
 
 if TYPE_CHECKING:
-    from distsched.cache.snapshot import Snapshot
     from distsched.framework.runtime import Framework
+    from distsched.framework.snapshot import Snapshot
 
 _NO_NODES = np.zeros(0, dtype=np.int64)
 

@@ -29,14 +29,14 @@ from distsched import metrics
 from distsched.cache.ledger import Ledger
 from distsched.framework import events
 from distsched.framework.events import ClusterEvent
-from distsched.framework.podinfo import PodInfo
-from distsched.model import Node, Pod
-from distsched.model.objects import DEFAULT_SCHEDULER_NAME
-from distsched.plugins.helpers.label_selector import (
+from distsched.framework.plugins.helpers.label_selector import (
     AffinityTerm,
     InvalidSelector,
     compile_terms,
 )
+from distsched.framework.podinfo import PodInfo
+from distsched.model import Node, Pod
+from distsched.model.objects import DEFAULT_SCHEDULER_NAME
 from distsched.queue_types import PodEntry, SchedulingQueue
 from distsched.store import ADDED, DELETED, Event, decode_event, object_key
 from distsched.workers import prechecks

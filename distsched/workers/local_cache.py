@@ -15,12 +15,12 @@ import redis
 
 from distsched.cache.ledger import Ledger
 from distsched.cache.ledger_types import NodeState, NodeUsage
-from distsched.cache.snapshot import Snapshot
 from distsched.framework.nominator import PodNominator
+from distsched.framework.plugins.helpers.label_selector import set_namespace_labels
+from distsched.framework.plugins.helpers.pdbs import BUDGETS
+from distsched.framework.snapshot import Snapshot
 from distsched.keys import Keys
 from distsched.model import Node, Pod
-from distsched.plugins.helpers.label_selector import set_namespace_labels
-from distsched.plugins.helpers.pdbs import BUDGETS
 from distsched.store import FuncHandler, Informer, Store
 
 Obj = dict

@@ -1,6 +1,6 @@
 """Carrying out a PostFilter (preemption) decision: kube's prepareCandidate.
 
-The plugin decides (distsched/plugins/default_preemption.py); the worker acts through
+The plugin decides (distsched/framework/plugins/default_preemption.py); the worker acts through
 the store: it deletes the victims (each delete is an AssignedPodDelete event, which moves
 the preemptor back from the unschedulable set), clears lower-priority nominations on the
 node, and records status.nominatedNodeName on the preemptor so that its next attempt
@@ -13,12 +13,12 @@ import contextlib
 import logging
 
 from distsched import metrics
-from distsched.cache.snapshot import Snapshot
 from distsched.framework.cycle_state import CycleState
 from distsched.framework.diagnosis import FitError
+from distsched.framework.plugins.default_preemption import PreemptionResult
 from distsched.framework.runtime import Framework
+from distsched.framework.snapshot import Snapshot
 from distsched.model import Pod
-from distsched.plugins.default_preemption import PreemptionResult
 from distsched.store import NotFound, Store, StoreError
 
 log = logging.getLogger(__name__)
