@@ -60,14 +60,15 @@ class NodeOccupancy:
     ports: list[tuple[str, str, int]]
 
 
-def pod_entry(key: str, obj: dict[str, Any]) -> PodEntry:
-    """The queue's view of a pod, straight from its dict (priority None counts as 0)."""
+def pod_entry(key: str, obj: dict[str, Any], *, gated: bool) -> PodEntry:
+    """The queue's view of a pod, straight from its dict (priority None counts as 0);
+    ``gated``: the pod's PreEnqueue plugins keep it out of activeQ for now."""
     spec = obj.get("spec") or {}
     return PodEntry(
         key=key,
         uid=str((obj.get("metadata") or {}).get("uid", "")),
         priority=int(spec.get("priority") or 0),
-        gated=bool(spec.get("schedulingGates")),
+        gated=gated,
     )
 
 
@@ -130,6 +131,7 @@ class QueueEventHandlers:
         parse: Callable[[dict[str, Any]], Pod] = Pod.from_dict,
         node_usage: Callable[[str], NodeOccupancy],
         clock_ms: Callable[[], int],
+        pre_enqueue_rejects: Callable[[dict[str, Any]], bool],
         reject_waiting: Callable[[str], None] | None = None,
         hint: Hint | None = None,
     ) -> None:
@@ -141,6 +143,8 @@ class QueueEventHandlers:
         self.parse = parse
         self.node_usage = node_usage
         self.now_ms = clock_ms
+        # kube's runPreEnqueuePlugins for the pod's profile: True keeps the pod gated.
+        self.pre_enqueue_rejects = pre_enqueue_rejects
         self.reject_waiting = reject_waiting
         # QueueingHints (kube 1.28+, GA in 1.34); None: the seed's rules only.
         self.hint = hint
@@ -194,7 +198,7 @@ class QueueEventHandlers:
                     continue
                 if not self.responsible_for(obj):
                     continue
-                entry = pod_entry(event.key, obj)
+                entry = pod_entry(event.key, obj, gated=self.pre_enqueue_rejects(obj))
                 if event.type == ADDED or old is None:
                     adds.append(entry)
                 elif pod_spec_changed(old, obj):

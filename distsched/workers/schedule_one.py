@@ -30,6 +30,7 @@ import time
 import uuid
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
+from typing import Any
 
 import redis
 
@@ -51,6 +52,7 @@ from distsched.framework.runtime import Framework
 from distsched.framework.schedule import schedule_pod
 from distsched.keys import Keys
 from distsched.model import Node, Pod
+from distsched.model.objects import DEFAULT_SCHEDULER_NAME
 from distsched.queue_redis import RedisQueue
 from distsched.queue_types import QueueConfig, QueuedPod
 from distsched.store import Store, object_key
@@ -204,6 +206,7 @@ class SchedulingWorker:
             parse=self.view.pod_from,
             node_usage=self._node_usage,
             clock_ms=clock.now_ms,
+            pre_enqueue_rejects=self._pre_enqueue_rejects,
             reject_waiting=lambda key: permit.reject(client, keys, key, "", "pod deleted"),
             hint=self._queueing_hint if self.config.queueing_hints else None,
         )
@@ -273,13 +276,30 @@ class SchedulingWorker:
             if (obj.get("spec") or {}).get("nodeName"):
                 record_bound_pod(self.ledger, self.view.pod_from(obj))
             elif self.handlers.responsible_for(obj):
-                entries.append(pod_entry(object_key(obj)[1], obj))
+                entries.append(
+                    pod_entry(object_key(obj)[1], obj, gated=self._pre_enqueue_rejects(obj))
+                )
         added = 0
         for i in range(0, len(entries), 1000):
             added += self.queue.add(entries[i : i + 1000], now_ms=now)
         return added
 
     # ------------------------------------------------------------------ lookups
+    def _pre_enqueue_rejects(self, obj: dict[str, Any]) -> bool:
+        """Whether the PreEnqueue plugins of the pod's profile keep it gated (kube's
+        runPreEnqueuePlugins: any status but success gates it). A pod that does not parse
+        is not gated here: its scheduling attempt reports why it cannot be scheduled."""
+        name = (obj.get("spec") or {}).get("schedulerName") or DEFAULT_SCHEDULER_NAME
+        fw = self.profiles.get(name)
+        if fw is None or not fw.pre_enqueue_plugins:
+            return False
+        try:
+            pod = self.view.pod_from(obj)
+        except Exception:  # any parse failure: the attempt that pops the pod says what
+            log.debug("no PreEnqueue for %s: it does not parse", object_key(obj)[1], exc_info=True)
+            return False
+        return not fw.run_pre_enqueue_plugins(pod).is_success()
+
     def _interested(self, event: ClusterEvent) -> frozenset[str] | None:
         names: set[str] = set()
         for fw in self.profiles.values():
