@@ -41,7 +41,6 @@ from distsched.framework.interface import (
     PreFilterPlugin,
     PreFilterResult,
     PreScorePlugin,
-    QueuedPod,
     QueueingHint,
     QueueSortPlugin,
     ReservePlugin,
@@ -250,11 +249,6 @@ class Framework:
     @property
     def has_score_plugins(self) -> bool:
         return bool(self.score_plugins)
-
-    def queue_sort_less(self, a: QueuedPod, b: QueuedPod) -> bool:
-        if self.queue_sort_plugin is None:
-            raise SchedulingError(f"profile {self.profile_name!r} has no queueSort plugin")
-        return self.queue_sort_plugin.less(a, b)
 
     def run_pre_enqueue_plugins(self, pod: Pod) -> Status:
         for plugin in self.pre_enqueue_plugins:
