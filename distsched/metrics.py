@@ -27,6 +27,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from distsched.keys import Keys
+from distsched.queue_types import DEAD, SUB_QUEUES
 
 log = logging.getLogger(__name__)
 
@@ -165,8 +166,6 @@ for _kind in ("inflight", "assumed"):
 for _result in ("bound", "duplicate", "stale", "failed"):
     bindings.labels(_result)
 
-SUB_QUEUES = ("active", "backoff", "unschedulable", "gated", "inflight", "dead")
-
 
 class QueueCollector(Collector):
     """Reads cluster-wide queue gauges from Redis when Prometheus scrapes.
@@ -195,9 +194,9 @@ class QueueCollector(Collector):
             log.warning("metrics: cannot read queue sizes from Redis: %s", exc)
             return
         for name in SUB_QUEUES:
-            if name != "dead":
+            if name != DEAD:
                 pending.add_metric([name], counts[name])
-        dead.add_metric([], counts["dead"])
+        dead.add_metric([], counts[DEAD])
         for (plugin, profile), count in sorted(per_plugin.items()):
             unschedulable.add_metric([plugin, profile], count)
         yield pending

@@ -47,9 +47,9 @@ from distsched.controllers.disruption import budget_status
 from distsched.keys import Keys
 from distsched.model import Node, Pod, load_manifests, pod_requests
 from distsched.model.manifest import KubeObject, Location
+from distsched.queue_types import ACTIVE, BACKOFF, INFLIGHT, SUB_QUEUES
 from distsched.store import Store
 from distsched.store.codec import Obj
-from distsched.workers.status import SUB_QUEUES
 
 TERMINAL_PHASES = ("Succeeded", "Failed")
 RESOURCES = ("cpu", "memory", "pods")
@@ -309,8 +309,7 @@ def _wait_settled(
     deadline = time.monotonic() + timeout_s
     quiet = 0
     moving_places = [keys.active, keys.backoff, keys.inflight, keys.ledger_assumed]
-    parked_places = [getattr(keys, q) for q in SUB_QUEUES if q not in ("active", "backoff")]
-    parked_places = [p for p in parked_places if p != keys.inflight] + [keys.dead]
+    parked_places = [getattr(keys, q) for q in SUB_QUEUES if q not in (ACTIVE, BACKOFF, INFLIGHT)]
     while True:
         if any(child.poll() is not None for child in children):
             raise ReplayError("a worker or binder process exited during the replay")

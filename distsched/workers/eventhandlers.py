@@ -37,7 +37,7 @@ from distsched.framework.plugins.helpers.label_selector import (
 from distsched.framework.podinfo import PodInfo
 from distsched.model import Node, Pod
 from distsched.model.objects import DEFAULT_SCHEDULER_NAME
-from distsched.queue_types import PodEntry, SchedulingQueue
+from distsched.queue_types import ACTIVE, BACKOFF, GATED, PodEntry, SchedulingQueue
 from distsched.store import ADDED, DELETED, Event, decode_event, object_key
 from distsched.workers import prechecks
 
@@ -205,7 +205,7 @@ class QueueEventHandlers:
                     self._flush_adds(adds, now)
                     before = self.queue.where(entry.key)
                     after = self.queue.update(entry, now_ms=now)
-                    if after != before and after in ("active", "backoff", "gated"):
+                    if after != before and after in (ACTIVE, BACKOFF, GATED):
                         metrics.queue_incoming_pods.labels(after, "PodUpdate").inc()
             except (redis.ConnectionError, redis.TimeoutError):
                 raise
