@@ -51,9 +51,9 @@ from distsched.framework.podinfo import (
     EPHEMERAL_STORAGE,
     MEMORY,
     PODS,
-    HostPort,
     PodInfo,
 )
+from distsched.model import HostPort
 from distsched.model.objects import Node, Pod, Taint
 
 CPU_COL = 0

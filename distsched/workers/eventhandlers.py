@@ -35,7 +35,7 @@ from distsched.framework.plugins.helpers.label_selector import (
     compile_terms,
 )
 from distsched.framework.podinfo import PodInfo
-from distsched.model import Node, Pod
+from distsched.model import HostPort, Node, Pod
 from distsched.model.objects import DEFAULT_SCHEDULER_NAME
 from distsched.queue_types import ACTIVE, BACKOFF, GATED, PodEntry, SchedulingQueue
 from distsched.store import ADDED, DELETED, Event, decode_event, object_key
@@ -57,7 +57,7 @@ class NodeOccupancy:
 
     requested: dict[str, int]
     pod_count: int
-    ports: list[tuple[str, str, int]]
+    ports: list[HostPort]
 
 
 def pod_entry(key: str, obj: dict[str, Any], *, gated: bool) -> PodEntry:

@@ -18,10 +18,9 @@ from distsched.framework import events
 from distsched.framework.events import ClusterEvent
 from distsched.framework.plugins.helpers.node_selector import pod_matches_node_selector_and_affinity
 from distsched.framework.plugins.helpers.taints import find_untolerated_taint
-from distsched.model import pod_host_ports, pod_requests
+from distsched.model import HostPort, pod_host_ports, pod_requests
 from distsched.model.objects import Node, Pod
 
-HostPort = tuple[str, str, int]
 NO_SCHEDULE = frozenset({"NoSchedule"})
 
 

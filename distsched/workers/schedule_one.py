@@ -51,7 +51,7 @@ from distsched.framework.profile import Profiles, SchedulerConfig
 from distsched.framework.runtime import Framework
 from distsched.framework.schedule import schedule_pod
 from distsched.keys import Keys
-from distsched.model import Node, Pod
+from distsched.model import HostPort, Node, Pod
 from distsched.model.objects import DEFAULT_SCHEDULER_NAME
 from distsched.queue_redis import RedisQueue
 from distsched.queue_types import QueueConfig, QueuedPod
@@ -317,7 +317,9 @@ class SchedulingWorker:
         if state is None:
             return NodeOccupancy({}, 0, [])
         return NodeOccupancy(
-            dict(state.requested), state.requested.get("pods", len(state.pods)), list(state.ports)
+            dict(state.requested),
+            state.requested.get("pods", len(state.pods)),
+            [HostPort(*port) for port in state.ports],
         )
 
     # ------------------------------------------------------------------ the loop

@@ -24,10 +24,10 @@ from distsched.framework.interface import (
     PreFilterPlugin,
     PreFilterResult,
 )
-from distsched.framework.podinfo import HostPort, cycle_pod_info
+from distsched.framework.podinfo import cycle_pod_info
 from distsched.framework.snapshot import Snapshot
 from distsched.framework.status import Status
-from distsched.model import pod_host_ports
+from distsched.model import HostPort, pod_host_ports
 from distsched.model.objects import Pod
 
 NAME = "NodePorts"
