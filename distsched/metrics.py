@@ -26,6 +26,7 @@ from prometheus_client import (
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from distsched.explain_record import decode_explanations, queue_read_explanations
 from distsched.keys import Keys
 from distsched.queue_types import DEAD, SUB_QUEUES
 
@@ -216,14 +217,15 @@ class QueueCollector(Collector):
             return counts, per_plugin
         pipe = self._client.pipeline(transaction=False)
         pipe.hmget(keys.info, members)
-        pipe.hmget(keys.explain, members)
-        infos, diagnoses = pipe.execute()
-        for info_raw, diagnosis_raw in zip(infos, diagnoses, strict=True):
+        queue_read_explanations(pipe, keys, members)
+        infos, explain_raws = pipe.execute()
+        explanations = decode_explanations(explain_raws)
+        for info_raw, explanation in zip(infos, explanations, strict=True):
             if info_raw is None:
                 continue  # left the queue since the ZRANGE
             plugins = [p for p in str(json.loads(info_raw).get("pl", "")).split(",") if p]
-            # The worker's diagnosis names the profile; an older record may not.
-            profile = json.loads(diagnosis_raw).get("profile", "") if diagnosis_raw else ""
+            # The worker's record names the profile; a binder's or an older one may not.
+            profile = explanation.profile if explanation is not None else ""
             for plugin in plugins:
                 per_plugin[(plugin, profile)] += 1
         return counts, per_plugin

@@ -44,6 +44,7 @@ import redis
 from distsched.apply import prepare
 from distsched.connection import RedisOptions, connect
 from distsched.controllers.disruption import budget_status
+from distsched.explain_record import read_explanation
 from distsched.keys import Keys
 from distsched.model import Node, Pod, load_manifests, pod_requests
 from distsched.model.manifest import KubeObject, Location
@@ -235,8 +236,8 @@ def _run(
         if node:
             report.placements[key] = node
         else:
-            raw = client.hget(keys.explain, key)
-            message = json.loads(raw)["message"] if raw else ""
+            explanation = read_explanation(client, keys, key)
+            message = explanation.message if explanation is not None else ""
             report.unschedulable[key] = message or _not_served(pod)
     report.preempted = sorted(k for k in kept | pending if k not in now)
     report.after = utilisation(store)

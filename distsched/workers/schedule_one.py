@@ -24,7 +24,6 @@ Every failure goes through :meth:`SchedulingWorker._fail`.
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 import uuid
@@ -40,6 +39,7 @@ from distsched.binder.jobs import Binding, bind_queue, enqueue_bindings
 from distsched.cache.ledger import Ledger, LedgerConfig
 from distsched.cache.ledger_types import Decision, Rejected, Reserved
 from distsched.clock import SYSTEM_CLOCK, Clock
+from distsched.explain_record import Explanation, record_failure
 from distsched.faults import pause_at  # crash tests only; a no-op unless env set
 from distsched.framework import permit
 from distsched.framework.cycle_state import CycleState
@@ -638,12 +638,10 @@ class SchedulingWorker:
             time.perf_counter() - attempt.started
         )
         metrics.queue_incoming_pods.labels(where, "ScheduleAttemptFailure").inc()
-        record = {
-            "message": message,
-            "plugins": plugins,
-            "profile": profile,
-            "at_ms": now,
-            "queue": where,
-        }
-        self.client.hset(self.keys.explain, attempt.pod.key, json.dumps(record))
+        record_failure(
+            self.client,
+            self.keys,
+            attempt.pod.key,
+            Explanation(message, tuple(plugins), profile=profile, at_ms=now, queue=where),
+        )
         log.debug("pod %s: %s (%s)", attempt.pod.key, message, where)
