@@ -26,7 +26,9 @@ from prometheus_client import (
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from distsched.explain_record import decode_explanations, queue_read_explanations
 from distsched.keys import Keys
+from distsched.queue_types import DEAD, SUB_QUEUES
 
 log = logging.getLogger(__name__)
 
@@ -165,8 +167,6 @@ for _kind in ("inflight", "assumed"):
 for _result in ("bound", "duplicate", "stale", "failed"):
     bindings.labels(_result)
 
-SUB_QUEUES = ("active", "backoff", "unschedulable", "gated", "inflight", "dead")
-
 
 class QueueCollector(Collector):
     """Reads cluster-wide queue gauges from Redis when Prometheus scrapes.
@@ -195,9 +195,9 @@ class QueueCollector(Collector):
             log.warning("metrics: cannot read queue sizes from Redis: %s", exc)
             return
         for name in SUB_QUEUES:
-            if name != "dead":
+            if name != DEAD:
                 pending.add_metric([name], counts[name])
-        dead.add_metric([], counts["dead"])
+        dead.add_metric([], counts[DEAD])
         for (plugin, profile), count in sorted(per_plugin.items()):
             unschedulable.add_metric([plugin, profile], count)
         yield pending
@@ -217,14 +217,15 @@ class QueueCollector(Collector):
             return counts, per_plugin
         pipe = self._client.pipeline(transaction=False)
         pipe.hmget(keys.info, members)
-        pipe.hmget(keys.explain, members)
-        infos, diagnoses = pipe.execute()
-        for info_raw, diagnosis_raw in zip(infos, diagnoses, strict=True):
+        queue_read_explanations(pipe, keys, members)
+        infos, explain_raws = pipe.execute()
+        explanations = decode_explanations(explain_raws)
+        for info_raw, explanation in zip(infos, explanations, strict=True):
             if info_raw is None:
                 continue  # left the queue since the ZRANGE
             plugins = [p for p in str(json.loads(info_raw).get("pl", "")).split(",") if p]
-            # The worker's diagnosis names the profile; an older record may not.
-            profile = json.loads(diagnosis_raw).get("profile", "") if diagnosis_raw else ""
+            # The worker's record names the profile; a binder's or an older one may not.
+            profile = explanation.profile if explanation is not None else ""
             for plugin in plugins:
                 per_plugin[(plugin, profile)] += 1
         return counts, per_plugin

@@ -44,12 +44,13 @@ import redis
 from distsched.apply import prepare
 from distsched.connection import RedisOptions, connect
 from distsched.controllers.disruption import budget_status
+from distsched.explain_record import read_explanation
 from distsched.keys import Keys
 from distsched.model import Node, Pod, load_manifests, pod_requests
 from distsched.model.manifest import KubeObject, Location
+from distsched.queue_types import ACTIVE, BACKOFF, INFLIGHT, SUB_QUEUES
 from distsched.store import Store
 from distsched.store.codec import Obj
-from distsched.views import SUB_QUEUES
 
 TERMINAL_PHASES = ("Succeeded", "Failed")
 RESOURCES = ("cpu", "memory", "pods")
@@ -235,8 +236,8 @@ def _run(
         if node:
             report.placements[key] = node
         else:
-            raw = client.hget(keys.explain, key)
-            message = json.loads(raw)["message"] if raw else ""
+            explanation = read_explanation(client, keys, key)
+            message = explanation.message if explanation is not None else ""
             report.unschedulable[key] = message or _not_served(pod)
     report.preempted = sorted(k for k in kept | pending if k not in now)
     report.after = utilisation(store)
@@ -309,8 +310,7 @@ def _wait_settled(
     deadline = time.monotonic() + timeout_s
     quiet = 0
     moving_places = [keys.active, keys.backoff, keys.inflight, keys.ledger_assumed]
-    parked_places = [getattr(keys, q) for q in SUB_QUEUES if q not in ("active", "backoff")]
-    parked_places = [p for p in parked_places if p != keys.inflight] + [keys.dead]
+    parked_places = [getattr(keys, q) for q in SUB_QUEUES if q not in (ACTIVE, BACKOFF, INFLIGHT)]
     while True:
         if any(child.poll() is not None for child in children):
             raise ReplayError("a worker or binder process exited during the replay")

@@ -12,24 +12,22 @@ from typing import Any
 
 import redis
 
+from distsched.explain_record import read_explanation
 from distsched.keys import Keys
-from distsched.queue_types import key_of_active_member
+from distsched.queue_types import DEAD, SUB_QUEUES, key_of_active_member
+from distsched.redis_text import as_text as _decode
 
-SUB_QUEUES = ("active", "backoff", "unschedulable", "gated", "inflight")
-"""The queue's sorted sets, in the order `distsched queue` shows them."""
+LIVE_QUEUES = tuple(name for name in SUB_QUEUES if name != DEAD)
+"""The queue's sorted sets a pod waits in, in the order `distsched queue` shows them."""
 
-PLACES = (*SUB_QUEUES, "assumed", "dead-lettered")
+PLACES = (*LIVE_QUEUES, "assumed", "dead-lettered")
 """Every place a pending pod can be: the sub-queues, the ledger's assumed set (reserved,
 waiting for the binder) and the dead-letter set."""
 
 
-def _decode(value: bytes | str) -> str:
-    return value.decode() if isinstance(value, bytes) else value
-
-
 def _place_keys(keys: Keys) -> dict[str, str]:
     return {
-        **{name: getattr(keys, name) for name in SUB_QUEUES},
+        **{name: getattr(keys, name) for name in LIVE_QUEUES},
         "assumed": keys.ledger_assumed,
         "dead-lettered": keys.dead,
     }
@@ -71,13 +69,12 @@ def pod_explanation(client: redis.Redis, keys: Keys, pod_key: str) -> dict[str, 
     pipe = client.pipeline(transaction=False)
     pipe.hget(keys.store_meta("Pod"), pod_key)
     pipe.hget(keys.info, pod_key)
-    pipe.hget(keys.explain, pod_key)
-    meta_raw, info_raw, diagnosis_raw = pipe.execute()
+    meta_raw, info_raw = pipe.execute()
     if meta_raw is None:
         return None
     meta = json.loads(meta_raw)
     info = json.loads(info_raw) if info_raw is not None else {}
-    diagnosis = json.loads(diagnosis_raw) if diagnosis_raw is not None else {}
+    diagnosis = read_explanation(client, keys, pod_key)
     if meta.get("node"):
         state = "bound"
     elif info:
@@ -85,9 +82,9 @@ def pod_explanation(client: redis.Redis, keys: Keys, pod_key: str) -> dict[str, 
         state = info.get("w") or "binding"
     else:
         state = "unknown"  # not queued (yet): no worker has handled its event
-    plugins = diagnosis.get("plugins")
+    plugins = diagnosis.plugins if diagnosis is not None else None
     if plugins is None:
-        plugins = [p for p in str(info.get("pl", "")).split(",") if p]
+        plugins = tuple(p for p in str(info.get("pl", "")).split(",") if p)
     return {
         "pod": pod_key,
         "state": state,
@@ -95,8 +92,8 @@ def pod_explanation(client: redis.Redis, keys: Keys, pod_key: str) -> dict[str, 
         "attempts": int(info.get("a", 0)),
         "priority": int(info.get("p", 0)),
         "plugins": list(plugins),
-        "message": diagnosis.get("message", "") if state != "bound" else "",
-        "at_ms": diagnosis.get("at_ms"),
+        "message": diagnosis.message if diagnosis is not None and state != "bound" else "",
+        "at_ms": diagnosis.at_ms if diagnosis is not None else None,
     }
 
 

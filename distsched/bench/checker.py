@@ -57,15 +57,12 @@ from distsched.model import (
     pod_host_ports,
     pod_requests,
 )
+from distsched.redis_text import as_text
 from distsched.store import Store
 
 MAX_PER_KIND = 20
 STREAM_PAGE = 2000
 QUEUE_PLACES = ("active", "backoff", "unschedulable", "gated", "inflight", "dead")
-
-
-def _s(value: bytes | str) -> str:
-    return value.decode() if isinstance(value, bytes) else value
 
 
 @dataclass
@@ -313,14 +310,14 @@ def bind_events(client: redis.Redis, keys: Keys) -> tuple[Counter[tuple[str, str
             old = msgpack.unpackb(fields[b"old"], raw=False) if fields.get(b"old") else {}
             new_node = (new.get("spec") or {}).get("nodeName") or ""
             old_node = (old.get("spec") or {}).get("nodeName") or ""
-            key = _s(fields[b"key"])
+            key = as_text(fields[b"key"])
             if new_node and not old_node:
                 binds[(key, str(new["metadata"].get("uid", "")))] += 1
             elif old_node and new_node != old_node:
                 moved.append(f"{key} from {old_node} to {new_node or '(none)'}")
         if len(page) < STREAM_PAGE:
             return binds, moved
-        last = _s(page[-1][0])
+        last = as_text(page[-1][0])
         ms, seq = last.split("-")
         start = f"{ms}-{int(seq) + 1}"
 
@@ -342,7 +339,7 @@ def _queue_members(client: redis.Redis, keys: Keys) -> dict[str, list[str]]:
     replies = pipe.execute()
     members: dict[str, list[str]] = {}
     for place, reply in zip((*QUEUE_PLACES, "assumed"), replies, strict=True):
-        names = [_s(m) for m in reply]
+        names = [as_text(m) for m in reply]
         if place == "active":
             names = [m.split("|", 1)[1] if "|" in m else m for m in names]
         members[place] = names
@@ -380,7 +377,7 @@ def check_ledger(client: redis.Redis, keys: Keys, cluster: Cluster, out: Violati
             f"node {diff.node or '-'} {diff.item}: ledger has {diff.ledger}, "
             f"its pods add up to {diff.expected}",
         )
-    records = {_s(k): json.loads(v) for k, v in client.hgetall(keys.ledger_pods).items()}
+    records = {as_text(k): json.loads(v) for k, v in client.hgetall(keys.ledger_pods).items()}
     for key, pod in sorted(cluster.bound.items()):
         record = records.get(key)
         if record is None:

@@ -30,6 +30,7 @@ import redis
 from prometheus_client.parser import text_string_to_metric_families
 
 from distsched.keys import Keys
+from distsched.redis_text import as_text
 
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 
@@ -350,7 +351,7 @@ class ScriptProfile:
 
     def start(self) -> ScriptProfile:
         current = self._client.config_get("slowlog-*")
-        self._saved = {k: _text(cast(str, current[k])) for k in self.SETTINGS if k in current}
+        self._saved = {k: as_text(cast(str, current[k])) for k in self.SETTINGS if k in current}
         self._client.config_set("slowlog-max-len", 1_000_000)
         self._client.config_set("slowlog-log-slower-than", 0)
         self._client.slowlog_reset()
@@ -374,7 +375,3 @@ class ScriptProfile:
             calls, usec = out.get(name, (0, 0))
             out[name] = (calls + 1, usec + int(entry["duration"]))
         return out
-
-
-def _text(value: bytes | str) -> str:
-    return value.decode() if isinstance(value, bytes) else value

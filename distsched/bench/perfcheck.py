@@ -13,10 +13,11 @@ import argparse
 import random
 import time
 
-from distsched.cache.snapshot import Snapshot
 from distsched.framework.cycle_state import CycleState
 from distsched.framework.podinfo import POD_INFO_STATE_KEY
 from distsched.framework.profile import build_profiles, default_config
+from distsched.framework.schedule import schedule_pod
+from distsched.framework.snapshot import Snapshot
 from distsched.model.objects import (
     Container,
     Node,
@@ -77,7 +78,7 @@ def run(num_nodes: int, num_pods: int, *, seed: int = 1) -> tuple[float, float]:
     cpu_start = time.process_time()
     for pod in pods:
         state = CycleState()
-        result = framework.schedule_pod(state, pod, snapshot)
+        result = schedule_pod(framework, state, pod, snapshot)
         snapshot.add_pod(pod, result.suggested_host, info=state.get(POD_INFO_STATE_KEY))
     elapsed = time.perf_counter() - start
     cpu = time.process_time() - cpu_start

@@ -21,12 +21,13 @@ import time
 from collections.abc import Callable
 
 from distsched.bench.perfcheck import make_nodes
-from distsched.cache.snapshot import Snapshot
 from distsched.framework.cycle_state import CycleState
 from distsched.framework.diagnosis import FitError
 from distsched.framework.podinfo import POD_INFO_STATE_KEY
 from distsched.framework.profile import build_profiles, default_config
 from distsched.framework.runtime import Framework
+from distsched.framework.schedule import schedule_pod
+from distsched.framework.snapshot import Snapshot
 from distsched.model.objects import (
     Affinity,
     Container,
@@ -105,7 +106,7 @@ def _schedule(framework: Framework, snapshot: Snapshot, pods: list[Pod]) -> int:
     for pod in pods:
         state = CycleState()
         try:
-            result = framework.schedule_pod(state, pod, snapshot)
+            result = schedule_pod(framework, state, pod, snapshot)
         except FitError:  # an unschedulable pod just stays pending here
             continue
         snapshot.add_pod(pod, result.suggested_host, info=state.get(POD_INFO_STATE_KEY))

@@ -46,7 +46,7 @@ from distsched.embedded import EmbeddedRedis, free_port
 from distsched.keys import Keys
 from distsched.output import err_console, print_json
 from distsched.store import Store
-from distsched.workers.handlers import GROUP
+from distsched.workers.eventhandlers import GROUP
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
 SETUP_TIMEOUT_S = 300.0

@@ -10,8 +10,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import IntFlag
 
-from distsched.model.objects import Node
-
 
 class ActionType(IntFlag):
     ADD = 1 << 0
@@ -139,24 +137,3 @@ NODE_ADD_OR_SCHEDULING_CHANGE = (
 NODE_ANNOTATION_CHANGE = ClusterEvent(
     EventResource.NODE, ActionType.UPDATE_NODE_ANNOTATION, "NodeAnnotationChange"
 )
-
-
-def node_scheduling_changes(old: Node, new: Node) -> list[ClusterEvent]:
-    """The specific update events a Node update amounts to (kube's NodeSchedulingPropertiesChange).
-
-    An empty list means nothing the scheduler cares about changed.
-    """
-    events: list[ClusterEvent] = []
-    if old.spec.unschedulable != new.spec.unschedulable:
-        events.append(NODE_SPEC_UNSCHEDULABLE_CHANGE)
-    if old.status.allocatable != new.status.allocatable:
-        events.append(NODE_ALLOCATABLE_CHANGE)
-    if old.metadata.labels != new.metadata.labels:
-        events.append(NODE_LABEL_CHANGE)
-    if old.spec.taints != new.spec.taints:
-        events.append(NODE_TAINT_CHANGE)
-    if old.status.conditions != new.status.conditions:
-        events.append(NODE_CONDITION_CHANGE)
-    if old.metadata.annotations != new.metadata.annotations:
-        events.append(NODE_ANNOTATION_CHANGE)
-    return events

@@ -27,9 +27,9 @@ from distsched.framework.status import Status
 from distsched.model.objects import Pod
 
 if TYPE_CHECKING:
-    from distsched.cache.snapshot import Snapshot
     from distsched.framework.diagnosis import Diagnosis
     from distsched.framework.podinfo import PodInfo
+    from distsched.framework.snapshot import Snapshot
 
 MAX_NODE_SCORE = 100
 MIN_NODE_SCORE = 0

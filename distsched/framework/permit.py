@@ -18,6 +18,7 @@ import redis
 from distsched.clock import Clock
 from distsched.framework.status import Code, Status
 from distsched.keys import Keys
+from distsched.redis_text import as_text
 
 VERDICT_TTL_S = 3600
 
@@ -85,8 +86,8 @@ def wait_on_permit(
         if reply is None:
             continue
         list_key, raw = reply
-        pod_key = list_to_pod[list_key.decode() if isinstance(list_key, bytes) else list_key]
-        verdict = raw.decode() if isinstance(raw, bytes) else raw
+        pod_key = list_to_pod[as_text(list_key)]
+        verdict = as_text(raw)
         kind, _, rest = verdict.partition(":")
         plugin, _, message = rest.partition(":")
         if pod_key not in pending:

@@ -9,13 +9,13 @@ peak, sidecars count, overhead on top; a container naming no cpu/memory request 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import NamedTuple
 
 from distsched.framework.cycle_state import CycleState
 from distsched.model.objects import Pod, PodAffinityTerm, ResourceList, WeightedPodAffinityTerm
 from distsched.model.quantity import CPU, EPHEMERAL_STORAGE, MEMORY, PODS
 from distsched.model.resources import (
     DEFAULT_HOST_IP,
+    HostPort,
     pod_host_ports,
     pod_nonzero_requests,
     pod_priority,
@@ -29,19 +29,9 @@ __all__ = [
     "MEMORY",
     "PODS",
     "POD_INFO_STATE_KEY",
-    "HostPort",
     "PodInfo",
     "cycle_pod_info",
 ]
-
-
-class HostPort(NamedTuple):
-    """A host port a pod binds; equal to model.resources' ``(ip, protocol, port)`` tuple.
-    ``ip`` is 0.0.0.0 for "all addresses", ``protocol`` defaults to TCP."""
-
-    ip: str
-    protocol: str
-    port: int
 
 
 @dataclass(slots=True)
@@ -79,7 +69,7 @@ class PodInfo:
             requests=pod_requests(pod),
             nonzero_cpu=cpu,
             nonzero_memory=memory,
-            host_ports=tuple(HostPort(*p) for p in pod_host_ports(pod)),
+            host_ports=tuple(pod_host_ports(pod)),
             required_affinity_terms=pod_affinity.required if pod_affinity else (),
             required_anti_affinity_terms=anti_affinity.required if anti_affinity else (),
             preferred_affinity_terms=pod_affinity.preferred if pod_affinity else (),

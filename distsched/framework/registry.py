@@ -8,7 +8,7 @@ from __future__ import annotations
 from types import ModuleType
 
 from distsched.framework.interface import PluginSpec
-from distsched.plugins import (
+from distsched.framework.plugins import (
     balanced_allocation,
     default_binder,
     default_preemption,

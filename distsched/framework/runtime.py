@@ -12,7 +12,7 @@ import functools
 import logging
 import random
 import time
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
@@ -20,7 +20,7 @@ import numpy as np
 
 from distsched import metrics
 from distsched.framework.cycle_state import CycleState
-from distsched.framework.diagnosis import Diagnosis, ScheduleResult, SchedulingError
+from distsched.framework.diagnosis import Diagnosis, SchedulingError
 from distsched.framework.events import WILDCARD_EVENT, ClusterEvent
 from distsched.framework.interface import (
     MAX_NODE_SCORE,
@@ -41,7 +41,6 @@ from distsched.framework.interface import (
     PreFilterPlugin,
     PreFilterResult,
     PreScorePlugin,
-    QueuedPod,
     QueueingHint,
     QueueSortPlugin,
     ReservePlugin,
@@ -51,8 +50,7 @@ from distsched.framework.status import Code, PluginError, Status, is_success
 from distsched.model.objects import Pod
 
 if TYPE_CHECKING:
-    from distsched.cache.snapshot import Snapshot
-    from distsched.framework.schedule import BatchOutcome
+    from distsched.framework.snapshot import Snapshot
 
 log = logging.getLogger(__name__)
 
@@ -251,11 +249,6 @@ class Framework:
     @property
     def has_score_plugins(self) -> bool:
         return bool(self.score_plugins)
-
-    def queue_sort_less(self, a: QueuedPod, b: QueuedPod) -> bool:
-        if self.queue_sort_plugin is None:
-            raise SchedulingError(f"profile {self.profile_name!r} has no queueSort plugin")
-        return self.queue_sort_plugin.less(a, b)
 
     def run_pre_enqueue_plugins(self, pod: Pod) -> Status:
         for plugin in self.pre_enqueue_plugins:
@@ -537,21 +530,6 @@ class Framework:
             percentage = max(MIN_FEASIBLE_NODES_PERCENTAGE_TO_FIND, 50 - num_all_nodes // 125)
         num = num_all_nodes * percentage // 100
         return max(num, MIN_FEASIBLE_NODES_TO_FIND)
-
-    def schedule_pod(self, state: CycleState, pod: Pod, snapshot: Snapshot) -> ScheduleResult:
-        """Pick a node for ``pod`` (kube's schedulePod). Raises FitError when no node fits,
-        SchedulingError on plugin errors or an empty cluster."""
-        from distsched.framework.schedule import schedule_pod
-
-        return schedule_pod(self, state, pod, snapshot)
-
-    def schedule_batch(
-        self, pods: Iterable[Pod], snapshot: Snapshot, *, assume: bool = True
-    ) -> list[BatchOutcome]:
-        """Schedule several pods in turn, each seeing the ones placed before it."""
-        from distsched.framework.schedule import schedule_batch
-
-        return schedule_batch(self, pods, snapshot, assume=assume)
 
 
 MIN_FEASIBLE_NODES_TO_FIND = 100

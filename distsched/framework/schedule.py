@@ -1,4 +1,7 @@
-"""Scheduling one pod: kube's schedulePod / findNodesThatFitPod / prioritizeNodes / selectHost.
+"""The scheduling algorithm on a snapshot: kube's schedulePod / findNodesThatFitPod /
+prioritizeNodes / selectHost, pure over one framework and one snapshot (no Redis).
+``schedule_batch_on_snapshot`` runs it for several pods in turn; the worker's cycle
+around it (pop, reserve, bind) is ``workers/schedule_one.py``.
 
 Filter runs over windows of candidates taken in rotation order from the framework's
 ``next_start_node_index``: each window is evaluated with numpy masks by every filter
@@ -24,15 +27,16 @@ from distsched.framework.diagnosis import (
     ScheduleResult,
     SchedulingError,
 )
+from distsched.framework.nominator import NOMINATOR_KEY
+from distsched.framework.plugins.helpers.what_if import run_filter_plugins_with_nominated_pods
 from distsched.framework.podinfo import POD_INFO_STATE_KEY, cycle_pod_info
 from distsched.framework.runtime import FilterOutcome, go_list
 from distsched.framework.status import Status
 from distsched.model.objects import Pod
-from distsched.plugins.helpers.what_if import NOMINATOR_KEY, run_filter_plugins_with_nominated_pods
 
 if TYPE_CHECKING:
-    from distsched.cache.snapshot import Snapshot
     from distsched.framework.runtime import Framework
+    from distsched.framework.snapshot import Snapshot
 
 _NO_NODES = np.zeros(0, dtype=np.int64)
 
@@ -55,7 +59,8 @@ def schedule_pod(fw: Framework, state: CycleState, pod: Pod, snapshot: Snapshot)
 
 @dataclass(slots=True)
 class BatchOutcome:
-    """One pod of ``schedule_batch``: its cycle state and either a result or the error."""
+    """One pod of ``schedule_batch_on_snapshot``: its cycle state and either a result or
+    the error."""
 
     pod: Pod
     state: CycleState
@@ -63,7 +68,7 @@ class BatchOutcome:
     error: SchedulingError | None = None
 
 
-def schedule_batch(
+def schedule_batch_on_snapshot(
     fw: Framework, pods: Iterable[Pod], snapshot: Snapshot, *, assume: bool = True
 ) -> list[BatchOutcome]:
     """Schedule ``pods`` one after another on one snapshot. With ``assume`` each placed pod

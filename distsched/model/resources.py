@@ -11,6 +11,7 @@ for its resource.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import NamedTuple
 
 from distsched.model.objects import Container, Pod, ResourceList
 from distsched.model.quantity import CPU, MEMORY
@@ -26,7 +27,14 @@ NON_ZERO_DEFAULTS: Mapping[str, int] = {
 DEFAULT_HOST_IP = "0.0.0.0"
 DEFAULT_PROTOCOL = "TCP"
 
-HostPort = tuple[str, str, int]  # (host IP, protocol, port)
+
+class HostPort(NamedTuple):
+    """A host port a pod binds; equal to the plain ``(ip, protocol, port)`` tuple.
+    ``ip`` is 0.0.0.0 for "all addresses", ``protocol`` defaults to TCP."""
+
+    ip: str
+    protocol: str
+    port: int
 
 
 def pod_priority(pod: Pod) -> int:
@@ -116,7 +124,7 @@ def pod_host_ports(pod: Pod) -> list[HostPort]:
     """The host ports the pod's (regular) containers bind, like the NodePorts plugin:
     hostIP "" means 0.0.0.0, ports without a hostPort are left out."""
     return [
-        (port.host_ip or DEFAULT_HOST_IP, port.protocol or DEFAULT_PROTOCOL, port.host_port)
+        HostPort(port.host_ip or DEFAULT_HOST_IP, port.protocol or DEFAULT_PROTOCOL, port.host_port)
         for container in pod.spec.containers
         for port in container.ports
         if port.host_port > 0

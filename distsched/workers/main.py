@@ -21,11 +21,11 @@ from distsched import metrics
 from distsched.cache.ledger import LedgerConfig
 from distsched.connection import Backoff, RedisOptions, connect
 from distsched.framework.interface import Handle
+from distsched.framework.nominator import NOMINATOR_KEY, PodNominator
 from distsched.framework.profile import ConfigError, build_profiles, load_config
 from distsched.keys import Keys
-from distsched.plugins.helpers.what_if import NOMINATOR_KEY, PodNominator
 from distsched.queue_types import QueueConfig
-from distsched.workers.scheduler import SchedulingWorker, WorkerConfig
+from distsched.workers.schedule_one import SchedulingWorker, WorkerConfig
 
 log = logging.getLogger(__name__)
 

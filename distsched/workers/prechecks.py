@@ -16,12 +16,11 @@ from collections.abc import Iterable, Mapping
 
 from distsched.framework import events
 from distsched.framework.events import ClusterEvent
-from distsched.model import pod_host_ports, pod_requests
+from distsched.framework.plugins.helpers.node_selector import pod_matches_node_selector_and_affinity
+from distsched.framework.plugins.helpers.taints import find_untolerated_taint
+from distsched.model import HostPort, pod_host_ports, pod_requests
 from distsched.model.objects import Node, Pod
-from distsched.plugins.helpers.node_selector import pod_matches_node_selector_and_affinity
-from distsched.plugins.helpers.taints import find_untolerated_taint
 
-HostPort = tuple[str, str, int]
 NO_SCHEDULE = frozenset({"NoSchedule"})
 
 

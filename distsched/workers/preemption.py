@@ -1,6 +1,6 @@
 """Carrying out a PostFilter (preemption) decision: kube's prepareCandidate.
 
-The plugin decides (distsched/plugins/default_preemption.py); the worker acts through
+The plugin decides (distsched/framework/plugins/default_preemption.py); the worker acts through
 the store: it deletes the victims (each delete is an AssignedPodDelete event, which moves
 the preemptor back from the unschedulable set), clears lower-priority nominations on the
 node, and records status.nominatedNodeName on the preemptor so that its next attempt
@@ -11,45 +11,52 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from typing import TYPE_CHECKING
 
 from distsched import metrics
+from distsched.framework.cycle_state import CycleState
 from distsched.framework.diagnosis import FitError
-from distsched.plugins.default_preemption import PreemptionResult
-from distsched.store import NotFound, StoreError
-
-if TYPE_CHECKING:
-    from distsched.workers.scheduler import Attempt, SchedulingWorker
+from distsched.framework.plugins.default_preemption import PreemptionResult
+from distsched.framework.runtime import Framework
+from distsched.framework.snapshot import Snapshot
+from distsched.model import Pod
+from distsched.store import NotFound, Store, StoreError
 
 log = logging.getLogger(__name__)
 
 
-def apply_post_filter(worker: SchedulingWorker, attempt: Attempt, err: FitError) -> str:
+def apply_post_filter(
+    fw: Framework,
+    state: CycleState,
+    pod: Pod,
+    err: FitError,
+    *,
+    snapshot: Snapshot,
+    store: Store,
+) -> str:
     """Run PostFilter for a pod that fits nowhere; returns the nominated node ("" if none)."""
-    fw, pod = attempt.framework, attempt.pod
-    result, status = fw.run_post_filter_plugins(attempt.state, pod, worker.snapshot, err.diagnosis)
+    result, status = fw.run_post_filter_plugins(state, pod, snapshot, err.diagnosis)
     if result is None or not result.nominated_node_name:
         log.debug("no preemption for %s: %s", pod.key, status.message())
         if result is not None and pod.status.nominated_node_name:
             # kube: an empty result clears a nomination that no longer helps.
             with contextlib.suppress(StoreError):
-                worker.store.update_pod_status(pod.key, nominated_node_name="")
+                store.update_pod_status(pod.key, nominated_node_name="")
         return ""
     node = result.nominated_node_name
     victims = result.victims if isinstance(result, PreemptionResult) else ()
     clear = result.clear_nominations if isinstance(result, PreemptionResult) else ()
     for victim in victims:
         try:
-            worker.store.delete("Pod", victim.key, uid=victim.metadata.uid)
+            store.delete("Pod", victim.key, uid=victim.metadata.uid)
         except NotFound:
             pass  # already gone: that is what we wanted
         except StoreError as exc:
             log.warning("preemption of %s for %s failed: %s", victim.key, pod.key, exc)
     for other in clear:
         with contextlib.suppress(StoreError):
-            worker.store.update_pod_status(other.key, nominated_node_name="")
+            store.update_pod_status(other.key, nominated_node_name="")
     try:
-        worker.store.update_pod_status(pod.key, nominated_node_name=node, uid=pod.metadata.uid)
+        store.update_pod_status(pod.key, nominated_node_name=node, uid=pod.metadata.uid)
     except StoreError as exc:
         log.warning("cannot nominate %s for %s: %s", node, pod.key, exc)
     metrics.preemption_victims.observe(len(victims))

@@ -7,10 +7,10 @@ from collections.abc import Iterable, Mapping
 
 import numpy as np
 
-from distsched.cache.snapshot import Snapshot
 from distsched.framework.cycle_state import CycleState
 from distsched.framework.interface import FilterPlugin, Plugin, PreFilterPlugin, ScorePlugin
 from distsched.framework.interface import PreScorePlugin as PreScorePluginBase
+from distsched.framework.snapshot import Snapshot
 from distsched.framework.status import Code, Status
 from distsched.model.objects import (
     DEFAULT_SCHEDULER_NAME,

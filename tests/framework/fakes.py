@@ -7,7 +7,6 @@ from typing import Any
 
 import numpy as np
 
-from distsched.cache.snapshot import Snapshot
 from distsched.framework.cycle_state import CycleState
 from distsched.framework.events import ClusterEvent
 from distsched.framework.interface import (
@@ -23,6 +22,7 @@ from distsched.framework.interface import (
     ReservePlugin,
     ScorePlugin,
 )
+from distsched.framework.snapshot import Snapshot
 from distsched.framework.status import PluginError, Status
 from distsched.model.objects import Pod
 

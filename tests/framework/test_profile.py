@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from distsched.framework.plugins import node_resources_fit
 from distsched.framework.profile import (
     ConfigError,
     build_profiles,
@@ -16,7 +17,6 @@ from distsched.framework.profile import (
 )
 from distsched.framework.registry import IN_TREE_REGISTRY
 from distsched.model.objects import DEFAULT_SCHEDULER_NAME
-from distsched.plugins import node_resources_fit
 from tests.framework.builders import make_pod
 from tests.framework.fakes import FakeScore, spec
 

@@ -9,10 +9,11 @@ from hypothesis import strategies as st
 
 from distsched.framework.cycle_state import CycleState
 from distsched.framework.diagnosis import FitError
+from distsched.framework.plugins.helpers.node_selector import term_mask, term_matches_node
+from distsched.framework.plugins.helpers.taints import DO_NOT_SCHEDULE_EFFECTS, tolerations_tolerate
 from distsched.framework.profile import build_profiles, default_config
+from distsched.framework.schedule import schedule_pod
 from distsched.model.objects import Node, NodeSelectorTerm, Pod, Taint, Toleration
-from distsched.plugins.helpers.node_selector import term_mask, term_matches_node
-from distsched.plugins.helpers.taints import DO_NOT_SCHEDULE_EFFECTS, tolerations_tolerate
 from tests.framework.builders import make_node, make_pod, req, required_affinity, snapshot_of
 
 KEYS = ("zone", "disk", "rank")
@@ -128,7 +129,7 @@ def test_schedule_matches_reference(
     config = default_config()
     fw = build_profiles(config, rng=random.Random(seed))["default-scheduler"]
     try:
-        result = fw.schedule_pod(CycleState(), pod, snapshot)
+        result = schedule_pod(fw, CycleState(), pod, snapshot)
     except FitError as error:
         assert not feasible
         counts = error.reason_histogram()

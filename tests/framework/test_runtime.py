@@ -284,14 +284,6 @@ def test_undeclared_events_mean_everything_and_specific_beats_generic():
     assert fw.plugins_interested_in(ev.ASSIGNED_POD_ADD) == {"FilterA"}
 
 
-def test_node_scheduling_changes():
-    old = make_node("n1", labels={"a": "1"})
-    new = make_node("n1", cpu=1, labels={"a": "2"}, unschedulable=True)
-    labels = [e.label for e in ev.node_scheduling_changes(old, new)]
-    assert labels == ["NodeSpecUnschedulableChange", "NodeAllocatableChange", "NodeLabelChange"]
-    assert ev.node_scheduling_changes(old, old) == []
-
-
 def test_cycle_state_clone_copies_state_data():
     class Counter:
         def __init__(self, n: int) -> None:

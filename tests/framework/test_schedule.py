@@ -11,6 +11,7 @@ from distsched.framework.cycle_state import CycleState
 from distsched.framework.diagnosis import FitError, NoNodesAvailableError
 from distsched.framework.profile import build_profiles, default_config
 from distsched.framework.runtime import Framework, PluginRef, PluginSet, Profile
+from distsched.framework.schedule import schedule_batch_on_snapshot, schedule_pod
 from distsched.model.objects import NodeSelectorTerm, Taint
 from tests.framework.builders import make_node, make_pod, req, required_affinity, snapshot_of
 from tests.framework.fakes import fake_registry
@@ -53,11 +54,11 @@ def test_num_feasible_nodes_to_find(nodes, percentage, want):
 def test_rotation_over_all_nodes():
     fw = fake_framework({}, percentage=50)
     snapshot = snapshot_of([make_node(f"n{i:03d}") for i in range(200)])
-    first = fw.schedule_pod(CycleState(), make_pod(), snapshot)
+    first = schedule_pod(fw, CycleState(), make_pod(), snapshot)
     assert (first.evaluated_nodes, first.feasible_nodes) == (100, 100)
     assert fw.next_start_node_index == 100
     assert fw.plugins["FilterA"].seen[0][0] == "n000"
-    fw.schedule_pod(CycleState(), make_pod(), snapshot)
+    schedule_pod(fw, CycleState(), make_pod(), snapshot)
     assert fw.plugins["FilterA"].seen[-1][0] == "n100"
     assert fw.next_start_node_index == 0  # (100 + 100) % 200
 
@@ -67,7 +68,7 @@ def test_stops_after_enough_feasible_nodes_and_counts_processed_ones():
     reject = {f"n{i:03d}": "no" for i in range(0, 300, 3)}
     fw = fake_framework({"FilterA": {"reject": reject}}, percentage=10)
     snapshot = snapshot_of([make_node(f"n{i:03d}") for i in range(300)])
-    result = fw.schedule_pod(CycleState(), make_pod(), snapshot)
+    result = schedule_pod(fw, CycleState(), make_pod(), snapshot)
     assert result.feasible_nodes == 100
     assert result.evaluated_nodes == 150  # n000..n149: 100 feasible + 50 rejected
     assert fw.next_start_node_index == 150
@@ -77,7 +78,7 @@ def test_window_wraps_around():
     fw = fake_framework({}, percentage=50)
     fw.next_start_node_index = 150
     snapshot = snapshot_of([make_node(f"n{i:03d}") for i in range(200)])
-    fw.schedule_pod(CycleState(), make_pod(), snapshot)
+    schedule_pod(fw, CycleState(), make_pod(), snapshot)
     seen = fw.plugins["FilterA"].seen[0]
     assert seen[0] == "n150" and "n049" in seen and "n050" not in seen[:100]
 
@@ -85,14 +86,14 @@ def test_window_wraps_around():
 def test_without_score_plugins_the_first_feasible_node_wins():
     fw = fake_framework({"FilterA": {"reject": {"n0": "no"}}}, score=False)
     snapshot = snapshot_of([make_node(f"n{i}") for i in range(5)])
-    result = fw.schedule_pod(CycleState(), make_pod(), snapshot)
+    result = schedule_pod(fw, CycleState(), make_pod(), snapshot)
     assert (result.suggested_host, result.evaluated_nodes, result.feasible_nodes) == ("n1", 2, 1)
 
 
 def test_highest_score_wins():
     fw = fake_framework({"ScoreA": {"scores": {"n3": 50, "n1": 10}}})
     snapshot = snapshot_of([make_node(f"n{i}") for i in range(5)])
-    assert fw.schedule_pod(CycleState(), make_pod(), snapshot).suggested_host == "n3"
+    assert schedule_pod(fw, CycleState(), make_pod(), snapshot).suggested_host == "n3"
 
 
 def test_ties_are_broken_uniformly_at_random_and_reproducibly():
@@ -100,12 +101,12 @@ def test_ties_are_broken_uniformly_at_random_and_reproducibly():
     args = {"ScoreA": {"scores": {"n1": 9, "n2": 9}}}
     fw = fake_framework(args)
     picks = Counter(
-        fw.schedule_pod(CycleState(), make_pod(), snapshot).suggested_host for _ in range(400)
+        schedule_pod(fw, CycleState(), make_pod(), snapshot).suggested_host for _ in range(400)
     )
     assert set(picks) == {"n1", "n2"} and min(picks.values()) > 150
     again = fake_framework(args)
     replay = Counter(
-        again.schedule_pod(CycleState(), make_pod(), snapshot).suggested_host for _ in range(400)
+        schedule_pod(again, CycleState(), make_pod(), snapshot).suggested_host for _ in range(400)
     )
     assert replay == picks
 
@@ -114,7 +115,7 @@ def test_least_allocated_spreads_with_the_default_profile():
     fw = default_framework()
     snapshot = snapshot_of([make_node("n1"), make_node("n2")])
     snapshot.add_pod(make_pod("busy", node_name="n1", requests={"cpu": 3000, "memory": 1 << 30}))
-    result = fw.schedule_pod(CycleState(), make_pod(requests={"cpu": 100}), snapshot)
+    result = schedule_pod(fw, CycleState(), make_pod(requests={"cpu": 100}), snapshot)
     assert result.suggested_host == "n2"
 
 
@@ -122,13 +123,13 @@ def test_nominated_node_is_tried_first():
     fw = default_framework()
     snapshot = snapshot_of([make_node("n1", cpu=1000), make_node("n2", cpu=64000)])
     pod = make_pod(requests={"cpu": 500}, nominated="n1")
-    result = fw.schedule_pod(CycleState(), pod, snapshot)
+    result = schedule_pod(fw, CycleState(), pod, snapshot)
     assert (result.suggested_host, result.evaluated_nodes, result.feasible_nodes) == ("n1", 1, 1)
     # An infeasible nominated node falls back to the normal search.
     pod = make_pod(requests={"cpu": 2000}, nominated="n1")
-    assert fw.schedule_pod(CycleState(), pod, snapshot).suggested_host == "n2"
+    assert schedule_pod(fw, CycleState(), pod, snapshot).suggested_host == "n2"
     pod = make_pod(requests={"cpu": 2000}, nominated="gone")
-    assert fw.schedule_pod(CycleState(), pod, snapshot).suggested_host == "n2"
+    assert schedule_pod(fw, CycleState(), pod, snapshot).suggested_host == "n2"
 
 
 def test_fit_error_message_counts_reasons_sorted_like_kube():
@@ -137,7 +138,7 @@ def test_fit_error_message_counts_reasons_sorted_like_kube():
     nodes += [make_node(f"t{i}", taints=[taint]) for i in range(2)]
     fw = default_framework()
     with pytest.raises(FitError) as info:
-        fw.schedule_pod(CycleState(), make_pod(requests={"cpu": 500}), snapshot_of(nodes))
+        schedule_pod(fw, CycleState(), make_pod(requests={"cpu": 500}), snapshot_of(nodes))
     error = info.value
     assert str(error) == (
         "0/5 nodes are available: 2 node(s) had untolerated taint {key: value}, 3 Insufficient cpu."
@@ -158,7 +159,7 @@ def test_several_reasons_on_one_node_are_all_counted():
     fw = default_framework()
     snapshot = snapshot_of([make_node("n1", cpu=100, memory=100), make_node("n2", cpu=100)])
     with pytest.raises(FitError) as info:
-        fw.schedule_pod(CycleState(), make_pod(requests={"cpu": 500, "memory": 500}), snapshot)
+        schedule_pod(fw, CycleState(), make_pod(requests={"cpu": 500, "memory": 500}), snapshot)
     assert str(info.value) == "0/2 nodes are available: 1 Insufficient memory, 2 Insufficient cpu."
 
 
@@ -170,8 +171,8 @@ def test_pre_filter_rejection_message():
         )
     )
     with pytest.raises(FitError) as info:
-        fw.schedule_pod(
-            CycleState(), make_pod(affinity=conflicting), snapshot_of([make_node("n1")])
+        schedule_pod(
+            fw, CycleState(), make_pod(affinity=conflicting), snapshot_of([make_node("n1")])
         )
     assert str(info.value) == "0/1 nodes are available: pod affinity terms conflict."
     assert info.value.diagnosis.unschedulable_plugins == {"NodeAffinity"}
@@ -182,28 +183,28 @@ def test_nodes_outside_the_pre_filter_result_count_as_unresolvable():
     pinned = required_affinity(NodeSelectorTerm(match_fields=(req("metadata.name", "In", "n1"),)))
     snapshot = snapshot_of([make_node("n1", cpu=100), make_node("n2"), make_node("n3")])
     with pytest.raises(FitError) as info:
-        fw.schedule_pod(CycleState(), make_pod(affinity=pinned, requests={"cpu": 500}), snapshot)
+        schedule_pod(fw, CycleState(), make_pod(affinity=pinned, requests={"cpu": 500}), snapshot)
     assert str(info.value) == (
         "0/3 nodes are available: 1 Insufficient cpu, "
         "2 node(s) didn't satisfy plugin(s) [NodeAffinity]."
     )
-    ok = fw.schedule_pod(CycleState(), make_pod(affinity=pinned), snapshot)
+    ok = schedule_pod(fw, CycleState(), make_pod(affinity=pinned), snapshot)
     assert ok.suggested_host == "n1"
 
 
 def test_no_nodes():
     with pytest.raises(NoNodesAvailableError):
-        default_framework().schedule_pod(CycleState(), make_pod(), snapshot_of([]))
+        schedule_pod(default_framework(), CycleState(), make_pod(), snapshot_of([]))
 
 
 def test_scheduling_follows_snapshot_updates():
     fw = default_framework()
     snapshot = snapshot_of([make_node("n1", cpu=1000, pods=2)])
     for i in range(2):
-        result = fw.schedule_pod(CycleState(), make_pod(f"p{i}", requests={"cpu": 400}), snapshot)
+        result = schedule_pod(fw, CycleState(), make_pod(f"p{i}", requests={"cpu": 400}), snapshot)
         snapshot.add_pod(make_pod(f"p{i}", requests={"cpu": 400}), result.suggested_host)
     with pytest.raises(FitError) as info:
-        fw.schedule_pod(CycleState(), make_pod("p2", requests={"cpu": 100}), snapshot)
+        schedule_pod(fw, CycleState(), make_pod("p2", requests={"cpu": 100}), snapshot)
     assert str(info.value) == "0/1 nodes are available: 1 Too many pods."
 
 
@@ -211,14 +212,14 @@ def test_schedule_batch_assumes_each_placement():
     fw = default_framework()
     snapshot = snapshot_of([make_node("n1", cpu=1000), make_node("n2", cpu=1000)])
     pods = [make_pod(f"p{i}", requests={"cpu": 600}) for i in range(3)]
-    outcomes = fw.schedule_batch(pods, snapshot)
+    outcomes = schedule_batch_on_snapshot(fw, pods, snapshot)
     hosts = [o.result.suggested_host for o in outcomes[:2] if o.result is not None]
     assert sorted(hosts) == ["n1", "n2"]
     assert outcomes[2].result is None and isinstance(outcomes[2].error, FitError)
     assert str(outcomes[2].error) == "0/2 nodes are available: 2 Insufficient cpu."
     assert snapshot.pod_node_index("default/p0") is not None
     assert snapshot.pod_node_index("default/p2") is None
-    dry = default_framework().schedule_batch(
-        [make_pod("q", requests={"cpu": 100})], snapshot, assume=False
+    dry = schedule_batch_on_snapshot(
+        default_framework(), [make_pod("q", requests={"cpu": 100})], snapshot, assume=False
     )
     assert dry[0].result is not None and snapshot.pod_node_index("default/q") is None

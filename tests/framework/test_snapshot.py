@@ -5,8 +5,9 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from distsched.cache.snapshot import CPU_COL, MEMORY_COL, PODS_COL, Snapshot
-from distsched.framework.podinfo import HostPort, PodInfo
+from distsched.framework.podinfo import PodInfo
+from distsched.framework.snapshot import CPU_COL, MEMORY_COL, PODS_COL, Snapshot
+from distsched.model import HostPort
 from distsched.model.objects import Affinity, PodAffinity, PodAffinityTerm, Taint
 from tests.framework.builders import GI, MI, container, host_port, make_node, make_pod, snapshot_of
 

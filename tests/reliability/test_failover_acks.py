@@ -22,7 +22,7 @@ from distsched.queue_redis import RedisQueue
 from distsched.queue_types import PodEntry
 from distsched.replication import NotReplicated, acknowledge, batch
 from distsched.store import Store
-from distsched.workers.handlers import GROUP, EventConsumer
+from distsched.workers.eventhandlers import GROUP, EventConsumer
 from tests.cache.ledger_helpers import decision, pop_like_queue
 from tests.reliability.sentinels import Node, SentinelCluster
 

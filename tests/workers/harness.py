@@ -1,6 +1,6 @@
 """An in-process cluster for the scheduling worker's semantics: real Redis, FakeClock.
 
-The real :class:`~distsched.workers.scheduler.SchedulingWorker` (informer, event handlers,
+The real :class:`~distsched.workers.schedule_one.SchedulingWorker` (informer, event handlers,
 scheduleOne, preemption, the one failure path) and the real binding cycle
 (:class:`~distsched.binder.cycle.Binder`) run in the test's process against the test's
 Redis database. Binding jobs are taken off the real rq queue and run here, so a test
@@ -26,8 +26,8 @@ from distsched.framework.registry import IN_TREE_REGISTRY
 from distsched.keys import Keys
 from distsched.queue_types import QueuedPod
 from distsched.store import Store
-from distsched.workers.periodic import Periodic
-from distsched.workers.scheduler import SchedulingWorker, WorkerConfig
+from distsched.workers.maintenance import Periodic
+from distsched.workers.schedule_one import SchedulingWorker, WorkerConfig
 
 Obj = dict[str, Any]
 
@@ -107,7 +107,7 @@ class InProcessCluster:
         return self.queue.pop(n, now_ms=self.clock.now_ms())
 
     def schedule(self, popped: list[QueuedPod]) -> None:
-        self.worker.schedule_batch(popped)
+        self.worker.schedule_one_batch(popped)
 
     def turn(self) -> int:
         """One worker loop turn (events, ledger feed, pop, schedule); returns pods popped."""

@@ -42,7 +42,7 @@ def test_reserve_plugins_get_unreserve_when_the_ledger_refuses_the_reservation(
     other.informer.poll_once(0)
     first, second = cluster.pop(1), other.queue.pop(1, now_ms=clock.now_ms())
     cluster.schedule(first)  # reserves the only room
-    other.schedule_batch(second)  # decided on a stale view: the ledger refuses it
+    other.schedule_one_batch(second)  # decided on a stale view: the ledger refuses it
     late = second[0].key
     assert count("reserve", late) >= 1
     assert count("unreserve", late) == count("reserve", late)

@@ -1,0 +1,67 @@
+"""kube's nominator: pods that preemption nominated to a node and that are not bound yet.
+
+One ``PodNominator`` per worker, shared by the worker's local cache (which keeps it in step
+with pod events) and every profile's ``Handle.extras[NOMINATOR_KEY]`` (which the filters
+with nominated pods and DefaultPreemption read).
+"""
+
+from __future__ import annotations
+
+from distsched.framework.podinfo import PodInfo
+from distsched.model.objects import Pod
+
+# Where the scheduling worker puts its PodNominator (Handle.extras[NOMINATOR_KEY]).
+NOMINATOR_KEY = "pod_nominator"
+
+
+class PodNominator:
+    """Pods that preemption nominated to a node (status.nominatedNodeName) and that are
+    not bound yet: kube's nominator. The scheduling worker keeps it in step with pod
+    events (add/update with the new status, delete when bound or deleted)."""
+
+    def __init__(self) -> None:
+        self._by_node: dict[str, dict[str, PodInfo]] = {}
+        self._node_of: dict[str, str] = {}
+
+    def __len__(self) -> int:
+        return len(self._node_of)
+
+    def add(self, pod: Pod, info: PodInfo | None = None) -> None:
+        """Record ``pod`` under its nominatedNodeName (none or bound: forget it)."""
+        self.delete(pod.key)
+        node = pod.status.nominated_node_name
+        if not node or pod.spec.node_name:
+            return
+        self._by_node.setdefault(node, {})[pod.key] = info if info is not None else PodInfo.of(pod)
+        self._node_of[pod.key] = node
+
+    def delete(self, pod_key: str) -> None:
+        node = self._node_of.pop(pod_key, None)
+        if node is None:
+            return
+        pods = self._by_node[node]
+        pods.pop(pod_key, None)
+        if not pods:
+            del self._by_node[node]
+
+    def node_names(self) -> list[str]:
+        return list(self._by_node)
+
+    def pods_for_node(self, node_name: str) -> list[PodInfo]:
+        return list(self._by_node.get(node_name, {}).values())
+
+
+def nominated_to_add(
+    nominator: PodNominator | None, pod: Pod, priority: int, node_name: str
+) -> list[PodInfo]:
+    """kube's addGENominatedPods selection: pods nominated to the node with priority
+    >= the pod's, other than the pod itself."""
+    if nominator is None or not len(nominator):
+        return []
+    uid = pod.metadata.uid
+    key = pod.key
+    return [
+        info
+        for info in nominator.pods_for_node(node_name)
+        if info.priority >= priority and info.uid != uid and info.key != key
+    ]

@@ -1,0 +1,373 @@
+"""DefaultPreemption (PostFilter): when no node fits, find the node where evicting the
+fewest / least important lower-priority pods lets the pod fit (kube's preemption
+Evaluator with the DefaultPreemption strategy).
+
+This plugin decides only. On success it returns a ``PreemptionResult``: the nominated
+node, the victims to delete, and the lower-priority pods nominated to that node whose
+nomination should be cleared. The scheduling worker deletes the victims through the
+store, sets the pod's status.nominatedNodeName and clears those nominations.
+
+Dry runs change the worker's snapshot and restore it (helpers/what_if.py), so the
+plugin needs its framework to run the filters: the framework hands itself over through
+``attach_framework`` when it builds its plugins. Nominated pods come from the
+``PodNominator`` in ``Handle.extras[NOMINATOR_KEY]`` when the worker provides one.
+
+PodDisruptionBudgets count as kube counts them: on each node the potential victims that
+would take a budget below zero (``status.disruptionsAllowed``, spent pod by pod, see
+helpers/pdbs.py) are reprieved first, and candidates with fewer PDB violations win before
+every other criterion. A budget is best effort, as in kube: when every candidate
+violates one, the fewest violations win. When a budget decided something (a pod spared
+on the chosen node, or a node passed over for its violations) the plugin says so in the
+diagnosis' PostFilter message, which ends the pod's "0/N nodes are available" line that
+``distsched explain`` shows.
+
+Not modelled: extenders, and the "terminating victims on the nominated node"
+eligibility check (a deleted pod leaves the store at once here, there is no graceful
+termination).
+
+Args (kube's DefaultPreemptionArgs): ``minCandidateNodesPercentage`` (0..100, default
+10) and ``minCandidateNodesAbsolute`` (>= 0, default 100), not both 0.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import random
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from distsched.framework.cycle_state import CycleState
+from distsched.framework.diagnosis import Diagnosis, FitError, ReasonEntry, SchedulingError
+from distsched.framework.events import ClusterEvent
+from distsched.framework.interface import (
+    Handle,
+    PluginArgsError,
+    PostFilterPlugin,
+    PostFilterResult,
+)
+from distsched.framework.nominator import NOMINATOR_KEY, PodNominator
+from distsched.framework.plugins.helpers.pdbs import BUDGETS, PDB_KEY, Budget, DisruptionBudgets
+from distsched.framework.plugins.helpers.what_if import (
+    fits_on_node,
+    node_edit,
+)
+from distsched.framework.podinfo import PodInfo, cycle_pod_info
+from distsched.framework.snapshot import Snapshot
+from distsched.framework.status import Code, Status
+from distsched.model.objects import Pod
+
+if TYPE_CHECKING:
+    from distsched.framework.runtime import Framework
+
+NAME = "DefaultPreemption"
+EVENTS: tuple[ClusterEvent, ...] = ()
+NEVER = "Never"
+NOT_ELIGIBLE_NEVER = "not eligible due to preemptionPolicy=Never."
+NO_VICTIMS = "No preemption victims found for incoming pod"
+NOT_HELPFUL = "Preemption is not helpful for scheduling"
+DEFAULT_MIN_CANDIDATE_NODES_PERCENTAGE = 10
+DEFAULT_MIN_CANDIDATE_NODES_ABSOLUTE = 100
+_PRIORITY_OFFSET = 2**31  # kube adds MaxInt32+1 so that every summed priority is >= 0
+
+
+@dataclass(frozen=True, slots=True)
+class PreemptionResult(PostFilterResult):
+    """The nominated node plus what the worker must do for it."""
+
+    victims: tuple[Pod, ...] = ()
+    # Lower-priority pods nominated to the same node: their nomination is to be cleared.
+    clear_nominations: tuple[Pod, ...] = ()
+
+
+def victims_for(result: PostFilterResult | None) -> tuple[Pod, ...]:
+    """The pods to delete for ``result`` (none for other PostFilter results)."""
+    return result.victims if isinstance(result, PreemptionResult) else ()
+
+
+@dataclass(slots=True)
+class Candidate:
+    node_index: int
+    node_name: str
+    victims: list[PodInfo]  # most important first
+    num_pdb_violations: int = 0
+    # (pod key, budget key) of each pod a budget protected: evicted anyway (a violation)
+    # or spared on this node.
+    violations: list[tuple[str, str]] = dataclasses.field(default_factory=list)
+    spared: list[tuple[str, str]] = dataclasses.field(default_factory=list)
+
+
+def filter_pods_with_pdb_violation(
+    infos: list[PodInfo], budgets: list[Budget]
+) -> tuple[list[PodInfo], list[PodInfo], dict[str, str]]:
+    """kube's filterPodsWithPDBViolation: (violating, non-violating, pod key -> the budget
+    it violates), order kept. Each matching pod spends one of its budgets' disruptions."""
+    allowed = [b.disruptions_allowed for b in budgets]
+    violating: list[PodInfo] = []
+    fine: list[PodInfo] = []
+    which: dict[str, str] = {}
+    for info in infos:
+        violated = ""
+        if info.labels:
+            for i, budget in enumerate(budgets):
+                if not budget.selects(info.namespace, info.labels):
+                    continue
+                allowed[i] -= 1
+                if allowed[i] < 0 and not violated:
+                    violated = budget.key
+        if violated:
+            violating.append(info)
+            which[info.key] = violated
+        else:
+            fine.append(info)
+    return violating, fine, which
+
+
+def start_time(info: PodInfo) -> float:
+    """When the pod started, for ordering: its creationTimestamp (distsched keeps no
+    status.startTime); unknown counts as now, i.e. later than any known time."""
+    text = info.pod.metadata.creation_timestamp
+    if not text:
+        return math.inf
+    try:
+        return datetime.fromisoformat(text).timestamp()
+    except ValueError:
+        return math.inf
+
+
+def importance(info: PodInfo) -> tuple[int, float]:
+    """Sort key putting kube's MoreImportantPod first: higher priority, then earlier start."""
+    return (-info.priority, start_time(info))
+
+
+class DefaultPreemption(PostFilterPlugin):
+    name = NAME
+
+    def __init__(
+        self, *, min_percentage: int, min_absolute: int, handle: Handle, rng: random.Random
+    ) -> None:
+        self.min_percentage = min_percentage
+        self.min_absolute = min_absolute
+        self.handle = handle
+        self.rng = rng
+        self.framework: Framework | None = None
+
+    def attach_framework(self, framework: Framework) -> None:
+        self.framework = framework
+
+    @property
+    def nominator(self) -> PodNominator | None:
+        return self.handle.extras.get(NOMINATOR_KEY)
+
+    @property
+    def budgets(self) -> DisruptionBudgets:
+        budgets = self.handle.extras.get(PDB_KEY)
+        return budgets if isinstance(budgets, DisruptionBudgets) else BUDGETS
+
+    # -------------------------------------------------------------- PostFilter
+    def post_filter(
+        self, state: CycleState, pod: Pod, snapshot: Snapshot, diagnosis: Diagnosis
+    ) -> tuple[PostFilterResult | None, Status | None]:
+        if self.framework is None:
+            return None, Status(Code.ERROR, "DefaultPreemption is not attached to a framework")
+        if pod.spec.preemption_policy == NEVER:
+            return None, Status.unschedulable("preemption: " + NOT_ELIGIBLE_NEVER)
+        try:
+            candidates, statuses, errors = self.find_candidates(state, pod, snapshot, diagnosis)
+        except SchedulingError as exc:
+            return None, Status(Code.ERROR, f"preemption: {exc}")
+        if not candidates:
+            if errors:
+                return None, Status(Code.ERROR, "preemption: " + "; ".join(errors))
+            statuses.node_to_status.absent_status = Status.unresolvable(NOT_HELPFUL)
+            message = str(FitError(pod, snapshot.num_nodes, statuses))
+            return PreemptionResult(""), Status.unschedulable("preemption: " + message)
+        best = select_candidate(candidates)
+        note = pdb_note(best, candidates)
+        if note:
+            diagnosis.post_filter_msg = note
+        return PreemptionResult(
+            best.node_name,
+            tuple(v.pod for v in best.victims),
+            self._lower_priority_nominated(
+                pod, cycle_pod_info(state, pod).priority, best.node_name
+            ),
+        ), Status.success()
+
+    def calculate_num_candidates(self, num_nodes: int) -> int:
+        n = num_nodes * self.min_percentage // 100
+        return min(max(n, self.min_absolute), num_nodes)
+
+    def find_candidates(
+        self, state: CycleState, pod: Pod, snapshot: Snapshot, diagnosis: Diagnosis
+    ) -> tuple[list[Candidate], Diagnosis, list[str]]:
+        """(candidates, the dry run's per-node statuses, error messages): kube's
+        findCandidates + DryRunPreemption, one node after another from a random offset
+        until enough candidates are found."""
+        statuses = Diagnosis()
+        potential = diagnosis.node_to_status.nodes_that_might_help(snapshot.node_indices())
+        if potential.size == 0:
+            return [], statuses, []
+        n = int(potential.size)
+        offset = self.rng.randrange(n)
+        wanted = self.calculate_num_candidates(n)
+        candidates: list[Candidate] = []
+        errors: list[str] = []
+        for i in range(n):
+            node_index = int(potential[(offset + i) % n])
+            candidate, status = self.select_victims_on_node(state, pod, snapshot, node_index)
+            victims = candidate.victims if candidate is not None else []
+            if status is None and candidate is not None and victims:
+                candidates.append(candidate)
+                if len(candidates) >= wanted:
+                    break
+                continue
+            if status is None:
+                name = snapshot.node_name(node_index)
+                status = Status(Code.ERROR, f"expected at least one victim pod on node {name!r}")
+            if status.code == Code.ERROR:
+                errors.append(status.message())
+            _record(statuses, node_index, status)
+        return candidates, statuses, errors
+
+    def select_victims_on_node(
+        self, state: CycleState, pod: Pod, snapshot: Snapshot, node_index: int
+    ) -> tuple[Candidate | None, Status | None]:
+        """kube's SelectVictimsOnNode: remove every lower-priority pod, check the pod fits,
+        then put back (reprieve) as many as possible, most important first: the pods
+        whose eviction would violate a PodDisruptionBudget before the others."""
+        assert self.framework is not None
+        priority = cycle_pod_info(state, pod).priority
+        potential = [i for i in snapshot.pods_on(node_index).values() if i.priority < priority]
+        if not potential:
+            return None, Status.unresolvable(NO_VICTIMS)
+        potential.sort(key=importance)
+        budgets = self.budgets.all()
+        violating, fine, which = filter_pods_with_pdb_violation(potential, budgets)
+        node_name = snapshot.node_name(node_index)
+        candidate = Candidate(node_index, node_name, [])
+        with node_edit(self.framework, state, pod, snapshot, node_index) as edit:
+            for info in potential:
+                edit.remove(info)
+            status = self._fits(edit.state, pod, snapshot, node_index, priority)
+            if status is not None:
+                return None, status
+            for group, counts in ((violating, True), (fine, False)):
+                for info in group:
+                    edit.add(info)
+                    if self._fits(edit.state, pod, snapshot, node_index, priority) is None:
+                        if counts:
+                            candidate.spared.append((info.key, which[info.key]))
+                        continue
+                    edit.remove(info)
+                    candidate.victims.append(info)
+                    if counts:
+                        candidate.num_pdb_violations += 1
+                        candidate.violations.append((info.key, which[info.key]))
+            candidate.victims.sort(key=importance)
+            return candidate, None
+
+    def _fits(
+        self, state: CycleState, pod: Pod, snapshot: Snapshot, node_index: int, priority: int
+    ) -> Status | None:
+        assert self.framework is not None
+        return fits_on_node(
+            self.framework, state, pod, snapshot, node_index, self.nominator, priority
+        )
+
+    def _lower_priority_nominated(self, pod: Pod, priority: int, node_name: str) -> tuple[Pod, ...]:
+        """kube's getLowerPriorityNominatedPods."""
+        nominator = self.nominator
+        if nominator is None:
+            return ()
+        return tuple(
+            info.pod
+            for info in nominator.pods_for_node(node_name)
+            if info.priority < priority and info.key != pod.key
+        )
+
+
+def _record(statuses: Diagnosis, node_index: int, status: Status) -> None:
+    nodes = np.array([node_index], dtype=np.int64)
+    unresolvable = status.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE
+    plugin = status.plugin or NAME
+    entries = [ReasonEntry(reason, plugin, unresolvable, nodes) for reason in status.reasons]
+    statuses.node_to_status.record(plugin, nodes, entries)
+
+
+def select_candidate(candidates: list[Candidate]) -> Candidate:
+    """kube's pickOneNodeForPreemption with its default criteria, in order: fewest PDB
+    violations, lowest highest-victim priority, smallest sum of victim priorities, fewest
+    victims, latest start of the highest-priority victims; then the first candidate."""
+    criteria: tuple[Callable[[Candidate], float], ...] = (
+        lambda c: -c.num_pdb_violations,
+        lambda c: -c.victims[0].priority,
+        lambda c: -sum(v.priority + _PRIORITY_OFFSET for v in c.victims),
+        lambda c: -len(c.victims),
+        _earliest_top_priority_start,
+    )
+    remaining = candidates
+    for score in criteria:
+        scores = [score(c) for c in remaining]
+        best = max(scores)
+        remaining = [c for c, s in zip(remaining, scores, strict=True) if s == best]
+        if len(remaining) == 1:
+            break
+    return remaining[0]
+
+
+def pdb_note(best: Candidate, candidates: list[Candidate]) -> str:
+    """What the PodDisruptionBudgets decided, for the PostFilter message ("" if nothing)."""
+    parts = []
+    for pod_key, budget in best.spared:
+        parts.append(
+            f"PodDisruptionBudget {budget} protected pod {pod_key} on node {best.node_name}"
+        )
+    passed_over = [c for c in candidates if c.num_pdb_violations > best.num_pdb_violations]
+    for other in passed_over[:3]:
+        pod_key, budget = other.violations[0]
+        parts.append(
+            f"PodDisruptionBudget {budget} protected pod {pod_key}: node {other.node_name} "
+            f"passed over ({other.num_pdb_violations} violation(s))"
+        )
+    for pod_key, budget in best.violations:
+        parts.append(f"evicting pod {pod_key} violates PodDisruptionBudget {budget}")
+    if not parts:
+        return ""
+    return f"preemption: nominated node {best.node_name}; " + "; ".join(parts)
+
+
+def _earliest_top_priority_start(candidate: Candidate) -> float:
+    """kube's GetEarliestPodStartTime: the earliest start among the victims of the
+    highest priority (the later, the better the node)."""
+    top = max(v.priority for v in candidate.victims)
+    return min(start_time(v) for v in candidate.victims if v.priority == top)
+
+
+def new(args: dict[str, Any], handle: Handle) -> DefaultPreemption:
+    unknown = set(args) - {"minCandidateNodesPercentage", "minCandidateNodesAbsolute"}
+    if unknown:
+        raise PluginArgsError(sorted(unknown)[0], "unknown field")
+    percentage = args.get("minCandidateNodesPercentage", DEFAULT_MIN_CANDIDATE_NODES_PERCENTAGE)
+    absolute = args.get("minCandidateNodesAbsolute", DEFAULT_MIN_CANDIDATE_NODES_ABSOLUTE)
+    for field, value in (
+        ("minCandidateNodesPercentage", percentage),
+        ("minCandidateNodesAbsolute", absolute),
+    ):
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise PluginArgsError(field, "must be an integer")
+    if not 0 <= percentage <= 100:
+        raise PluginArgsError("minCandidateNodesPercentage", "not in valid range [0, 100]")
+    if absolute < 0:
+        raise PluginArgsError("minCandidateNodesAbsolute", "not in valid range [0, inf)")
+    if percentage == 0 and absolute == 0:
+        raise PluginArgsError(
+            "", "both minCandidateNodesPercentage and minCandidateNodesAbsolute cannot be zero"
+        )
+    return DefaultPreemption(
+        min_percentage=percentage, min_absolute=absolute, handle=handle, rng=random.Random()
+    )

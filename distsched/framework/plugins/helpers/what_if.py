@@ -1,0 +1,252 @@
+"""Filtering "what if" some pods were added to or removed from a node.
+
+kube's preemption and nominated-pod handling run the filters against a copy of one
+node with pods added or removed, and tell the PreFilter plugins through their
+PreFilterExtensions (AddPod/RemovePod) on a copy of the CycleState. Here the worker's
+snapshot itself is changed (so every filter, vectorized or not, sees the what-if node)
+and always restored before returning; PreFilter state changes go to a clone of the
+CycleState. The snapshot must not be used by anything else meanwhile (it never is: one
+worker schedules one pod at a time).
+
+Also here: ``run_filter_plugins_with_nominated_pods`` (kube's RunFilterPluginsWithNominatedPods,
+vectorized: only candidates with nominated pods take the slow path).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+from distsched.framework.cycle_state import CycleState
+from distsched.framework.diagnosis import SchedulingError
+from distsched.framework.nominator import PodNominator, nominated_to_add
+from distsched.framework.podinfo import PodInfo
+from distsched.framework.runtime import FilterOutcome, FilterVerdict
+from distsched.framework.snapshot import Snapshot
+from distsched.framework.status import Code, PluginError, Status, is_success
+from distsched.model.objects import Pod
+
+if TYPE_CHECKING:
+    from distsched.framework.runtime import Framework
+
+
+# ---------------------------------------------------------------------------- extensions
+def run_pre_filter_extension_add_pod(
+    fw: Framework, state: CycleState, pod: Pod, info: PodInfo, node_index: int, snapshot: Snapshot
+) -> Status:
+    return _run_extensions(fw, state, pod, info, node_index, snapshot, add=True)
+
+
+def run_pre_filter_extension_remove_pod(
+    fw: Framework, state: CycleState, pod: Pod, info: PodInfo, node_index: int, snapshot: Snapshot
+) -> Status:
+    return _run_extensions(fw, state, pod, info, node_index, snapshot, add=False)
+
+
+def _run_extensions(
+    fw: Framework,
+    state: CycleState,
+    pod: Pod,
+    info: PodInfo,
+    node_index: int,
+    snapshot: Snapshot,
+    *,
+    add: bool,
+) -> Status:
+    skip = state.skip_filter_plugins
+    for plugin in fw.pre_filter_plugins:
+        extensions = plugin.pre_filter_extensions()
+        if extensions is None or plugin.name in skip:
+            continue
+        method = extensions.add_pod if add else extensions.remove_pod
+        try:
+            status = method(state, pod, info, node_index, snapshot)
+        except PluginError as exc:
+            status = Status.from_error(exc)
+        if not is_success(status):
+            assert status is not None
+            point = "AddPod" if add else "RemovePod"
+            return Status(
+                Code.ERROR,
+                f"running {point} on PreFilter plugin {plugin.name!r}: {status.message()}",
+                plugin=plugin.name,
+                error=status.error,
+            )
+    return Status.success()
+
+
+# ---------------------------------------------------------------------------- snapshot edits
+class NodeEdit:
+    """Pods taken off / put back on one node of the snapshot, with the PreFilter state
+    (a clone) told about each change. ``restore()`` undoes every change."""
+
+    def __init__(
+        self, fw: Framework, state: CycleState, pod: Pod, snapshot: Snapshot, node_index: int
+    ) -> None:
+        self.fw = fw
+        self.state = state
+        self.pod = pod
+        self.snapshot = snapshot
+        self.node_index = node_index
+        self.node_name = snapshot.node_name(node_index)
+        self._removed: dict[str, PodInfo] = {}  # original pods currently off the node
+        self._added: dict[str, PodInfo] = {}  # foreign pods currently on the node
+
+    def remove(self, info: PodInfo) -> None:
+        self._take_off(info)
+        if self._added.pop(info.key, None) is None:
+            self._removed[info.key] = info
+        self._tell(run_pre_filter_extension_remove_pod, info)
+
+    def add(self, info: PodInfo) -> None:
+        self._put_on(info)
+        if self._removed.pop(info.key, None) is None:
+            self._added[info.key] = info
+        self._tell(run_pre_filter_extension_add_pod, info)
+
+    # A worker's snapshot takes requested resources and ports from the ledger, not from
+    # its pods (``usage_from_ledger``): pods moved here must be charged or refunded too.
+    def _take_off(self, info: PodInfo) -> None:
+        self.snapshot.remove_pod(info.key)
+        if self.snapshot.usage_from_ledger:
+            self.snapshot.add_usage(self.node_index, info, -1)
+
+    def _put_on(self, info: PodInfo) -> None:
+        self.snapshot.add_pod(info.pod, self.node_name, info=info)
+        if self.snapshot.usage_from_ledger:
+            self.snapshot.add_usage(self.node_index, info, 1)
+
+    def _tell(self, run, info: PodInfo) -> None:  # type: ignore[no-untyped-def]
+        status = run(self.fw, self.state, self.pod, info, self.node_index, self.snapshot)
+        if not status.is_success():
+            raise SchedulingError(status.message())
+
+    def restore(self) -> None:
+        for info in self._added.values():
+            self._take_off(info)
+        for info in self._removed.values():
+            self._put_on(info)
+        self._added.clear()
+        self._removed.clear()
+
+
+@contextmanager
+def node_edit(
+    fw: Framework, state: CycleState, pod: Pod, snapshot: Snapshot, node_index: int
+) -> Iterator[NodeEdit]:
+    """A NodeEdit working on a clone of ``state``; the snapshot is restored on exit."""
+    edit = NodeEdit(fw, state.clone(), pod, snapshot, node_index)
+    try:
+        yield edit
+    finally:
+        edit.restore()
+
+
+# ---------------------------------------------------------------------------- filtering
+def filter_status(outcome: FilterOutcome, position: int = 0) -> Status | None:
+    """The status a FilterOutcome gives candidate ``position`` (None: it passed)."""
+    for verdict in outcome.verdicts:
+        if not np.any(verdict.failed == position):
+            continue
+        reasons = [r for r, _, positions in verdict.reasons if np.any(positions == position)]
+        unresolvable = any(
+            u for _, u, positions in verdict.reasons if u and np.any(positions == position)
+        )
+        code = Code.UNSCHEDULABLE_AND_UNRESOLVABLE if unresolvable else Code.UNSCHEDULABLE
+        return Status(code, *reasons, plugin=verdict.plugin)
+    return None
+
+
+def _with_nominated(
+    fw: Framework,
+    state: CycleState,
+    pod: Pod,
+    snapshot: Snapshot,
+    node_index: int,
+    nominated: Sequence[PodInfo],
+) -> FilterOutcome:
+    """Filters on one node with ``nominated`` pods added (kube's first pass)."""
+    with node_edit(fw, state, pod, snapshot, node_index) as edit:
+        for info in nominated:
+            if snapshot.pod_node_index(info.key) is None:  # an assumed pod is counted already
+                edit.add(info)
+        return fw.run_filter_plugins(
+            edit.state, pod, snapshot, np.array([node_index], dtype=np.int64)
+        )
+
+
+def run_filter_plugins_with_nominated_pods(
+    fw: Framework,
+    state: CycleState,
+    pod: Pod,
+    snapshot: Snapshot,
+    candidates: np.ndarray,
+    nominator: PodNominator | None,
+    priority: int,
+) -> FilterOutcome:
+    """kube's RunFilterPluginsWithNominatedPods over ``candidates``.
+
+    A candidate with nominated pods of priority >= ``priority`` must pass the filters
+    both with those pods added and without them; when the first pass fails its status
+    is the node's. Other candidates take the plain vectorized pass. Raises
+    SchedulingError on plugin errors, like ``Framework.run_filter_plugins``.
+    """
+    outcome = fw.run_filter_plugins(state, pod, snapshot, candidates)
+    if nominator is None or not len(nominator):
+        return outcome
+    slots = snapshot.indices_of(nominator.node_names())
+    positions = np.flatnonzero(np.isin(candidates, slots)) if slots.size else slots
+    overrides: dict[int, FilterOutcome] = {}
+    for position in positions.tolist():
+        node_index = int(candidates[position])
+        pods = nominated_to_add(nominator, pod, priority, snapshot.node_name(node_index))
+        if not pods:
+            continue
+        first = _with_nominated(fw, state, pod, snapshot, node_index, pods)
+        if first.passed.size == 0:
+            overrides[position] = first
+    if not overrides:
+        return outcome
+    return _override(outcome, overrides)
+
+
+def _override(outcome: FilterOutcome, overrides: dict[int, FilterOutcome]) -> FilterOutcome:
+    """``outcome`` with the candidates in ``overrides`` taking their single-node verdicts."""
+    replaced = np.fromiter(overrides, dtype=np.int64, count=len(overrides))
+    verdicts: list[FilterVerdict] = []
+    for verdict in outcome.verdicts:
+        keep = ~np.isin(verdict.failed, replaced)
+        if not keep.any():
+            continue
+        reasons = [(r, u, pos[~np.isin(pos, replaced)]) for r, u, pos in verdict.reasons]
+        verdicts.append(FilterVerdict(verdict.plugin, verdict.failed[keep], reasons))
+    for position, single in overrides.items():
+        for verdict in single.verdicts:
+            at = np.array([position], dtype=np.int64)
+            reasons = [(r, u, at) for r, u, pos in verdict.reasons if pos.size]
+            verdicts.append(FilterVerdict(verdict.plugin, at, reasons))
+    passed = outcome.passed[~np.isin(outcome.passed, replaced)]
+    return FilterOutcome(passed, verdicts)
+
+
+def fits_on_node(
+    fw: Framework,
+    state: CycleState,
+    pod: Pod,
+    snapshot: Snapshot,
+    node_index: int,
+    nominator: PodNominator | None,
+    priority: int,
+) -> Status | None:
+    """kube's RunFilterPluginsWithNominatedPods for one node: None when the pod fits,
+    else the node's status."""
+    candidates = np.array([node_index], dtype=np.int64)
+    outcome = run_filter_plugins_with_nominated_pods(
+        fw, state, pod, snapshot, candidates, nominator, priority
+    )
+    if outcome.passed.size:
+        return None
+    return filter_status(outcome)

@@ -1,0 +1,227 @@
+"""A scheduling worker's local picture of the cluster.
+
+The informer feeds nodes and assigned pods into the numpy snapshot; pod objects are
+parsed once per resourceVersion (a bind reuses the parse of the unbound pod); the
+ledger's change feed keeps every node's requested resources, pod count and host ports
+equal to the ledger's absolute values (other workers' assumed pods included), and pod
+lists are synced lazily, only for decisions that depend on other pods.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import redis
+
+from distsched.cache.ledger import Ledger
+from distsched.cache.ledger_types import NodeState, NodeUsage
+from distsched.framework.nominator import PodNominator
+from distsched.framework.plugins.helpers.label_selector import set_namespace_labels
+from distsched.framework.plugins.helpers.pdbs import BUDGETS
+from distsched.framework.snapshot import Snapshot
+from distsched.keys import Keys
+from distsched.model import Node, Pod
+from distsched.store import FuncHandler, Informer, Store
+
+Obj = dict
+
+
+def _same_but_binding(old: Obj, new: Obj) -> bool:
+    """Whether ``new`` is ``old`` plus a binding: same metadata but resourceVersion, same
+    spec but nodeName (status may differ: the scheduler reads none of it but the
+    nominated node, which a bind leaves alone)."""
+    old_meta = {k: v for k, v in old.get("metadata", {}).items() if k != "resourceVersion"}
+    new_meta = {k: v for k, v in new.get("metadata", {}).items() if k != "resourceVersion"}
+    if old_meta != new_meta:
+        return False
+    new_spec = {k: v for k, v in new.get("spec", {}).items() if k != "nodeName"}
+    old_status = old.get("status", {}).get("nominatedNodeName", "")
+    new_status = new.get("status", {}).get("nominatedNodeName", "")
+    return new_spec == old.get("spec", {}) and old_status == new_status
+
+
+def namespace_handler() -> FuncHandler:
+    """Namespace objects' labels, for namespaceSelector (plugins/helpers/label_selector)."""
+
+    def labels_of(obj: Obj) -> tuple[str, dict[str, str]]:
+        meta = obj.get("metadata") or {}
+        return str(meta.get("name")), dict(meta.get("labels") or {})
+
+    return FuncHandler(
+        add=lambda obj, _initial: set_namespace_labels(*labels_of(obj)),
+        update=lambda _old, new: set_namespace_labels(*labels_of(new)),
+        delete=lambda obj, _unknown: set_namespace_labels(labels_of(obj)[0], None),
+    )
+
+
+class ClusterView:
+    def __init__(
+        self,
+        client: redis.Redis,
+        keys: Keys,
+        *,
+        store: Store,
+        ledger: Ledger,
+        nominator: PodNominator | None = None,
+        informer_client: redis.Redis | None = None,
+    ) -> None:
+        self.store = store
+        self.ledger = ledger
+        self.snapshot = Snapshot(capacity=1024, usage_from_ledger=True)
+        # Pending pods nominated to a node by preemption, counted when filtering (the
+        # profiles' Handle carries the same object).
+        self.nominator = nominator if nominator is not None else PodNominator()
+        self.informer = Informer(
+            informer_client or client, keys, ("Pod", "Node", "Namespace", "PodDisruptionBudget")
+        )
+        node_handler = FuncHandler(
+            add=self._on_node_add, update=self._on_node_update, delete=self._on_node_delete
+        )
+        pod_handler = FuncHandler(
+            add=self._on_pod_add, update=self._on_pod_update, delete=self._on_pod_delete
+        )
+        self.informer.add_handler("Node", node_handler)
+        self.informer.add_handler("Pod", pod_handler)
+        self.informer.add_handler("Namespace", namespace_handler())
+        self.informer.add_handler(
+            "PodDisruptionBudget",
+            FuncHandler(
+                add=lambda o, _i: BUDGETS.set(o),
+                update=lambda _o, n: BUDGETS.set(n),
+                delete=lambda o, _u: BUDGETS.delete(o),
+            ),
+        )
+        self._parsed: dict[str, tuple[str, Obj, Pod]] = {}
+        self.node_states: dict[str, NodeState] = {}
+        self._usage: dict[str, NodeUsage] = {}
+        # Nodes whose usage changed since their pod list was last synced.
+        self._pods_dirty: set[str] = set()
+        self._pods_generation: dict[str, int] = {}
+        self.feed_version = 0
+
+    def pod_from(self, obj: Obj) -> Pod:
+        """The typed pod of a store object, parsed once per resourceVersion. A bind only
+        sets spec.nodeName (and status), so a bound pod reuses its parsed unbound self."""
+        meta = obj.get("metadata", {})
+        key = f"{meta.get('namespace', 'default')}/{meta.get('name')}"
+        rv = str(meta.get("resourceVersion", ""))
+        cached = self._parsed.get(key)
+        if cached is not None:
+            cached_rv, cached_obj, cached_pod = cached
+            if cached_rv == rv and rv:
+                return cached_pod
+            node = obj.get("spec", {}).get("nodeName", "")
+            if node and not cached_pod.spec.node_name and _same_but_binding(cached_obj, obj):
+                pod = replace(cached_pod, spec=replace(cached_pod.spec, node_name=node))
+                self._parsed[key] = (rv, obj, pod)
+                return pod
+        pod = Pod.from_dict(obj)
+        self._parsed[key] = (rv, obj, pod)
+        return pod
+
+    def pod(self, key: str) -> Pod | None:
+        obj = self.informer.get("Pod", key)
+        if obj is None:
+            obj = self.store.get("Pod", key)
+            if obj is None:
+                return None
+        return self.pod_from(obj)
+
+    # ------------------------------------------------------------------ informer -> snapshot
+    def _on_node_add(self, obj: Obj, _initial: bool) -> None:
+        node = Node.from_dict(obj)
+        index = self.snapshot.add_node(node)
+        usage = self._usage.get(node.metadata.name)
+        if usage is not None:
+            self.snapshot.set_usage(index, usage.requested, ())
+            self._pods_generation.pop(node.metadata.name, None)
+            self._pods_dirty.add(node.metadata.name)
+
+    def _on_node_update(self, _old: Obj, new: Obj) -> None:
+        self.snapshot.update_node(Node.from_dict(new))
+
+    def _on_node_delete(self, obj: Obj, _unknown: bool) -> None:
+        name = obj["metadata"]["name"]
+        self.snapshot.remove_node(name)
+        self.node_states.pop(name, None)
+        self._pods_generation.pop(name, None)
+
+    def _on_pod_add(self, obj: Obj, _initial: bool) -> None:
+        spec, status = obj.get("spec") or {}, obj.get("status") or {}
+        if not spec.get("nodeName") and not status.get("nominatedNodeName"):
+            # A pending pod: parsed only when a worker pops it, not by every informer.
+            meta = obj.get("metadata") or {}
+            self.nominator.delete(f"{meta.get('namespace', 'default')}/{meta.get('name')}")
+            return
+        pod = self.pod_from(obj)
+        if pod.spec.node_name:
+            self.nominator.delete(pod.key)
+            self.snapshot.add_pod(pod)
+        elif pod.status.nominated_node_name:
+            self.nominator.add(pod)
+        else:
+            self.nominator.delete(pod.key)
+
+    def _on_pod_update(self, _old: Obj, new: Obj) -> None:
+        self._on_pod_add(new, False)
+
+    def _on_pod_delete(self, obj: Obj, _unknown: bool) -> None:
+        key = f"{obj['metadata'].get('namespace', 'default')}/{obj['metadata']['name']}"
+        self.snapshot.remove_pod(key)
+        self.nominator.delete(key)
+        self._parsed.pop(key, None)
+
+    # ------------------------------------------------------------------ ledger → snapshot
+    def refresh_from_ledger(self) -> int:
+        """Mirror the ledger's absolute usage of every node that changed since the last
+        refresh. Pod lists follow lazily (:meth:`sync_pod_lists`): only decisions with
+        inter-pod constraints need other workers' assumed pods."""
+        version, usages = self.ledger.changes_since(self.feed_version)
+        with_ports = []
+        for name, usage in usages.items():
+            self._usage[name] = usage
+            if self._pods_generation.get(name) != usage.generation:
+                self._pods_dirty.add(name)
+            index = self.snapshot.get_index(name)
+            if index is None:
+                continue
+            if usage.host_ports != 0:
+                with_ports.append(name)
+            else:
+                self.snapshot.set_usage(index, usage.requested, ())
+        if with_ports:
+            self.apply_states(self.ledger.node_state(with_ports))
+        self.feed_version = version
+        return len(usages)
+
+    def sync_pod_lists(self) -> None:
+        """Bring every node's pod list (assumed + bound, all workers) up to the ledger's."""
+        stale = [
+            name
+            for name in self._pods_dirty
+            if self._pods_generation.get(name) != self._usage[name].generation
+            and self.snapshot.get_index(name) is not None
+        ]
+        self._pods_dirty.clear()
+        for i in range(0, len(stale), 500):
+            self.apply_states(self.ledger.node_state(stale[i : i + 500]))
+
+    def apply_states(self, states: dict[str, NodeState]) -> None:
+        for name, state in states.items():
+            self.node_states[name] = state
+            index = self.snapshot.get_index(name)
+            if index is not None:
+                self._apply_state(index, state)
+
+    def _apply_state(self, index: int, state: NodeState) -> None:
+        """Usage and pod list of one node as the ledger has them (assumed + bound)."""
+        self._pods_generation[state.name] = state.generation
+        self.snapshot.set_usage(index, dict(state.requested), state.ports)
+        want = set(state.pods)
+        have = set(self.snapshot.pods_on(index))
+        for key in have - want:
+            self.snapshot.remove_pod(key)
+        for key in want - have:
+            pod = self.pod(key)
+            if pod is not None:
+                self.snapshot.add_pod(pod, state.name)

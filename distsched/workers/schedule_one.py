@@ -1,0 +1,647 @@
+"""The scheduling worker: kube-scheduler's scheduleOne, for a batch of pods at a time.
+
+One thread, one loop (:meth:`SchedulingWorker.run_once`):
+
+1. the informer applies new store events to the local view (:mod:`distsched.workers.local_cache`:
+   snapshot, parsed pods);
+2. the event consumer turns its share of the events into queue moves (once per event
+   across all workers, see :mod:`distsched.workers.eventhandlers`);
+3. the ledger's change feed refreshes the usage of the nodes that changed, with absolute
+   values (other workers' assumed pods included); pod lists follow lazily;
+4. periodic maintenance runs if this worker wins its lock;
+5. a batch of pods is popped and scheduled on the snapshot, each pod seeing the earlier
+   ones; the decisions are reserved against the ledger in one script call; rejected ones
+   are retried on the refreshed snapshot a bounded number of times; reserved ones pass
+   Permit and go to the binder pool as one rq job.
+
+Pods with inter-pod constraints (required affinity, anti-affinity, hard topology spread)
+are decided and reserved one at a time on a freshly synced snapshot: the ledger checks
+the topology-domain generations their decision was based on, and batching them would
+make every later decision of the batch count the earlier ones' bumps.
+
+Every failure goes through :meth:`SchedulingWorker._fail`.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import redis
+
+from distsched import metrics
+from distsched.binder.cycle import batch_bindable
+from distsched.binder.jobs import Binding, bind_queue, enqueue_bindings
+from distsched.cache.ledger import Ledger, LedgerConfig
+from distsched.cache.ledger_types import Decision, Rejected, Reserved
+from distsched.clock import SYSTEM_CLOCK, Clock
+from distsched.explain_record import Explanation, record_failure
+from distsched.faults import pause_at  # crash tests only; a no-op unless env set
+from distsched.framework import permit
+from distsched.framework.cycle_state import CycleState
+from distsched.framework.diagnosis import FitError, SchedulingError
+from distsched.framework.events import ClusterEvent
+from distsched.framework.nominator import NOMINATOR_KEY, PodNominator
+from distsched.framework.podinfo import PodInfo
+from distsched.framework.profile import Profiles, SchedulerConfig
+from distsched.framework.runtime import Framework
+from distsched.framework.schedule import schedule_pod
+from distsched.keys import Keys
+from distsched.model import HostPort, Node, Pod
+from distsched.model.objects import DEFAULT_SCHEDULER_NAME
+from distsched.queue_redis import RedisQueue
+from distsched.queue_types import QueueConfig, QueuedPod
+from distsched.store import Store, object_key
+from distsched.workers.eventhandlers import (
+    EventConsumer,
+    NodeOccupancy,
+    QueueEventHandlers,
+    pod_entry,
+    record_bound_pod,
+)
+from distsched.workers.local_cache import ClusterView
+from distsched.workers.maintenance import Periodic
+from distsched.workers.preemption import apply_post_filter
+
+log = logging.getLogger(__name__)
+
+Obj = dict
+
+
+@dataclass
+class WorkerConfig:
+    batch: int = 64
+    max_reserve_attempts: int = 3
+    idle_wait_s: float = 0.2
+    event_batches_per_loop: int = 4
+    # QueueingHints (kube's SchedulerQueueingHints, GA in 1.34): the rejecting plugins'
+    # hints decide which events move a parked pod; False keeps the seed's rules only.
+    queueing_hints: bool = True
+
+
+@dataclass
+class Attempt:
+    """One pod's scheduling attempt within a batch."""
+
+    queued: QueuedPod
+    pod: Pod
+    framework: Framework
+    state: CycleState = field(default_factory=CycleState)
+    started: float = field(default_factory=time.perf_counter)
+    node: str = ""
+    info: PodInfo | None = None
+    tries: int = 0
+
+
+def constrained(pod: Pod) -> bool:
+    """Whether the pod's decision depends on other pods' placement (inter-pod rules)."""
+    affinity = pod.spec.affinity
+    if affinity is not None:
+        if affinity.pod_affinity is not None and affinity.pod_affinity.required:
+            return True
+        if affinity.pod_anti_affinity is not None and affinity.pod_anti_affinity.required:
+            return True
+    spread = pod.spec.topology_spread_constraints
+    return any(c.when_unsatisfiable == "DoNotSchedule" for c in spread)
+
+
+def constraint_topology_keys(pod: Pod) -> set[str]:
+    keys = {c.topology_key for c in pod.spec.topology_spread_constraints}
+    affinity = pod.spec.affinity
+    if affinity is not None:
+        for group in (affinity.pod_affinity, affinity.pod_anti_affinity):
+            if group is not None:
+                keys.update(t.topology_key for t in group.required)
+                keys.update(w.term.topology_key for w in group.preferred)
+    return keys
+
+
+def backoff_configs(
+    scheduler_config: SchedulerConfig | None,
+    queue_config: QueueConfig | None,
+    ledger_config: LedgerConfig | None,
+) -> tuple[QueueConfig, LedgerConfig]:
+    """The queue's and the ledger's configs with the scheduler configuration's
+    podInitialBackoffSeconds / podMaxBackoffSeconds (kube's defaults, 1 s and 10 s, when
+    there is no configuration). Everything that computes a backoff (the failure handler,
+    the binder's, the assumed-pod reaper) must use the same two numbers."""
+    queue_config = queue_config or QueueConfig()
+    ledger_config = ledger_config or LedgerConfig()
+    if scheduler_config is None:
+        return queue_config, ledger_config
+    initial = scheduler_config.pod_initial_backoff_seconds * 1000
+    maximum = scheduler_config.pod_max_backoff_seconds * 1000
+    return (
+        replace(queue_config, initial_backoff_ms=initial, max_backoff_ms=maximum),
+        replace(ledger_config, backoff_initial_ms=initial, backoff_max_ms=maximum),
+    )
+
+
+def share_nominator(profiles: Profiles, nominator: PodNominator | None) -> PodNominator:
+    """One PodNominator for the worker's view and every profile's Handle: the view feeds
+    it from pod events, Filter (RunFilterPluginsWithNominatedPods) and preemption read it.
+    A nominator already in a profile's Handle is kept, else ``nominator`` or a new one."""
+    if nominator is None:
+        for fw in profiles.values():
+            found = fw.handle.extras.get(NOMINATOR_KEY)
+            if isinstance(found, PodNominator):
+                nominator = found
+                break
+    nominator = nominator if nominator is not None else PodNominator()
+    for fw in profiles.values():
+        fw.handle.extras[NOMINATOR_KEY] = nominator
+    return nominator
+
+
+class SchedulingWorker:
+    def __init__(
+        self,
+        client: redis.Redis,
+        keys: Keys,
+        *,
+        profiles: Profiles,
+        clock: Clock = SYSTEM_CLOCK,
+        name: str | None = None,
+        config: WorkerConfig | None = None,
+        queue_config: QueueConfig | None = None,
+        ledger_config: LedgerConfig | None = None,
+        informer_client: redis.Redis | None = None,
+        nominator: PodNominator | None = None,
+        scheduler_config: SchedulerConfig | None = None,
+    ) -> None:
+        self.client = client
+        self.keys = keys
+        self.profiles = profiles
+        self.clock = clock
+        self.name = name or f"worker-{uuid.uuid4().hex[:8]}"
+        self.config = config or WorkerConfig()
+        self.store = Store(client, keys, clock=clock)
+        queue_config, ledger_config = backoff_configs(scheduler_config, queue_config, ledger_config)
+        self.queue = RedisQueue(client, keys, config=queue_config)
+        self.ledger = Ledger(client, keys, clock, ledger_config)
+        nominator = share_nominator(profiles, nominator)
+        # The worker's local picture: snapshot, parsed pods, the ledger's mirror.
+        self.view = ClusterView(
+            client,
+            keys,
+            store=self.store,
+            ledger=self.ledger,
+            nominator=nominator,
+            informer_client=informer_client,
+        )
+        self.snapshot = self.view.snapshot
+        self.informer = self.view.informer
+        self.nominator = self.view.nominator
+        self._pending_bindings: list[Binding] = []
+        self.handlers = QueueEventHandlers(
+            queue=self.queue,
+            ledger=self.ledger,
+            interested=self._interested,
+            profiles=list(self.profiles),
+            pod_lookup=self.view.pod,
+            parse=self.view.pod_from,
+            node_usage=self._node_usage,
+            clock_ms=clock.now_ms,
+            pre_enqueue_rejects=self._pre_enqueue_rejects,
+            reject_waiting=lambda key: permit.reject(client, keys, key, "", "pod deleted"),
+            hint=self._queueing_hint if self.config.queueing_hints else None,
+        )
+        self.consumer = EventConsumer(client, keys.events, self.name, self.handlers)
+        self.bind_queue = bind_queue(client, keys)
+        self.periodic = Periodic(client, keys)
+        self._setup_periodic()
+        self.scheduled = 0
+        self.conflicts = 0
+
+    # ------------------------------------------------------------------ start-up
+    def _setup_periodic(self) -> None:
+        q, led, now = self.queue, self.ledger, self.clock.now_ms
+
+        def flush_backoff() -> int:
+            moved = q.flush_backoff_completed(now_ms=now())
+            metrics.queue_incoming_pods.labels("active", "BackoffComplete").inc(moved)
+            return moved
+
+        def flush_leftover() -> int:
+            moved = q.flush_unschedulable_leftover(now_ms=now())
+            metrics.queue_incoming_pods.labels("active_or_backoff", "UnschedulableTimeout").inc(
+                moved
+            )
+            return moved
+
+        self.periodic.every("flush-backoff", 1.0, flush_backoff)
+        self.periodic.every("flush-leftover", 30.0, flush_leftover)
+        self.periodic.every("reclaim-leases", 1.0, self._reclaim_leases)
+        self.periodic.every("reap-assumed", 1.0, self._reap_assumed)
+        self.periodic.every("claim-events", 10.0, self.consumer.claim_abandoned)
+        self.periodic.every("resync", 300.0, self.resync)
+        del led
+
+    def _reclaim_leases(self) -> int:
+        keys = self.queue.reclaim_expired_leases(now_ms=self.clock.now_ms())
+        if keys:
+            metrics.lease_reclaims.labels("inflight").inc(len(keys))
+            metrics.queue_incoming_pods.labels("active", "LeaseExpired").inc(len(keys))
+            log.warning("reclaimed %d expired leases: %s", len(keys), keys[:5])
+        return len(keys)
+
+    def _reap_assumed(self) -> int:
+        keys = self.ledger.reap_expired_assumed(self.clock.now_ms())
+        if keys:
+            metrics.lease_reclaims.labels("assumed").inc(len(keys))
+            log.warning("requeued %d expired assumed pods: %s", len(keys), keys[:5])
+        return len(keys)
+
+    def start(self) -> None:
+        """Initial list into the snapshot, then one resync of ledger and queue."""
+        while not self.informer.has_synced:
+            self.informer.poll_once(0)
+        self.consumer.ensure_group()
+        if self.client.set(self.keys.lock("resync"), self.name, nx=True, px=60_000):
+            self.resync()
+        self.view.refresh_from_ledger()
+
+    def resync(self) -> int:
+        """Make the ledger and the queue agree with the store (events before the consumer
+        group existed, or lost with a Redis that restarted without its data). Idempotent."""
+        now = self.clock.now_ms()
+        for obj in self.informer.list("Node"):
+            self.ledger.set_node_from(Node.from_dict(obj))
+        entries = []
+        for obj in self.informer.list("Pod"):
+            if (obj.get("spec") or {}).get("nodeName"):
+                record_bound_pod(self.ledger, self.view.pod_from(obj))
+            elif self.handlers.responsible_for(obj):
+                entries.append(
+                    pod_entry(object_key(obj)[1], obj, gated=self._pre_enqueue_rejects(obj))
+                )
+        added = 0
+        for i in range(0, len(entries), 1000):
+            added += self.queue.add(entries[i : i + 1000], now_ms=now)
+        return added
+
+    # ------------------------------------------------------------------ lookups
+    def _pre_enqueue_rejects(self, obj: dict[str, Any]) -> bool:
+        """Whether the PreEnqueue plugins of the pod's profile keep it gated (kube's
+        runPreEnqueuePlugins: any status but success gates it). A pod that does not parse
+        is not gated here: its scheduling attempt reports why it cannot be scheduled."""
+        name = (obj.get("spec") or {}).get("schedulerName") or DEFAULT_SCHEDULER_NAME
+        fw = self.profiles.get(name)
+        if fw is None or not fw.pre_enqueue_plugins:
+            return False
+        try:
+            pod = self.view.pod_from(obj)
+        except Exception:  # any parse failure: the attempt that pops the pod says what
+            log.debug("no PreEnqueue for %s: it does not parse", object_key(obj)[1], exc_info=True)
+            return False
+        return not fw.run_pre_enqueue_plugins(pod).is_success()
+
+    def _interested(self, event: ClusterEvent) -> frozenset[str] | None:
+        names: set[str] = set()
+        for fw in self.profiles.values():
+            names |= fw.plugins_interested_in(event)
+        return frozenset(names)
+
+    def _queueing_hint(
+        self, pod: Pod, plugin: str, event: ClusterEvent, old: object, new: object
+    ) -> bool | None:
+        fw = self.profiles.for_pod(pod)
+        return None if fw is None else fw.queueing_hint(plugin, event, pod, old, new)
+
+    def _node_usage(self, name: str) -> NodeOccupancy:
+        state = self.ledger.node_state([name]).get(name)
+        if state is None:
+            return NodeOccupancy({}, 0, [])
+        return NodeOccupancy(
+            dict(state.requested),
+            state.requested.get("pods", len(state.pods)),
+            [HostPort(*port) for port in state.ports],
+        )
+
+    # ------------------------------------------------------------------ the loop
+    def run_once(self) -> int:
+        """One turn of the loop; returns the number of pods popped."""
+        for _ in range(self.config.event_batches_per_loop):
+            if not self.informer.poll_once(0):
+                break
+        for _ in range(self.config.event_batches_per_loop):
+            if not self.consumer.poll(None):
+                break
+        self.view.refresh_from_ledger()
+        self.periodic.tick()
+        popped = self.queue.pop(self.config.batch, now_ms=self.clock.now_ms())
+        if not popped:
+            self.client.blpop([self.keys.wake], timeout=self.config.idle_wait_s)
+            return 0
+        pause_at("pop", [p.key for p in popped])
+        self.schedule_one_batch(popped)
+        return len(popped)
+
+    def schedule_one_batch(self, popped: Sequence[QueuedPod]) -> None:
+        """The worker's scheduling cycle for popped pods (kube's scheduleOne, batched):
+        decide each on the snapshot, reserve against the ledger, hand reserved ones to
+        the binder pool."""
+        attempts: list[Attempt] = []
+        for queued in popped:
+            attempt = self._prepare(queued)
+            if attempt is not None:
+                attempts.append(attempt)
+        batch: list[Attempt] = []
+        try:
+            for attempt in attempts:
+                if constrained(attempt.pod):
+                    self._reserve(batch)
+                    batch = []
+                    self._schedule_constrained(attempt)
+                elif self._decide_safely(attempt):
+                    batch.append(attempt)
+            self._reserve(batch)
+        finally:
+            # One rq job for the whole pop batch, constrained pods included: rq's per-job
+            # round trips would otherwise dominate Redis CPU for those workloads.
+            self._flush_bindings()
+
+    def _flush_bindings(self) -> None:
+        if self._pending_bindings:
+            enqueue_bindings(self.bind_queue, self.keys, self._pending_bindings)
+            self.scheduled += len(self._pending_bindings)
+            self._pending_bindings = []
+
+    def _schedule_constrained(self, attempt: Attempt) -> None:
+        """Decide and reserve one pod with inter-pod constraints on a view that matches
+        the topology-domain generations it sends (see :meth:`_read_generations`)."""
+        while True:
+            self.view.refresh_from_ledger()
+            self.view.sync_pod_lists()
+            if not self._decide_safely(attempt):
+                return
+            generations = self._read_generations(attempt)
+            if generations is None:  # the ledger moved while we decided: decide again
+                self._undo_reserve(attempt)
+                attempt.tries -= 1
+                continue
+            checks, anti_affinity_gen = generations
+            [result] = self.ledger.reserve_batch(
+                [self._decision(attempt, checks=checks, anti_affinity_gen=anti_affinity_gen)]
+            )
+            if isinstance(result, Reserved):
+                self._bind([attempt])
+                return
+            self._undo_reserve(attempt)
+            if not isinstance(result, Rejected):
+                log.info("stale decision for %s: %s", attempt.pod.key, result)
+                return
+            self._note_conflict(result)
+            if attempt.tries >= self.config.max_reserve_attempts:
+                self._fail(
+                    attempt,
+                    plugins=[],
+                    message=f"reservation conflicts: {result.reason}",
+                    error=True,
+                )
+                return
+
+    def _read_generations(self, attempt: Attempt) -> tuple[dict[str, int], int] | None:
+        """The chosen node's domain generations (for the pod's topology keys) and its
+        anti-affinity generation sum, read before checking that the ledger has not changed
+        since the snapshot we decided on. Generations first, data second: then every
+        reservation they count is in the snapshot. None when the ledger moved."""
+        labels = self.snapshot.node_by_name(attempt.node).metadata.labels
+        domains = sorted(
+            f"{key}={labels[key]}" for key in constraint_topology_keys(attempt.pod) if key in labels
+        )
+        state = self.view.node_states.get(attempt.node)
+        node_domains = sorted(f"{k}={v}" for k, v in (state.domains if state else {}).items())
+        pipe = self.client.pipeline(transaction=False)
+        pipe.hmget(self.ledger.domgen_key, domains or ["-"])
+        pipe.hmget(self.ledger.aagen_key, node_domains or ["-"])
+        pipe.zrangebyscore(
+            self.ledger.feed_key, f"({self.view.feed_version}", "+inf", start=0, num=1
+        )
+        gens, aagens, moved = pipe.execute()
+        if moved:
+            return None
+        checks = {d: int(g or 0) for d, g in zip(domains, gens, strict=False)}
+        return checks, sum(int(g or 0) for g in aagens)
+
+    def _decide_safely(self, attempt: Attempt) -> bool:
+        """A plugin that raises fails this pod's attempt (backoff), not the worker."""
+        try:
+            return self._decide(attempt)
+        except redis.RedisError:
+            raise
+        except Exception as exc:
+            log.exception("scheduling %s raised", attempt.pod.key)
+            self._fail(attempt, plugins=[], message=f"internal error: {exc}", error=True)
+            return False
+
+    def _prepare(self, queued: QueuedPod) -> Attempt | None:
+        pod = self.view.pod(queued.key)
+        now = self.clock.now_ms()
+        if pod is None:
+            self.queue.delete([queued.key], now_ms=now)
+            return None
+        if pod.spec.node_name:
+            self.queue.done(queued.key, epoch=queued.epoch)
+            self.queue.forget([queued.key])
+            return None
+        fw = self.profiles.for_pod(pod)
+        if fw is None:
+            self.queue.delete([queued.key], now_ms=now)
+            return None
+        return Attempt(queued, pod, fw)
+
+    def _decide(self, attempt: Attempt) -> bool:
+        """Run the scheduling algorithm and assume the result locally."""
+        attempt.tries += 1
+        attempt.state = CycleState()
+        fw, pod = attempt.framework, attempt.pod
+        try:
+            result = schedule_pod(fw, attempt.state, pod, self.snapshot)
+        except FitError as err:
+            self._post_filter(attempt, err)
+            self._fail(
+                attempt,
+                plugins=sorted(err.diagnosis.unschedulable_plugins),
+                message=str(err),
+                error=False,
+            )
+            return False
+        except SchedulingError as err:
+            self._fail(attempt, plugins=[], message=str(err), error=True)
+            return False
+        status = fw.run_reserve_plugins_reserve(attempt.state, pod, result.suggested_host)
+        if not status.is_success():
+            fw.run_reserve_plugins_unreserve(attempt.state, pod, result.suggested_host)
+            self._fail(attempt, plugins=[], message=status.message(), error=True)
+            return False
+        attempt.node = result.suggested_host
+        attempt.info = PodInfo.of(pod)
+        self.snapshot.add_pod(pod, attempt.node, info=attempt.info)
+        self.snapshot.add_usage(result.node_index, attempt.info)
+        return True
+
+    def _post_filter(self, attempt: Attempt, err: FitError) -> None:
+        """PostFilter (preemption); the pod itself still goes back to the queue."""
+        fw = attempt.framework
+        if not fw.post_filter_plugins:
+            return
+        metrics.preemption_attempts.inc()
+        apply_post_filter(
+            fw, attempt.state, attempt.pod, err, snapshot=self.snapshot, store=self.store
+        )
+
+    def _undo_reserve(self, attempt: Attempt) -> None:
+        """The ledger refused (or the view moved under) a decision whose Reserve plugins
+        ran: Unreserve them (kube runs Unreserve on every failure after Reserve), then
+        forget the local assumption."""
+        if attempt.node:
+            fw = attempt.framework
+            fw.run_reserve_plugins_unreserve(attempt.state, attempt.pod, attempt.node)
+        self._unassume(attempt)
+
+    def _unassume(self, attempt: Attempt) -> None:
+        if not attempt.node or attempt.info is None:
+            return
+        index = self.snapshot.get_index(attempt.node)
+        self.snapshot.remove_pod(attempt.pod.key)
+        if index is not None:
+            self.snapshot.add_usage(index, attempt.info, -1)
+        attempt.node = ""
+
+    def _decision(
+        self,
+        attempt: Attempt,
+        *,
+        checks: dict[str, int] | None = None,
+        anti_affinity_gen: int | None = None,
+    ) -> Decision:
+        assert attempt.info is not None
+        if anti_affinity_gen is None:
+            state = self.view.node_states.get(attempt.node)
+            anti_affinity_gen = state.anti_affinity_gen if state is not None else 0
+        return Decision(
+            pod_key=attempt.pod.key,
+            uid=attempt.pod.metadata.uid,
+            epoch=attempt.queued.epoch,
+            node=attempt.node,
+            requests=attempt.info.requests,
+            host_ports=list(attempt.info.host_ports),
+            domain_checks=checks or {},
+            anti_affinity_gen=anti_affinity_gen,
+            anti_affinity_keys=sorted(
+                {t.topology_key for t in attempt.info.required_anti_affinity_terms}
+            ),
+        )
+
+    def _reserve(self, batch: list[Attempt]) -> None:
+        while batch:
+            results = self.ledger.reserve_batch([self._decision(a) for a in batch])
+            pause_at("reserve", [a.pod.key for a in batch])
+            reserved: list[Attempt] = []
+            retry: list[Attempt] = []
+            for attempt, result in zip(batch, results, strict=True):
+                if isinstance(result, Reserved):
+                    reserved.append(attempt)
+                    continue
+                self._undo_reserve(attempt)
+                if isinstance(result, Rejected):
+                    self._note_conflict(result)
+                    if attempt.tries < self.config.max_reserve_attempts:
+                        retry.append(attempt)
+                    else:
+                        self._fail(
+                            attempt,
+                            plugins=[],
+                            message=f"reservation conflicts: {result.reason}",
+                            error=True,
+                        )
+                else:  # Stale: the lease expired and the pod belongs to someone else now
+                    log.info("stale decision for %s: %s", attempt.pod.key, result)
+            self._bind(reserved)
+            batch = []
+            if retry:
+                self.view.refresh_from_ledger()
+                batch = [a for a in retry if self._decide(a)]
+
+    def _note_conflict(self, result: Rejected) -> None:
+        """Count a refused reservation and take the node's current state from it."""
+        self.conflicts += 1
+        metrics.reserve_conflicts.labels(metrics.conflict_reason(result.reason)).inc()
+        if result.node_state is not None:
+            self.view.apply_states({result.node_state.name: result.node_state})
+
+    def _bind(self, reserved: list[Attempt]) -> None:
+        if not reserved:
+            return
+        bindings: list[Binding] = []
+        for attempt in reserved:
+            fw = attempt.framework
+            status, waits = fw.run_permit_plugins(attempt.state, attempt.pod, attempt.node)
+            if not status.is_success() and not status.is_wait():
+                fw.run_reserve_plugins_unreserve(attempt.state, attempt.pod, attempt.node)
+                self.ledger.release(attempt.pod.key, str(attempt.queued.epoch))
+                self._unassume(attempt)
+                self._fail(attempt, plugins=[], message=status.message(), error=False)
+                continue
+            now = self.clock.now_ms()
+            deadlines = {p: now + int(timeout * 1000) for p, timeout in waits.items()}
+            bindings.append(
+                Binding(
+                    pod_key=attempt.pod.key,
+                    uid=attempt.pod.metadata.uid,
+                    node=attempt.node,
+                    profile=fw.profile_name,
+                    cycle=attempt.queued.cycle,
+                    epoch=attempt.queued.epoch,
+                    token=str(attempt.queued.epoch),
+                    initial_attempt_ms=attempt.queued.initial_attempt_ms,
+                    attempts=attempt.queued.attempts,
+                    # Wait: the binder holds the pod until the plugins allow it (WaitOnPermit),
+                    # each plugin until its own deadline.
+                    permit_plugins=tuple(sorted(waits)),
+                    permit_deadline_ms=max(deadlines.values(), default=0),
+                    permit_deadlines_ms=tuple(deadlines[p] for p in sorted(waits)),
+                    # The binding cycle goes on with this cycle's state (kube passes it on);
+                    # a profile bound by one store call has no plugin to read it.
+                    state={} if batch_bindable(fw) else attempt.state.to_wire(),
+                )
+            )
+            elapsed = time.perf_counter() - attempt.started
+            metrics.schedule_attempts.labels("scheduled", fw.profile_name).inc()
+            metrics.scheduling_attempt_duration.labels("scheduled", fw.profile_name).observe(
+                elapsed
+            )
+        self._pending_bindings.extend(bindings)
+
+    # ------------------------------------------------------------------ the one failure path
+    def _fail(self, attempt: Attempt, *, plugins: list[str], message: str, error: bool) -> None:
+        """kube's FailureHandler: back to the queue (unschedulable or backoff), and the
+        diagnosis recorded for `distsched explain`."""
+        self._unassume(attempt)
+        now = self.clock.now_ms()
+        where = self.queue.add_unschedulable_if_not_present(
+            attempt.pod.key,
+            epoch=attempt.queued.epoch,
+            plugins=plugins,
+            now_ms=now,
+            error=error,
+        )
+        result = "error" if error else "unschedulable"
+        profile = attempt.framework.profile_name
+        metrics.schedule_attempts.labels(result, profile).inc()
+        metrics.scheduling_attempt_duration.labels(result, profile).observe(
+            time.perf_counter() - attempt.started
+        )
+        metrics.queue_incoming_pods.labels(where, "ScheduleAttemptFailure").inc()
+        record_failure(
+            self.client,
+            self.keys,
+            attempt.pod.key,
+            Explanation(message, tuple(plugins), profile=profile, at_ms=now, queue=where),
+        )
+        log.debug("pod %s: %s (%s)", attempt.pod.key, message, where)

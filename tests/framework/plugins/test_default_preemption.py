@@ -1,0 +1,451 @@
+"""DefaultPreemption after kube's default_preemption_test and preemption_test, nominated
+pods in filtering (RunFilterPluginsWithNominatedPods), and the default profile end to end."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from distsched.framework.cycle_state import CycleState
+from distsched.framework.diagnosis import FitError
+from distsched.framework.interface import Handle, PluginArgsError, PostFilterResult
+from distsched.framework.nominator import NOMINATOR_KEY, PodNominator
+from distsched.framework.plugins import default_preemption
+from distsched.framework.plugins.default_preemption import PreemptionResult, victims_for
+from distsched.framework.plugins.helpers.what_if import (
+    run_filter_plugins_with_nominated_pods,
+)
+from distsched.framework.plugins.inter_pod_affinity import (
+    ERR_REASON_AFFINITY,
+    ERR_REASON_ANTI_AFFINITY,
+)
+from distsched.framework.profile import build_profiles, default_config
+from distsched.framework.schedule import schedule_pod
+from distsched.framework.snapshot import Snapshot
+from distsched.framework.status import Code
+from distsched.model.objects import (
+    DEFAULT_SCHEDULER_NAME,
+    Affinity,
+    LabelSelector,
+    PodAffinity,
+    PodAffinityTerm,
+    TopologySpreadConstraint,
+)
+from tests.framework.builders import make_node, make_pod, snapshot_of
+
+HOST = "kubernetes.io/hostname"
+
+
+def node(name, cpu=4000, **labels):
+    return make_node(name, cpu=cpu, labels={HOST: name, **labels})
+
+
+def pod(name, cpu=1000, priority=None, node_name="", created="", labels=None, **kwargs):
+    p = make_pod(
+        name, requests={"cpu": cpu}, priority=priority, node_name=node_name, labels=labels, **kwargs
+    )
+    if created:
+        p = replace(p, metadata=replace(p.metadata, creation_timestamp=created))
+    return p
+
+
+def framework(nominator=None, seed=0):
+    handle = Handle(extras={NOMINATOR_KEY: nominator} if nominator is not None else {})
+    fw = build_profiles(default_config(), handle=handle)[DEFAULT_SCHEDULER_NAME]
+    fw.plugins[default_preemption.NAME].rng = random.Random(seed)
+    return fw
+
+
+def preempt(snapshot, incoming, nominator=None):
+    """Schedule ``incoming`` (it must not fit) and run PostFilter: (result, status)."""
+    fw = framework(nominator)
+    state = CycleState()
+    with pytest.raises(FitError) as info:
+        schedule_pod(fw, state, incoming, snapshot)
+    return fw.run_post_filter_plugins(state, incoming, snapshot, info.value.diagnosis)
+
+
+def names(pods):
+    return [p.metadata.name for p in pods]
+
+
+def test_preemption_policy_never_is_not_eligible():
+    snapshot = snapshot_of([node("n1")], [pod("low", 4000, 1, "n1")])
+    incoming = pod("p", 2000, 10)
+    incoming = replace(incoming, spec=replace(incoming.spec, preemption_policy="Never"))
+    result, status = preempt(snapshot, incoming)
+    assert result is None
+    assert status.code == Code.UNSCHEDULABLE
+    assert status.message() == "preemption: not eligible due to preemptionPolicy=Never."
+
+
+def test_preempts_the_lower_priority_pod():
+    snapshot = snapshot_of(
+        [node("n1"), node("n2")], [pod("low", 3000, 1, "n1"), pod("high", 3000, 100, "n2")]
+    )
+    result, status = preempt(snapshot, pod("p", 2000, 10))
+    assert status.is_success()
+    assert isinstance(result, PreemptionResult)
+    assert result.nominated_node_name == "n1"
+    assert names(victims_for(result)) == ["low"]
+
+
+def test_no_victims_anywhere():
+    snapshot = snapshot_of(
+        [node("n1"), node("n2")], [pod("a", 3000, 10, "n1"), pod("b", 3000, 100, "n2")]
+    )
+    result, status = preempt(snapshot, pod("p", 2000, 10))
+    assert status.code == Code.UNSCHEDULABLE
+    assert status.message() == (
+        "preemption: 0/2 nodes are available: 2 No preemption victims found for incoming pod."
+    )
+    assert result == PreemptionResult("")
+
+
+def test_preemption_does_not_help_with_unresolvable_failures():
+    snapshot = snapshot_of([node("n1"), node("n2")], [pod("low", 3000, 1, "n1")])
+    incoming = pod("p", 2000, 10, node_selector={"disk": "ssd"})
+    result, status = preempt(snapshot, incoming)
+    assert status.message() == (
+        "preemption: 0/2 nodes are available: 2 Preemption is not helpful for scheduling."
+    )
+    assert result is not None and result.nominated_node_name == ""
+    assert victims_for(result) == ()
+
+
+def test_mixed_dry_run_statuses_are_reported():
+    snapshot = snapshot_of(
+        [node("n1"), node("n2"), node("n3")],
+        [pod("a", 3000, 100, "n1"), pod("b", 500, 1, "n2")],
+    )
+    incoming = pod("p", 5000, 10)  # more than any node has
+    _, status = preempt(snapshot, incoming)
+    # n2 still lacks room without its victim; n1 (a more important pod) and n3 (empty)
+    # have nothing to evict.
+    assert status.message() == (
+        "preemption: 0/3 nodes are available: 1 Insufficient cpu, "
+        "2 No preemption victims found for incoming pod."
+    )
+
+
+def test_reprieves_the_most_important_victims_first():
+    existing = [
+        pod("p1", 1000, 1, "n1"),
+        pod("p2", 1000, 2, "n1"),
+        pod("p3", 2000, 3, "n1"),
+    ]
+    result, status = preempt(snapshot_of([node("n1")], existing), pod("p", 2000, 10))
+    assert status.is_success()
+    assert names(victims_for(result)) == ["p2", "p1"]  # p3 keeps running
+
+
+@pytest.mark.parametrize(
+    ("name", "existing", "want"),
+    [
+        (
+            "the node whose most important victim has the lowest priority",
+            [pod("a", 4000, 5, "n1"), pod("b", 4000, 3, "n2")],
+            "n2",
+        ),
+        (
+            "then the smallest sum of victim priorities",
+            [
+                pod("a1", 2000, 3, "n1"),
+                pod("a2", 2000, 3, "n1"),
+                pod("b1", 2000, 3, "n2"),
+                pod("b2", 2000, 1, "n2"),
+            ],
+            "n2",
+        ),
+        (
+            "negative priorities: fewer victims still win the sum (priorities offset by 2^31)",
+            [
+                pod("a1", 2000, -5, "n1"),
+                pod("a2", 2000, -5, "n1"),
+                pod("b1", 4000, -5, "n2"),
+            ],
+            "n2",
+        ),
+        (
+            "then the latest start of the most important victims",
+            [
+                pod("a", 4000, 1, "n1", created="2024-01-01T00:00:00Z"),
+                pod("b", 4000, 1, "n2", created="2024-06-01T00:00:00Z"),
+            ],
+            "n2",
+        ),
+    ],
+)
+def test_candidate_selection_order(name, existing, want):
+    snapshot = snapshot_of([node("n1"), node("n2")], existing)
+    result, status = preempt(snapshot, pod("p", 4000, 10))
+    assert status.is_success(), name
+    assert result.nominated_node_name == want, name
+
+
+def test_nominated_pods_are_counted_and_lower_ones_released():
+    nominator = PodNominator()
+    nominator.add(pod("big", 3000, 100, nominated="n1"))
+    nominator.add(pod("small", 500, 5, nominated="n2"))
+    snapshot = snapshot_of(
+        [node("n1"), node("n2")], [pod("v1", 3000, 1, "n1"), pod("v2", 3000, 1, "n2")]
+    )
+    result, status = preempt(snapshot, pod("p", 2000, 10), nominator)
+    assert status.is_success()
+    assert result.nominated_node_name == "n2"
+    assert names(victims_for(result)) == ["v2"]
+    assert names(result.clear_nominations) == ["small"]
+
+
+def test_anti_affinity_victims_found_through_pre_filter_extensions():
+    green = {"app": "db"}
+    snapshot = snapshot_of(
+        [node("n1"), node("n2")],
+        [pod("db-low", 100, 1, "n1", labels=green), pod("db-high", 100, 100, "n2", labels=green)],
+    )
+    term = PodAffinityTerm(HOST, LabelSelector(green))
+    incoming = pod("p", 100, 10, affinity=Affinity(pod_anti_affinity=PodAffinity(required=(term,))))
+    result, status = preempt(snapshot, incoming)
+    assert status.is_success()
+    assert result.nominated_node_name == "n1"
+    assert names(victims_for(result)) == ["db-low"]
+
+
+def test_existing_anti_affinity_victim():
+    term = PodAffinityTerm(HOST, LabelSelector({"app": "web"}))
+    hater = pod("hater", 100, 1, "n1", affinity=Affinity(pod_anti_affinity=PodAffinity((term,))))
+    snapshot = snapshot_of([node("n1")], [hater, pod("keeper", 100, 1, "n1")])
+    result, status = preempt(snapshot, pod("p", 100, 10, labels={"app": "web"}))
+    assert status.is_success()
+    assert names(victims_for(result)) == ["hater"]
+
+
+def test_topology_spread_victims():
+    spread = TopologySpreadConstraint(1, HOST, "DoNotSchedule", LabelSelector({"app": "s"}))
+    app = {"app": "s"}
+    existing = [
+        pod("s1", 100, 1, "n1", labels=app, created="2024-01-01T00:00:00Z"),
+        pod("s2", 100, 1, "n1", labels=app, created="2024-02-01T00:00:00Z"),
+        pod("s3", 4000, 100, "n2", labels=app),
+    ]
+    incoming = pod("p", 100, 10, labels=app)
+    incoming = replace(incoming, spec=replace(incoming.spec, topology_spread_constraints=(spread,)))
+    result, status = preempt(snapshot_of([node("n1"), node("n2")], existing), incoming)
+    assert status.is_success()
+    assert result.nominated_node_name == "n1"
+    assert names(victims_for(result)) == ["s2"]  # the earlier-started s1 is reprieved first
+
+
+def test_dry_runs_leave_the_snapshot_as_it_was():
+    existing = [pod("p1", 1000, 1, "n1"), pod("p2", 3000, 2, "n1"), pod("q", 3000, 1, "n2")]
+    snapshot = snapshot_of([node("n1"), node("n2")], existing)
+    free = snapshot.free.copy()
+    placed = {i: sorted(snapshot.pods_on(i)) for i in snapshot.node_indices()}
+    _, status = preempt(snapshot, pod("p", 2000, 10))
+    assert status.is_success()
+    assert np.array_equal(snapshot.free, free)
+    assert {i: sorted(snapshot.pods_on(i)) for i in snapshot.node_indices()} == placed
+
+
+def test_dry_runs_with_ledger_usage_charge_and_refund_the_moved_pods():
+    # A worker's snapshot takes requested resources from the ledger, not from its pods.
+    snapshot = Snapshot(capacity=4, usage_from_ledger=True)
+    index = snapshot.add_node(node("n1"))
+    snapshot.add_pod(pod("low", 3000, 1, "n1"))
+    snapshot.set_usage(index, {"cpu": 3000, "pods": 1}, [])
+    free = snapshot.free.copy()
+    result, status = preempt(snapshot, pod("p", 2000, 10))
+    assert status.is_success() and names(victims_for(result)) == ["low"]
+    assert np.array_equal(snapshot.free, free)
+    assert list(snapshot.pods_on(index)) == ["default/low"]
+
+
+def test_schedule_pod_counts_nominated_pods_through_the_handle():
+    nominator = PodNominator()
+    nominator.add(pod("big", 3000, 100, nominated="n1"))
+    snapshot = snapshot_of([node("n1"), node("n2", cpu=2500)])
+    fw = framework(nominator)
+    result = schedule_pod(fw, CycleState(), pod("p", 2000, 10), snapshot)
+    assert result.suggested_host == "n2"  # n1's free room is promised to "big"
+    # Its own nomination does not block the nominated pod itself.
+    big = pod("big", 3000, 100, nominated="n1")
+    assert schedule_pod(fw, CycleState(), big, snapshot).suggested_host == "n1"
+
+
+def test_candidates_come_from_a_random_offset_and_stop_when_enough():
+    class Offset:
+        def randrange(self, n):
+            return 3
+
+    existing = [pod(f"v{i}", 4000, 1, f"n{i}") for i in range(5)]
+    snapshot = snapshot_of([node(f"n{i}") for i in range(5)], existing)
+    fw = framework()
+    plugin = default_preemption.new(
+        {"minCandidateNodesPercentage": 0, "minCandidateNodesAbsolute": 2}, fw.handle
+    )
+    plugin.attach_framework(fw)
+    plugin.rng = Offset()
+    incoming = pod("p", 2000, 10)
+    state = CycleState()
+    with pytest.raises(FitError) as info:
+        schedule_pod(fw, state, incoming, snapshot)
+    candidates, _, _ = plugin.find_candidates(state, incoming, snapshot, info.value.diagnosis)
+    assert [c.node_name for c in candidates] == ["n3", "n4"]
+
+
+@pytest.mark.parametrize(
+    ("nodes", "percentage", "absolute", "want"),
+    [(10, 10, 100, 10), (1000, 10, 100, 100), (5000, 10, 100, 500), (30, 40, 0, 12)],
+)
+def test_calculate_num_candidates(nodes, percentage, absolute, want):
+    plugin = default_preemption.new(
+        {"minCandidateNodesPercentage": percentage, "minCandidateNodesAbsolute": absolute}, Handle()
+    )
+    assert plugin.calculate_num_candidates(nodes) == want
+
+
+@pytest.mark.parametrize(
+    ("args", "field"),
+    [
+        ({"minCandidateNodesPercentage": 101}, "minCandidateNodesPercentage"),
+        ({"minCandidateNodesAbsolute": -1}, "minCandidateNodesAbsolute"),
+        ({"minCandidateNodesPercentage": 0, "minCandidateNodesAbsolute": 0}, ""),
+        ({"other": 1}, "other"),
+    ],
+)
+def test_bad_args(args, field):
+    with pytest.raises(PluginArgsError) as info:
+        default_preemption.new(args, Handle())
+    assert info.value.field == field
+
+
+def test_victims_for_other_results_is_empty():
+    assert victims_for(None) == ()
+    assert victims_for(PostFilterResult("n1")) == ()
+
+
+# ---------------------------------------------------------------------------- nominated pods
+def run_nominated(snapshot, incoming, nominator):
+    fw = framework(nominator)
+    state = CycleState()
+    _, status, _ = fw.run_pre_filter_plugins(state, incoming, snapshot)
+    assert status.is_success()
+    candidates = snapshot.node_indices()
+    outcome = run_filter_plugins_with_nominated_pods(
+        fw, state, incoming, snapshot, candidates, nominator, incoming.spec.priority or 0
+    )
+    passed = {snapshot.node_name(int(candidates[i])) for i in outcome.passed}
+    reasons = {
+        snapshot.node_name(int(candidates[int(i)])): reason
+        for verdict in outcome.verdicts
+        for reason, _, positions in verdict.reasons
+        for i in positions
+    }
+    return passed, reasons
+
+
+def test_nominated_pods_of_higher_or_equal_priority_take_their_room():
+    nominator = PodNominator()
+    nominator.add(pod("big", 3000, 10, nominated="n1"))
+    nominator.add(pod("low", 3000, 1, nominated="n2"))
+    incoming = pod("p", 2000, 10)
+    nominator.add(replace(incoming, status=replace(incoming.status, nominated_node_name="n3")))
+    snapshot = snapshot_of([node("n1"), node("n2"), node("n3")])
+    passed, reasons = run_nominated(snapshot, incoming, nominator)
+    assert passed == {"n2", "n3"}
+    assert reasons == {"n1": "Insufficient cpu"}
+    # Nothing was left behind in the snapshot.
+    assert all(not snapshot.pods_on(i) for i in snapshot.node_indices())
+
+
+def test_a_node_must_pass_without_its_nominated_pods_too():
+    zone_web = PodAffinityTerm("zone", LabelSelector({"app": "web"}))
+    incoming = pod("p", 100, 10, affinity=Affinity(pod_affinity=PodAffinity((zone_web,))))
+    nominator = PodNominator()
+    nominator.add(pod("web", 100, 20, labels={"app": "web"}, nominated="n1"))
+    snapshot = snapshot_of([node("n1", zone="z1"), node("n2", zone="z2")])
+    passed, reasons = run_nominated(snapshot, incoming, nominator)
+    assert passed == set()
+    assert reasons == {"n1": ERR_REASON_AFFINITY, "n2": ERR_REASON_AFFINITY}
+
+
+def test_nominator_bookkeeping():
+    nominator = PodNominator()
+    p = pod("a", nominated="n1")
+    nominator.add(p)
+    assert len(nominator) == 1 and names(i.pod for i in nominator.pods_for_node("n1")) == ["a"]
+    nominator.add(replace(p, status=replace(p.status, nominated_node_name="n2")))
+    assert nominator.node_names() == ["n2"]
+    nominator.add(replace(p, spec=replace(p.spec, node_name="n2")))  # bound: forgotten
+    assert len(nominator) == 0 and nominator.pods_for_node("n2") == []
+
+
+# ---------------------------------------------------------------------------- end to end
+def test_default_profile_loads_every_default_plugin_with_kube_weights():
+    fw = build_profiles(default_config())[DEFAULT_SCHEDULER_NAME]
+    assert sorted(fw.plugins) == sorted(
+        [
+            "SchedulingGates",
+            "PrioritySort",
+            "NodeUnschedulable",
+            "NodeName",
+            "TaintToleration",
+            "NodeAffinity",
+            "NodePorts",
+            "NodeResourcesFit",
+            "PodTopologySpread",
+            "InterPodAffinity",
+            "DefaultPreemption",
+            "NodeResourcesBalancedAllocation",
+            "ImageLocality",
+            "DefaultBinder",
+        ]
+    )
+    assert dict((p.name, w) for p, w in fw.score_plugins) == {
+        "TaintToleration": 3,
+        "NodeAffinity": 2,
+        "PodTopologySpread": 2,
+        "InterPodAffinity": 2,
+        "NodeResourcesFit": 1,
+        "NodeResourcesBalancedAllocation": 1,
+        "ImageLocality": 1,
+    }
+    assert [p.name for p in fw.filter_plugins][-2:] == ["PodTopologySpread", "InterPodAffinity"]
+    assert [p.name for p in fw.post_filter_plugins] == ["DefaultPreemption"]
+
+
+def test_end_to_end_anti_affinity_pods_take_one_node_each():
+    snapshot = snapshot_of([node(f"n{i}") for i in range(5)])
+    fw = framework()
+    term = PodAffinityTerm(HOST, LabelSelector({"color": "green"}))
+    anti = Affinity(pod_anti_affinity=PodAffinity(required=(term,)))
+    hosts = []
+    for i in range(5):
+        p = pod(f"g{i}", 100, labels={"color": "green"}, affinity=anti)
+        result = schedule_pod(fw, CycleState(), p, snapshot)
+        snapshot.add_pod(p, result.suggested_host)
+        hosts.append(result.suggested_host)
+    assert sorted(hosts) == [f"n{i}" for i in range(5)]
+    extra = pod("g5", 100, labels={"color": "green"}, affinity=anti)
+    with pytest.raises(FitError) as info:
+        schedule_pod(fw, CycleState(), extra, snapshot)
+    assert str(info.value) == f"0/5 nodes are available: 5 {ERR_REASON_ANTI_AFFINITY}."
+
+
+def test_end_to_end_spread_keeps_zones_balanced():
+    nodes = [node(f"n{i}", zone=f"z{i % 3}") for i in range(6)]
+    snapshot = snapshot_of(nodes)
+    fw = framework()
+    spread = TopologySpreadConstraint(1, "zone", "DoNotSchedule", LabelSelector({"app": "s"}))
+    per_zone = {"z0": 0, "z1": 0, "z2": 0}
+    for i in range(9):
+        p = pod(f"s{i}", 100, labels={"app": "s"})
+        p = replace(p, spec=replace(p.spec, topology_spread_constraints=(spread,)))
+        result = schedule_pod(fw, CycleState(), p, snapshot)
+        snapshot.add_pod(p, result.suggested_host)
+        per_zone[snapshot.labels(result.node_index)["zone"]] += 1
+        assert max(per_zone.values()) - min(per_zone.values()) <= 1
+    assert per_zone == {"z0": 3, "z1": 3, "z2": 3}

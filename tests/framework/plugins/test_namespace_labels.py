@@ -1,0 +1,72 @@
+"""namespaceSelector sees the labels of Namespace objects (issue 12), recorded by each
+worker's informer from the store."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+import redis
+
+from distsched.framework.plugins.helpers.label_selector import (
+    namespace_labels,
+    set_namespace_labels,
+)
+from distsched.keys import Keys
+from distsched.model.objects import LabelSelector
+from distsched.store import Informer, Store
+from distsched.workers.local_cache import namespace_handler
+from tests.framework.plugins.test_inter_pod_affinity import (
+    AFFINITY_FAIL,
+    affinity,
+    node,
+    plugin,
+    pod,
+    reason,
+    run_filter,
+    snapshot_of,
+    term,
+)
+
+
+@pytest.fixture(autouse=True)
+def _forget_namespaces() -> Iterator[None]:
+    yield
+    for name in ("team-a", "team-b"):
+        set_namespace_labels(name, None)
+
+
+def test_namespace_selector_matches_a_namespace_objects_labels() -> None:
+    set_namespace_labels("team-a", {"env": "prod"})
+    set_namespace_labels("team-b", {"env": "dev"})
+    wants_prod_web = pod(
+        aff=affinity(
+            [
+                term(
+                    LabelSelector(match_labels={"app": "web"}),
+                    ns_selector=LabelSelector(match_labels={"env": "prod"}),
+                )
+            ]
+        )
+    )
+    in_prod = [pod("e", {"app": "web"}, node="n1", namespace="team-a")]
+    in_dev = [pod("e", {"app": "web"}, node="n1", namespace="team-b")]
+    nodes = [node("n1", region="r1")]
+    assert run_filter(plugin(), wants_prod_web, snapshot_of(nodes, in_prod))["n1"] is None
+    dev = run_filter(plugin(), wants_prod_web, snapshot_of(nodes, in_dev))["n1"]
+    assert reason(dev) == AFFINITY_FAIL
+
+
+def test_the_workers_informer_records_namespace_labels(r: redis.Redis, keys: Keys) -> None:
+    store = Store(r, keys)
+    informer = Informer(r, keys, ("Namespace",))
+    informer.add_handler("Namespace", namespace_handler())
+    store.create({"kind": "Namespace", "metadata": {"name": "team-a", "labels": {"env": "prod"}}})
+    informer.poll_once()
+    assert namespace_labels("team-a") == {"env": "prod", "kubernetes.io/metadata.name": "team-a"}
+    store.update({"kind": "Namespace", "metadata": {"name": "team-a", "labels": {"env": "dev"}}})
+    informer.poll_once()
+    assert namespace_labels("team-a")["env"] == "dev"
+    store.delete("Namespace", "team-a")
+    informer.poll_once()
+    assert namespace_labels("team-a") == {"kubernetes.io/metadata.name": "team-a"}
