@@ -15,7 +15,7 @@ import redis
 from distsched.explain_record import read_explanation
 from distsched.keys import Keys
 from distsched.queue_types import DEAD, SUB_QUEUES, key_of_active_member
-from distsched.redis_text import as_text as _decode
+from distsched.redis_text import as_text
 
 LIVE_QUEUES = tuple(name for name in SUB_QUEUES if name != DEAD)
 """The queue's sorted sets a pod waits in, in the order `distsched queue` shows them."""
@@ -51,7 +51,7 @@ def queue_status(client: redis.Redis, keys: Keys, head: int = 5) -> dict[str, An
     heads = {
         # activeQ members are "<ts>|ns/name"; every other set holds ns/name.
         place: [
-            key_of_active_member(_decode(m)) if place == "active" else _decode(m) for m in members
+            key_of_active_member(as_text(m)) if place == "active" else as_text(m) for m in members
         ]
         for place, members in zip(place_keys, heads_raw, strict=True)
     }

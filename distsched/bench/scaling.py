@@ -48,6 +48,13 @@ def fit_line(xs: Sequence[float], ys: Sequence[float]) -> Line:
     return Line(mean_y - slope * mean_x, slope)
 
 
+def _cost_line(xs: Sequence[float], ys: Sequence[float]) -> Line:
+    """The fitted cost line; a negative slope is noise (nothing gets cheaper per pod with
+    more workers), so it becomes the flat line through the mean."""
+    line = fit_line(xs, ys)
+    return line if line.slope >= 0 else Line(sum(ys) / len(ys), 0.0)
+
+
 def parse_worker_counts(text: str) -> list[int]:
     """``"2"`` -> [2]; ``"1,2,4"`` -> [1, 2, 4]; raises ValueError on anything else."""
     counts = [int(part) for part in str(text).split(",") if part.strip()]
@@ -63,11 +70,8 @@ def projection(results: Sequence[dict[str, Any]]) -> dict[str, Any]:
     workers = [float(r["workers"]) for r in results]
     worker_ms = [float(r["cpu_seconds_per_1000_pods"]["workers"]) for r in results]
     redis_us = [float(r["redis_cpu_us_per_pod"]) for r in results]
-    # Negative slopes are noise (nothing gets cheaper per pod with more workers).
-    w = fit_line(workers, worker_ms)
-    w = Line(max(w.at(0), 1e-9), max(w.slope, 0.0)) if w.slope < 0 else w
-    r = fit_line(workers, redis_us)
-    r = Line(max(r.at(0), 1e-9), max(r.slope, 0.0)) if r.slope < 0 else r
+    w = _cost_line(workers, worker_ms)
+    r = _cost_line(workers, redis_us)
     rows = []
     for n in PROJECTED_MACHINES:
         worker_limit = n / (w.at(n) / 1000.0)
