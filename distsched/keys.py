@@ -16,7 +16,9 @@ T:q:unschedulable         zset    unschedulable pods. member ns/name, score = qu
 T:q:gated                 zset    pods held by PreEnqueue (scheduling gates), score = ts (ms)
 T:q:inflight              zset    popped pods. member ns/name, score = lease deadline (ms)
 T:q:dead                  zset    dead-lettered pods, score = time dead-lettered (ms)
-T:q:info                  hash    ns/name -> JSON of the queued pod's info (see queue_types)
+T:q:info                  hash    ns/name -> queue record, one line
+                                  ``w|e|cy|a|d|u|p|ts|its|bo|pl|uid`` (lua/lib/queue_record.lua
+                                  writes it; fields in distsched.queue_types.INFO_FIELDS)
 T:q:cycle                 string  scheduling cycle counter (incremented per popped pod)
 T:q:move_cycle            string  scheduling cycle of the last move request
 T:q:epoch                 string  lease epoch counter (fencing tokens)
@@ -44,12 +46,17 @@ T:cache:ports:<name>      hash    used host ports: ``<proto>|<port>|<ip>`` -> ho
                                   ``<proto>|<port>`` -> holders over all ips
 T:cache:nodepods:<name>   set     assumed and bound pods on the node (ns/name)
 T:cache:nodes             set     names of every ledger node (live or ghost)
-T:cache:pods              hash    ns/name -> record JSON {"node", "uid", "req": {res: n},
-                                  "ports": "proto|port|ip,...", "token", "ak":
-                                  "topologyKey,..."} (never rewritten after creation)
+T:cache:pods              hash    ns/name -> ledger record, one line ``node token req ports
+                                  ak uid``: ``req`` "res=n,...", ``ports`` "proto|port|ip,...",
+                                  ``ak`` "topologyKey,..." of its own required anti-affinity
+                                  (lua/lib/ledger_record.lua; never rewritten after creation)
 T:cache:assumed           zset    assumed pods, score = assume deadline (ms); a record in
                                   T:cache:pods without an entry here is a bound pod
-T:cache:domgen            hash    ``<topologyKey>=<value>`` -> generation of the domain
+T:cache:domgen            hash    ``<topologyKey>=<value>`` -> generation of the domain (+1
+                                  per reservation or release on a node of it), kept only for
+                                  the keys in T:cache:topokeys
+T:cache:topokeys          set     topology keys some constrained pod watches (registered by
+                                  a worker before it reads their generations)
 T:cache:aagen             hash    ``<topologyKey>=<value>`` -> anti-affinity generation
 T:cache:aapods            hash    ns/name -> node, for pods with required anti-affinity
 T:cache:feedver           string  change-feed version, +1 per script that changed usage
@@ -178,6 +185,10 @@ class Keys:
     @property
     def ledger_domain_gen(self) -> str:
         return self._k("cache", "domgen")
+
+    @property
+    def ledger_topology_keys(self) -> str:
+        return self._k("cache", "topokeys")
 
     @property
     def ledger_anti_affinity_gen(self) -> str:

@@ -10,7 +10,6 @@ every replica reports the same cluster-wide figure (aggregate them with ``max``,
 
 from __future__ import annotations
 
-import json
 import logging
 from collections import Counter as Tally
 from collections.abc import Iterable
@@ -28,7 +27,8 @@ from prometheus_client.registry import Collector
 
 from distsched.explain_record import decode_explanations, queue_read_explanations
 from distsched.keys import Keys
-from distsched.queue_types import DEAD, SUB_QUEUES
+from distsched.queue_types import DEAD, SUB_QUEUES, decode_info, split_plugins
+from distsched.redis_text import as_text
 
 log = logging.getLogger(__name__)
 
@@ -220,10 +220,10 @@ class QueueCollector(Collector):
         queue_read_explanations(pipe, keys, members)
         infos, explain_raws = pipe.execute()
         explanations = decode_explanations(explain_raws)
-        for info_raw, explanation in zip(infos, explanations, strict=True):
+        for member, info_raw, explanation in zip(members, infos, explanations, strict=True):
             if info_raw is None:
                 continue  # left the queue since the ZRANGE
-            plugins = [p for p in str(json.loads(info_raw).get("pl", "")).split(",") if p]
+            plugins = split_plugins(decode_info(as_text(member), info_raw)["pl"])
             # The worker's record names the profile; a binder's or an older one may not.
             profile = explanation.profile if explanation is not None else ""
             for plugin in plugins:

@@ -236,6 +236,42 @@ class MemoryQueue:
                     forgotten += 1
             return forgotten
 
+    def assume(self, leases: Sequence[tuple[str, int, str]]) -> list[bool]:
+        with self._cond:
+            out = []
+            for key, epoch, uid in leases:
+                info = self._infos.get(key)
+                ok = (
+                    info is not None
+                    and info["w"] == INFLIGHT
+                    and info["e"] == epoch
+                    and info["uid"] in ("", uid)
+                )
+                if ok:
+                    assert info is not None
+                    self._detach(key, info)
+                    info["w"] = ASSUMED
+                out.append(ok)
+            return out
+
+    def requeue_released(self, keys: Sequence[str], *, now_ms: int) -> list[str]:
+        with self._cond:
+            out = []
+            for key in keys:
+                info = self._infos.get(key)
+                if info is None or info["w"] != ASSUMED:
+                    out.append("")
+                    continue
+                wait = backoff_duration_ms(info["a"], self.config)
+                info["ts"] = now_ms
+                info["bo"] = now_ms + wait if wait > 0 else 0
+                if wait > 0:
+                    self._to_set(key, info, BACKOFF, info["bo"])
+                else:
+                    self._to_active(key, info)
+                out.append(info["w"])
+            return out
+
     def add_unschedulable_if_not_present(
         self,
         key: str,

@@ -1,7 +1,7 @@
 """kube-scheduler's scheduling queue (PriorityQueue) on Redis.
 
-This is the module that moves pods between sub-queues (besides the cache, whose release
-script hands assumed pods back to backoffQ/activeQ). Every move is one Lua script
+This module owns every move between sub-queues; the ledger's and the store's scripts make
+the cache hand-offs through the same record library. Every move is one Lua script
 in ``distsched/lua/queue_<move>.lua`` and a batch is one script call, so a move is atomic
 and any number of scheduling workers may share the queue. Time always comes in as
 ``now_ms``; no script reads the Redis clock.
@@ -24,16 +24,18 @@ meaning per score (key names from :class:`distsched.keys.Keys`):
 - dead (``dead``): pods that were delivered ``max_deliveries`` times without an orderly
   outcome (they crash workers), score = time dead-lettered ms.
 
-The ``info`` hash maps ns/name to a JSON object (cjson in Lua, readable in redis-cli)
-holding the pod's queue record: ``uid``, ``p`` priority, ``ts`` queue timestamp (add and
-every failure re-add), ``its`` initial attempt timestamp, ``a`` attempts (+1 at pop),
-``w`` where it is (a sub-queue name, or ``""``/``"assumed"`` when handed to the cache),
-``m`` its activeQ member, ``pl`` comma-joined unschedulable plugins of the last failure,
-``cy`` scheduling cycle and ``e`` lease epoch of the last pop, ``d`` deliveries since the
-last orderly outcome, ``bo`` backoff expiry ms, and, only while set, ``u`` (the pod's
-object was updated while it was in flight or assumed: its failure sends it to activeQ,
-see :data:`~distsched.queue_types.OPTIONAL_INFO_FIELDS`). String fields are never empty Lua tables,
-which cjson would encode as ``{}``.
+The ``info`` hash maps ns/name to the pod's queue record, one line of text readable in
+redis-cli, ``w|e|cy|a|d|u|p|ts|its|bo|pl|uid``: where it is (a sub-queue name, or
+``""``/``"assumed"`` when handed to the cache), lease epoch and scheduling cycle of the
+last pop, attempts (+1 at pop), deliveries since the last orderly outcome, ``u`` (1: the
+pod's object was updated while it was in flight or assumed: its failure sends it to
+activeQ), priority, queue timestamp (add and every failure re-add), initial attempt
+timestamp, backoff expiry ms, the comma-joined unschedulable plugins of the last failure,
+and the uid. ``distsched/lua/lib/queue_record.lua`` is the one library that reads and
+writes it, included by the queue's scripts and by the ledger's and store's scripts that
+hand pods to and from the cache (reserve: inflight -> assumed; release: assumed ->
+backoff/active; bind: assumed -> forgotten). :meth:`RedisQueue.info` returns it as a dict
+(see :data:`~distsched.queue_types.INFO_FIELDS`).
 
 Counters: ``cycle`` (+1 per popped pod, kube's schedulingCycle), ``move_cycle`` (the
 cycle of the last move request, kube's moveRequestCycle: a pod whose failed cycle is not
@@ -46,7 +48,6 @@ activeQ is empty instead of polling, and pop drops it once activeQ is empty.
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections.abc import Iterable, Sequence
@@ -66,6 +67,7 @@ from distsched.queue_types import (
     QueueConfig,
     QueuedPod,
     QueueState,
+    decode_info,
     join_plugins,
     key_of_active_member,
     split_plugins,
@@ -74,6 +76,10 @@ from distsched.queue_types import (
 )
 
 log = logging.getLogger(__name__)
+
+MAX_SCRIPT_BATCH = 1000
+"""Pods per script call for pops and flushes (their bulk commands unpack one argument per
+pod, and Lua's stack holds a few thousand)."""
 
 WAKE_RECHECK_S = 2.0
 """Longest single BLPOP: a safety net should a script outside this module fill activeQ
@@ -141,19 +147,24 @@ class RedisQueue:
             raise ValueError("max_pods must be at least 1")
         k = self._keys
         cfg = self.config
-        flat = self._run(
-            "pop",
-            [k.active, k.inflight, k.dead, k.info, k.cycle, k.epoch, k.wake],
-            [max_pods, now_ms, cfg.lease_ms, cfg.max_deliveries],
-        )
-        if flat:
+        popped: list[QueuedPod] = []
+        while len(popped) < max_pods:
+            want = min(max_pods - len(popped), MAX_SCRIPT_BATCH)
+            flat = self._run(
+                "pop",
+                [k.active, k.inflight, k.dead, k.info, k.cycle, k.epoch, k.wake],
+                [want, now_ms, cfg.lease_ms, cfg.max_deliveries],
+            )
+            for i in range(0, len(flat), 2):
+                key = _text(flat[i])
+                popped.append(QueuedPod.from_info(key, decode_info(key, flat[i + 1])))
+            if len(flat) < 2 * want:
+                break
+        if popped:
             # A worker acts on these lease epochs only once they would survive a failover:
             # a promoted replica never re-issues an epoch some worker already holds.
             replication.acknowledge(self._client, k.ack, "pop")
-        return [
-            QueuedPod.from_info(_text(flat[i]), json.loads(flat[i + 1]))
-            for i in range(0, len(flat), 2)
-        ]
+        return popped
 
     def pop_blocking(self, max_pods: int, *, timeout_s: float, clock: Clock) -> list[QueuedPod]:
         """Pop, or wait on the wake list (BLPOP, no polling) until pods arrive or timeout."""
@@ -183,6 +194,21 @@ class RedisQueue:
             return 0
         return int(self._run("forget", [self._keys.info, self._keys.inflight], keys))
 
+    def assume(self, leases: Sequence[tuple[str, int, str]]) -> list[bool]:
+        if not leases:
+            return []
+        args = [part for key, epoch, uid in leases for part in (key, epoch, uid)]
+        assumed = self._run("assume", [self._keys.info, self._keys.inflight], args)
+        return [bool(a) for a in assumed]
+
+    def requeue_released(self, keys: Sequence[str], *, now_ms: int) -> list[str]:
+        if not keys:
+            return []
+        k, cfg = self._keys, self.config
+        args = [now_ms, cfg.initial_backoff_ms, cfg.max_backoff_ms, WAKE_CAP, *keys]
+        where = self._run("requeue_released", [k.info, k.active, k.backoff, k.wake], args)
+        return [_text(w) for w in where]
+
     def add_unschedulable_if_not_present(
         self,
         key: str,
@@ -211,15 +237,25 @@ class RedisQueue:
 
     def flush_backoff_completed(self, *, now_ms: int) -> int:
         k = self._keys
-        return int(
-            self._run("flush_backoff", [k.backoff, k.active, k.info, k.wake], [now_ms, WAKE_CAP])
+        return self._flush(
+            "flush_backoff", [k.backoff, k.active, k.info, k.wake], [now_ms, WAKE_CAP]
         )
 
     def flush_unschedulable_leftover(self, *, now_ms: int) -> int:
         k = self._keys
         keys = [k.unschedulable, k.active, k.backoff, k.info, k.wake, k.cycle, k.move_cycle]
         args = [now_ms, self.config.unschedulable_max_ms, WAKE_CAP]
-        return int(self._run("flush_leftover", keys, args))
+        return self._flush("flush_leftover", keys, args)
+
+    def _flush(self, name: str, keys: list[str], args: list[Any]) -> int:
+        """Run a flush script until it has looked at every due member (it takes at most
+        MAX_SCRIPT_BATCH per call)."""
+        total = 0
+        while True:
+            moved, examined = self._run(name, keys, args)
+            total += int(moved)
+            if int(examined) < MAX_SCRIPT_BATCH:
+                return total
 
     def move_all_to_active_or_backoff(
         self,
@@ -250,8 +286,12 @@ class RedisQueue:
 
     def reclaim_expired_leases(self, *, now_ms: int) -> list[str]:
         k = self._keys
-        reclaimed = self._run("reclaim", [k.inflight, k.active, k.info, k.wake], [now_ms, WAKE_CAP])
-        return [_text(key) for key in reclaimed]
+        reclaimed: list[str] = []
+        while True:
+            batch = self._run("reclaim", [k.inflight, k.active, k.info, k.wake], [now_ms, WAKE_CAP])
+            reclaimed += [_text(key) for key in batch]
+            if len(batch) < MAX_SCRIPT_BATCH:
+                return reclaimed
 
     # --- reads ------------------------------------------------------------------------
     def unschedulable_pods(self) -> list[tuple[str, frozenset[str]]]:
@@ -260,7 +300,7 @@ class RedisQueue:
             return []
         infos = self._client.hmget(self._keys.info, keys)
         return [
-            (key, split_plugins(json.loads(raw)["pl"]))
+            (key, split_plugins(decode_info(key, raw)["pl"]))
             for key, raw in zip(keys, infos, strict=True)
             if raw is not None
         ]
@@ -289,7 +329,7 @@ class RedisQueue:
 
     def info(self, key: str) -> dict[str, Any] | None:
         raw = self._client.hget(self._keys.info, key)
-        return None if raw is None else json.loads(raw)
+        return None if raw is None else decode_info(key, raw)
 
     def where(self, key: str) -> str | None:
         info = self.info(key)
@@ -309,7 +349,7 @@ class RedisQueue:
                 name: [(_text(m), score) for m, score in members]
                 for name, members in zip(SUB_QUEUES, sets, strict=True)
             },
-            infos={_text(f): json.loads(v) for f, v in infos.items()},
+            infos={_text(f): decode_info(_text(f), v) for f, v in infos.items()},
             cycle=cycle,
             move_cycle=move_cycle,
             epoch=epoch,

@@ -3,7 +3,9 @@
 Two implementations satisfy :class:`SchedulingQueue`: :mod:`distsched.queue_redis` (the
 real one, Lua on Redis) and :mod:`distsched.queue_memory` (plain Python, the reference
 and the oracle of the property-based tests). Both keep the same per-pod *info* record,
-a JSON object whose fields are listed in :data:`INFO_FIELDS`.
+whose fields are listed in :data:`INFO_FIELDS`. In Redis it is one line of text
+(``distsched/lua/lib/queue_record.lua`` is its only writer; :func:`encode_info` and
+:func:`decode_info` are the Python twins); both implementations hand it out as a dict.
 """
 
 from __future__ import annotations
@@ -36,7 +38,7 @@ INFO_FIELDS: Mapping[str, str] = {
     "its": "initial attempt timestamp ms (first add, never changed)",
     "a": "attempts (incremented at pop)",
     "w": "where: active|backoff|unschedulable|gated|inflight|dead|assumed|''",
-    "m": "activeQ member when w=active, else ''",
+    "m": "activeQ member when w=active, else '' (derived from ts and the key, not stored)",
     "pl": "comma-joined unschedulable plugins of the last failure ('' = none)",
     "cy": "scheduling cycle of the last pop",
     "e": "lease epoch of the last pop (fencing token)",
@@ -58,8 +60,38 @@ WAKE_CAP = 64
 """Longest the wake list may grow: more tokens than waiting workers only cost spins."""
 
 
+RECORD_FIELDS = ("w", "e", "cy", "a", "d", "u", "p", "ts", "its", "bo", "pl", "uid")
+"""The order of the fields in the stored record ``w|e|cy|...|pl|uid``: what the per-pod
+moves (pop, reserve, bind) touch first, the uid last (it may hold any text)."""
+_NUMERIC = frozenset({"p", "ts", "its", "a", "cy", "e", "d", "bo", "u"})
+
+
+def encode_info(info: Mapping[str, Any]) -> str:
+    """The stored text of an info dict (what lib/queue_record.lua's rec_encode writes)."""
+    values = {**info, "u": int(info.get("u", 0))}
+    return "|".join(str(int(values[f])) if f in _NUMERIC else str(values[f]) for f in RECORD_FIELDS)
+
+
+def decode_info(key: str, raw: str | bytes) -> dict[str, Any]:
+    """The info dict of a stored record (``m`` derived, ``u`` present only when set)."""
+    text = raw.decode() if isinstance(raw, bytes) else raw
+    parts = text.split("|", len(RECORD_FIELDS) - 1)
+    if len(parts) != len(RECORD_FIELDS):
+        raise ValueError(f"not a queue record for {key}: {text!r}")
+    info: dict[str, Any] = {
+        f: int(v) if f in _NUMERIC else v for f, v in zip(RECORD_FIELDS, parts, strict=True)
+    }
+    info["m"] = active_member(info["ts"], key) if info["w"] == ACTIVE else ""
+    if not info["u"]:
+        del info["u"]
+    return info
+
+
 @dataclass(frozen=True, slots=True)
 class QueueConfig:
+    """The queue's timing. Its backoff is the only one: the failure handler, the binder's
+    failure path and the reaper of expired reservations all requeue with it."""
+
     initial_backoff_ms: int = 1_000
     max_backoff_ms: int = 10_000
     unschedulable_max_ms: int = 300_000
@@ -145,8 +177,8 @@ def split_plugins(joined: str) -> frozenset[str]:
 
 def validate_plugin_names(plugins: Iterable[str]) -> None:
     for name in plugins:
-        if not name or "," in name:
-            raise ValueError(f"plugin name must be non-empty and without ',': {name!r}")
+        if not name or "," in name or "|" in name:
+            raise ValueError(f"plugin name must be non-empty and without ',' or '|': {name!r}")
 
 
 def validate_key(key: str) -> None:
@@ -223,6 +255,18 @@ class SchedulingQueue(Protocol):
     def done_many(self, leases: Sequence[tuple[str, int]]) -> list[bool]: ...
 
     def forget(self, keys: Sequence[str]) -> int: ...
+
+    def assume(self, leases: Sequence[tuple[str, int, str]]) -> list[bool]:
+        """The queue's half of a reservation: each (key, epoch, uid) still leased under
+        that epoch leaves inflight as assumed (the ledger's reservation script does this
+        move atomically with the reservation)."""
+        ...
+
+    def requeue_released(self, keys: Sequence[str], *, now_ms: int) -> list[str]:
+        """The queue's half of releasing an assumed pod without a binding (expired, node
+        gone): backoffQ for the backoff of its attempts, activeQ when that is 0. Returns
+        where each went ('' when it was not assumed)."""
+        ...
 
     def add_unschedulable_if_not_present(
         self,

@@ -14,7 +14,7 @@ import redis
 
 from distsched.explain_record import read_explanation
 from distsched.keys import Keys
-from distsched.queue_types import DEAD, SUB_QUEUES, key_of_active_member
+from distsched.queue_types import DEAD, SUB_QUEUES, decode_info, key_of_active_member
 from distsched.redis_text import as_text
 
 LIVE_QUEUES = tuple(name for name in SUB_QUEUES if name != DEAD)
@@ -73,7 +73,7 @@ def pod_explanation(client: redis.Redis, keys: Keys, pod_key: str) -> dict[str, 
     if meta_raw is None:
         return None
     meta = json.loads(meta_raw)
-    info = json.loads(info_raw) if info_raw is not None else {}
+    info = decode_info(pod_key, info_raw) if info_raw is not None else {}
     diagnosis = read_explanation(client, keys, pod_key)
     if meta.get("node"):
         state = "bound"

@@ -26,7 +26,6 @@ drained system (no pod in flight); what it checks:
 
 from __future__ import annotations
 
-import json
 from collections import Counter, defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -44,6 +43,7 @@ from distsched.bench.selectors import (
     untolerated_hard_taints,
 )
 from distsched.cache.ledger import Ledger
+from distsched.cache.ledger_types import decode_record
 from distsched.clock import SYSTEM_CLOCK
 from distsched.keys import Keys
 from distsched.model import (
@@ -377,15 +377,16 @@ def check_ledger(client: redis.Redis, keys: Keys, cluster: Cluster, out: Violati
             f"node {diff.node or '-'} {diff.item}: ledger has {diff.ledger}, "
             f"its pods add up to {diff.expected}",
         )
-    records = {as_text(k): json.loads(v) for k, v in client.hgetall(keys.ledger_pods).items()}
+    records = {
+        as_text(k): decode_record(as_text(k), v, None).node
+        for k, v in client.hgetall(keys.ledger_pods).items()
+    }
     for key, pod in sorted(cluster.bound.items()):
-        record = records.get(key)
-        if record is None:
+        node = records.get(key)
+        if node is None:
             out.add("ledger", f"bound pod {key} on {pod.spec.node_name} has no ledger record")
-        elif record.get("node") != pod.spec.node_name:
-            out.add(
-                "ledger", f"{key} is bound to {pod.spec.node_name}, ledger says {record['node']}"
-            )
+        elif node != pod.spec.node_name:
+            out.add("ledger", f"{key} is bound to {pod.spec.node_name}, ledger says {node}")
     for key in sorted(set(records) - set(cluster.bound) - set(cluster.pending)):
         out.add("ledger", f"ledger holds {key}, which is not in the store")
 

@@ -3,22 +3,26 @@
 For each job: claim → WaitOnPermit → PreBind → Bind → PostBind → confirm.
 
 - Claim: a binding is acted on only while the ledger still holds its reservation under the
-  job's token, assumed (not yet bound). The claim pushes the assume deadline to now +
-  ``assume_ttl_ms`` in the same transaction that checks it, so the reaper cannot release
-  a reservation while its binding is being written. A job whose reservation is already
-  bound under the same token is a duplicate (the same job run twice); one whose
-  reservation is gone is stale (the reaper requeued the pod after its deadline, or the
-  pod was deleted) and binds nothing: the pod belongs to a newer attempt.
+  job's token, assumed (not yet bound). Bindings that go through plugins or wait on Permit
+  are claimed first (:meth:`Ledger.claim`, one script: the assume deadline is pushed in the
+  same step that checks it, so the reaper cannot release a reservation while its binding
+  cycle runs). A job whose reservation is already bound under the same token is a
+  duplicate (the same job run twice); one whose reservation is gone is stale (the reaper
+  requeued the pod after its deadline, or the pod was deleted) and binds nothing: the pod
+  belongs to a newer attempt. Bindings of a profile whose only binding plugin is
+  DefaultBinder need no claim: the store's bind script makes the same check and the bind
+  in one step.
 - WaitOnPermit: Permit ran in the worker; a pod a plugin asked to wait is held here until
   every waiting plugin allowed it, a plugin rejected it or that plugin's own deadline
-  passed (:mod:`distsched.framework.permit`). The job's other pods bind first: a waiting
-  pod holds only itself.
+  passed (:mod:`distsched.framework.permit`); its reservation is renewed meanwhile. The
+  job's other pods bind first: a waiting pod holds only itself.
 - PreBind, Bind, PostBind: the profile's plugins, with the scheduling cycle's CycleState
   (its plain-data entries travel with the binding, see ``CycleState.to_wire``). A profile
   whose only binding plugin is DefaultBinder (the default) binds the whole batch with one
   store script call; the store bind is idempotent for the same node and refused for
   another node, a deleted pod or a uid mismatch. Other profiles run their plugins pod by pod.
-- Confirm: the ledger turns the assumed pod into a bound one and drops its queue info.
+- Confirm: the ledger turns the assumed pod into a bound one and the queue forgets it (in
+  the store's bind script for batch binds, :meth:`Ledger.confirm_bound_many` otherwise).
 
 Any failure goes through :func:`handle_binding_failure`: Unreserve, forget the assumed pod
 in the ledger, requeue the pod through the queue's failure handler (backoff), and move
@@ -27,11 +31,10 @@ pods that the freed capacity may help.
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 import redis
@@ -40,6 +43,7 @@ from distsched import metrics
 from distsched.binder.jobs import BIND_FUNCTION, Binding
 from distsched.cache.ledger import Ledger, LedgerConfig
 from distsched.clock import SYSTEM_CLOCK, Clock
+from distsched.explain_record import Explanation, forget_explanations, record_failure
 from distsched.faults import pause_at
 from distsched.framework.cycle_state import CycleState
 from distsched.framework.events import ASSIGNED_POD_DELETE
@@ -96,16 +100,13 @@ class Binder:
         self.clock = clock
         self.store = Store(client, keys, clock=clock)
         config = config or default_config(registry)
-        # podInitialBackoffSeconds / podMaxBackoffSeconds, as the workers use them.
-        initial = config.pod_initial_backoff_seconds * 1000
-        maximum = config.pod_max_backoff_seconds * 1000
-        ledger_config = replace(
-            ledger_config or LedgerConfig(), backoff_initial_ms=initial, backoff_max_ms=maximum
+        # podInitialBackoffSeconds / podMaxBackoffSeconds: the one backoff, as the workers'.
+        queue_config = QueueConfig(
+            initial_backoff_ms=config.pod_initial_backoff_seconds * 1000,
+            max_backoff_ms=config.pod_max_backoff_seconds * 1000,
         )
-        self.ledger = Ledger(client, keys, clock, ledger_config)
-        self.queue = RedisQueue(
-            client, keys, config=QueueConfig(initial_backoff_ms=initial, max_backoff_ms=maximum)
-        )
+        self.ledger = Ledger(client, keys, clock, ledger_config, queue_config=queue_config)
+        self.queue = RedisQueue(client, keys, config=queue_config)
         self._store_results: dict[str, str] = {}
         self.profiles = build_profiles(
             config,
@@ -167,8 +168,7 @@ class Binder:
             ):
                 if not ok:  # only after a stall longer than the claim; the bind event adds it
                     log.warning("reservation of %s vanished before its confirm", binding.pod_key)
-        if stored:
-            self.client.hdel(self.keys.explain, *(b.pod_key for b in stored))
+        forget_explanations(self.client, self.keys, [b.pod_key for b in stored])
         failed = [b for b in claimed if b.pod_key in outcome.failed]
         if failed:
             handle_binding_failure(self, failed, outcome.failed, pods, states)
@@ -187,52 +187,36 @@ class Binder:
         if not waiting:
             return claimed
 
-        def renew(pod_keys: Sequence[str]) -> None:
-            deadline = self.clock.now_ms() + self.ledger.config.assume_ttl_ms
-            self.client.zadd(self.ledger.assumed_key, dict.fromkeys(pod_keys, deadline), xx=True)
-
-        verdicts = wait_on_permit(self.client, self.keys, waiting, self.clock, keep_alive=renew)
+        verdicts = wait_on_permit(
+            self.client, self.keys, waiting, self.clock, keep_alive=self.ledger.renew
+        )
         for key, status in verdicts.items():
             if not status.is_success():
                 outcome.failed[key] = f"permit: {status.message()}"
         return [b for b in claimed if b.pod_key not in outcome.failed]
 
     def claim(self, bindings: Sequence[Binding], outcome: BindOutcome) -> list[Binding]:
-        """The bindings whose reservation is still assumed under their token, with the
-        assume deadline renewed; the others go to ``outcome`` as duplicate or stale."""
-        if not bindings:
-            return []
-        keys = [b.pod_key for b in bindings]
-        pipe = self.client.pipeline(transaction=True)
-        pipe.hmget(self.ledger.pods_key, keys)
-        pipe.zmscore(self.ledger.assumed_key, keys)
-        records, deadlines = pipe.execute()
-        mine: list[Binding] = []
-        for binding, raw, deadline in zip(bindings, records, deadlines, strict=True):
-            token = json.loads(raw).get("token") if raw is not None else None
-            if token != binding.token:
-                outcome.stale.append(binding.pod_key)
-            elif deadline is None:
+        """The bindings whose reservation is still assumed under their token, claimed (the
+        assume deadline renewed) where the binding cycle needs time; the others go to
+        ``outcome`` as duplicate or stale. A binding the store's bind script checks and
+        performs in one step (DefaultBinder only, no Permit wait) is not claimed."""
+        direct = [b for b in bindings if self._binds_in_one_step(b)]
+        rest = [b for b in bindings if not self._binds_in_one_step(b)]
+        if not rest:
+            return direct
+        claimed = set(direct)
+        statuses = self.ledger.claim([(b.pod_key, b.token) for b in rest])
+        for binding, status in zip(rest, statuses, strict=True):
+            if status == "claimed":
+                claimed.add(binding)
+            elif status == "duplicate":
                 outcome.duplicate.append(binding.pod_key)
             else:
-                mine.append(binding)
-        if not mine:
-            return []
-        # XX renews without re-adding a reservation the reaper took since the read above.
-        # A reaped pod waits out its backoff (1 s at least by default) before anyone can
-        # reserve it again, so a token that matched a moment ago is not someone else's now.
-        renewed = self.clock.now_ms() + self.ledger.config.assume_ttl_ms
-        pipe = self.client.pipeline(transaction=True)
-        pipe.zadd(self.ledger.assumed_key, {b.pod_key: renewed for b in mine}, xx=True)
-        pipe.zmscore(self.ledger.assumed_key, [b.pod_key for b in mine])
-        _, after = pipe.execute()
-        claimed = []
-        for binding, deadline in zip(mine, after, strict=True):
-            if deadline is None:
                 outcome.stale.append(binding.pod_key)
-            else:
-                claimed.append(binding)
-        return claimed
+        return [b for b in bindings if b in claimed]
+
+    def _binds_in_one_step(self, binding: Binding) -> bool:
+        return not binding.permit_plugins and batch_bindable(self.profiles.get(binding.profile))
 
     def _record(
         self, binding: Binding, result: str, outcome: BindOutcome, stored: list[Binding]
@@ -325,8 +309,12 @@ def handle_binding_failure(
             binding.pod_key, epoch=binding.epoch, plugins=(), now_ms=now, error=True
         )
         message = f"binding to {binding.node} failed: {why[binding.pod_key]}"
-        record = {"message": message, "plugins": [], "at_ms": now, "queue": where}
-        binder.client.hset(binder.keys.explain, binding.pod_key, json.dumps(record))
+        record_failure(
+            binder.client,
+            binder.keys,
+            binding.pod_key,
+            Explanation(message, (), profile=binding.profile, at_ms=now, queue=where),
+        )
         log.warning("pod %s: %s; requeued: %s", binding.pod_key, message, where)
     # Freed capacity may help pods that wait for it (kube moves them on unreserve).
     binder.queue.move_all_to_active_or_backoff(

@@ -7,12 +7,11 @@ from one atomic read (see ``Ledger.check_consistency``).
 
 from __future__ import annotations
 
-import json
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from distsched.cache.ledger_types import Difference, decode_ports, encode_ports
+from distsched.cache.ledger_types import Difference, decode_record, encode_ports
 
 
 def _s(value: Any) -> str:
@@ -39,10 +38,10 @@ def ledger_differences(
 ) -> list[Difference]:
     """``nodes``: name -> (node hash, ports hash, pod set); ``raw_pods``: the pods hash;
     ``assumed``: members of the assumed zset; ``aapods``: the anti-affinity pods hash."""
-    records = {_s(k): json.loads(v) for k, v in raw_pods.items()}
+    records = {_s(k): decode_record(_s(k), v, None) for k, v in raw_pods.items()}
     by_node: dict[str, list[str]] = defaultdict(list)
     for key, rec in records.items():
-        by_node[rec["node"]].append(key)
+        by_node[rec.node].append(key)
 
     diffs: list[Difference] = []
     for name, (node_hash, ports_hash, members) in sorted(nodes.items()):
@@ -51,8 +50,8 @@ def ledger_differences(
         want_ports: Counter[str] = Counter()
         for key in by_node.get(name, []):
             rec = records[key]
-            want_req.update({res: int(amount) for res, amount in rec["req"].items()})
-            for ip, proto, port in decode_ports(rec["ports"]):
+            want_req.update(rec.requests)
+            for ip, proto, port in rec.ports:
                 want_ports[f"{proto}|{port}"] += 1
                 want_ports[encode_ports([(ip, proto, port)])] += 1
         for res in sorted(set(requested) | set(want_req)):
@@ -79,7 +78,7 @@ def ledger_differences(
             diffs.append(Difference(name, f"member {key}", 0, 1))
     for key in sorted({_s(k) for k in assumed} - set(records)):
         diffs.append(Difference("", f"assumed {key}", 1, 0))
-    want_aa = {key: rec["node"] for key, rec in records.items() if rec.get("ak")}
+    want_aa = {key: rec.node for key, rec in records.items() if rec.anti_affinity_keys}
     have_aa = {_s(k): _s(v) for k, v in aapods.items()}
     for key in sorted(set(want_aa) | set(have_aa)):
         if want_aa.get(key) != have_aa.get(key):

@@ -19,10 +19,15 @@ inflight and its info says ``w = "assumed"``; the reservation token is the epoch
 
 Inter-pod constraints cannot be evaluated in Lua. Instead, every reservation or release on
 a node bumps the generation of each of the node's topology domains (its ``topo:`` values,
-including ``kubernetes.io/hostname=<node>``); a pod with affinity, anti-affinity or spread
-constraints sends the generations its snapshot had for the chosen node's domains of the
-keys it uses, and any change since is a conflict. A release elsewhere can still lower a
-spread constraint's global minimum, exactly as a pod deletion can in kube-scheduler.
+including ``kubernetes.io/hostname=<node>``) whose topology key some constrained pod
+watches; a pod with affinity, anti-affinity or spread constraints sends the generations
+its snapshot had for the chosen node's domains of the keys it uses
+(:meth:`Ledger.read_generations`, which registers those keys in ``cache:topokeys`` first),
+and any change since is a conflict. Keys nobody watches keep no generation, so a workload
+without inter-pod constraints writes none. Registering first is what makes this sound: a
+reservation before the registration is in the data the worker then reads, one after it
+bumps the generation. A release elsewhere can still lower a spread constraint's global
+minimum, exactly as a pod deletion can in kube-scheduler.
 
 The symmetric case needs more: pod Q with required anti-affinity against P is reserved by
 worker A; worker B, whose snapshot does not have Q yet, places P (no constraints of its
@@ -44,9 +49,14 @@ first, then :meth:`Ledger.anti_affinity_pods` and the pod objects. Then every po
 in a generation it sends is also in the data it decided on; the reverse order could send
 a generation that already counts a pod the worker never saw.
 
-Binding: :meth:`Ledger.confirm_bound` turns an assumed pod into a bound one and deletes its
-queue info (the pod has left the queue). A binder failure releases under the token and
-then requeues through the queue's failure handler, which accepts ``w = "assumed"``.
+Binding: a binder claims a job's reservations (:meth:`Ledger.claim`: still assumed under
+the token? then a fresh deadline, in one script) before a binding cycle with plugins or a
+Permit wait; the store's bind script checks the reservation itself and confirms it in the
+same call; :meth:`Ledger.confirm_bound` does it for pods bound by a bind plugin. A binder
+failure releases under the token and then requeues through the queue's failure handler,
+which accepts an assumed pod. The per-pod records of the queue and the ledger change hands
+only inside these scripts, through ``lua/lib/queue_record.lua`` and
+``lua/lib/ledger_record.lua``; no caller touches the ledger's keys.
 
 Crash safety: an assumed pod has a deadline (``assume_ttl_ms``); :meth:`Ledger.
 reap_expired_assumed` releases expired ones and puts them back into backoffQ in one script,
@@ -58,6 +68,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, cast
 
 import redis
@@ -82,7 +93,10 @@ from distsched.cache.ledger_types import (
     check_name,
     decode_ports,
     decode_record,
+    encode_anti_affinity_keys,
+    encode_ports,
     encode_record,
+    encode_requests,
     normalize_ports,
     normalize_requests,
 )
@@ -90,7 +104,7 @@ from distsched.clock import Clock
 from distsched.keys import Keys
 from distsched.lua import ScriptSet
 from distsched.model.objects import Node
-from distsched.queue_types import WAKE_CAP
+from distsched.queue_types import WAKE_CAP, QueueConfig
 
 _RETRIES = 8
 MAX_BATCH = 1000  # cache_reserve unpacks one argument per pod in its bulk reads and writes
@@ -129,6 +143,14 @@ def _parse_ports(flat: Sequence[Any]) -> tuple[HostPort, ...]:
     return decode_ports(",".join(sorted(used)))
 
 
+@dataclass(frozen=True, slots=True)
+class DomainGenerations:
+    """What :meth:`Ledger.read_generations` read for one decision (see :class:`Decision`)."""
+
+    checks: dict[str, int]
+    anti_affinity_gen: int
+
+
 class Ledger:
     """The cache ledger of one scheduler deployment (see the module docstring)."""
 
@@ -138,11 +160,15 @@ class Ledger:
         keys: Keys,
         clock: Clock,
         config: LedgerConfig | None = None,
+        *,
+        queue_config: QueueConfig | None = None,
     ) -> None:
         self._r = client
         self._keys = keys
         self._clock = clock
         self.config = config or LedgerConfig()
+        # The reaper requeues released pods with the queue's backoff (one backoff config).
+        self.queue_config = queue_config or QueueConfig()
         self._scripts = ScriptSet(client)
         self.pods_key = keys.ledger_pods
         self.assumed_key = keys.ledger_assumed
@@ -150,6 +176,7 @@ class Ledger:
         self.domgen_key = keys.ledger_domain_gen
         self.aagen_key = keys.ledger_anti_affinity_gen
         self.aapods_key = keys.ledger_anti_affinity_pods
+        self.topokeys_key = keys.ledger_topology_keys
         self.usage_key = keys.ledger_usage
         self.feed_key = keys.ledger_feed
         self.feed_version_key = keys.ledger_feed_version
@@ -270,38 +297,30 @@ class Ledger:
         if len(decisions) > MAX_BATCH:
             raise ValueError(f"at most {MAX_BATCH} decisions per batch, got {len(decisions)}")
         index: dict[str, int] = {}
-        checks: list[list[Any]] = []
-        records: list[str] = []
+        per_pod: list[str | int] = []
         for d in decisions:
-            check_name("pod key", d.pod_key)
-            check_name("node name", d.node, ":")
+            check_name("pod key", d.pod_key, " ")
+            check_name("node name", d.node, ": ")
             if not isinstance(d.uid, str):
                 raise ValueError(f"uid must be a string: {d.uid!r}")
             node_index = index.setdefault(d.node, len(index) + 1)
-            domain_checks = {
-                check_domain(dom): check_count(f"generation of {dom}", gen)
+            domain_checks = [
+                (check_domain(dom), check_count(f"generation of {dom}", gen))
                 for dom, gen in d.domain_checks.items()
-            }
-            checks.append(
-                [
-                    d.pod_key,
-                    d.uid,
-                    check_count("epoch", d.epoch),
-                    node_index,
-                    domain_checks,
-                    check_count("anti_affinity_gen", d.anti_affinity_gen),
-                ]
-            )
-            records.append(
-                encode_record(
-                    node=d.node,
-                    uid=d.uid,
-                    requests=normalize_requests(d.requests),
-                    ports=normalize_ports(d.host_ports),
-                    token=str(d.epoch),
-                    anti_affinity_keys=d.anti_affinity_keys,
-                )
-            )
+            ]
+            per_pod += [
+                d.pod_key,
+                d.uid,
+                check_count("epoch", d.epoch),
+                node_index,
+                encode_requests(normalize_requests(d.requests)),
+                encode_ports(normalize_ports(d.host_ports)),
+                encode_anti_affinity_keys(d.anti_affinity_keys),
+                check_count("anti_affinity_gen", d.anti_affinity_gen),
+                len(domain_checks),
+            ]
+            for dom, gen in domain_checks:
+                per_pod += [dom, gen]
         deadline = self._clock.now_ms() + self.config.assume_ttl_ms
         keys = [
             self._keys.inflight,
@@ -311,11 +330,12 @@ class Ledger:
             self.domgen_key,
             self.aagen_key,
             self.aapods_key,
+            self.topokeys_key,
         ]
         for name in index:
             keys += self.node_keys(name)
         keys += self.feed_keys
-        args: list[str | int] = [deadline, json.dumps(list(index)), json.dumps(checks), *records]
+        args: list[str | int] = [deadline, len(index), *index, *per_pod]
         raw = self._scripts.get("cache_reserve")(keys=keys, args=args)
         kinds = [(_s(kind), _s(detail)) for kind, detail in raw]
         if any(kind == "R" for kind, _ in kinds):
@@ -347,6 +367,66 @@ class Ledger:
         keys = [self.pods_key, self.assumed_key, self._keys.info]
         return [bool(x) for x in self._scripts.get("cache_confirm")(keys=keys, args=args)]
 
+    def claim(self, reservations: Sequence[tuple[str, str]]) -> list[str]:
+        """A binder takes (pod key, token) reservations before its binding cycle: each one
+        still assumed under its token gets a fresh assume deadline in the same script
+        ("claimed"); one already bound under it is a "duplicate" (the job ran before); one
+        gone or re-reserved is "stale" (see cache_claim.lua)."""
+        if not reservations:
+            return []
+        deadline = self._clock.now_ms() + self.config.assume_ttl_ms
+        args: list[str | int] = [deadline]
+        for key, token in reservations:
+            args += [key, token]
+        raw = self._scripts.get("cache_claim")(keys=[self.pods_key, self.assumed_key], args=args)
+        return [_s(status) for status in raw]
+
+    def renew(self, pod_keys: Sequence[str]) -> None:
+        """Push the assume deadline of reservations a binder still holds (a pod waiting on
+        Permit). A reservation the reaper took meanwhile is not re-added (ZADD XX)."""
+        if pod_keys:
+            deadline = self._clock.now_ms() + self.config.assume_ttl_ms
+            self._r.zadd(self.assumed_key, dict.fromkeys(pod_keys, deadline), xx=True)
+
+    def watch_topology_keys(self, topology_keys: Iterable[str]) -> None:
+        """Keep generations for the domains of these topology keys from now on. A caller
+        that reads generations to send them in :class:`Decision.domain_checks` must have
+        registered their keys first (:meth:`read_generations` does it itself)."""
+        watched = sorted({check_name("topology key", k, "=") for k in topology_keys})
+        if watched:
+            self._r.sadd(self.topokeys_key, *watched)
+
+    def read_generations(
+        self,
+        domains: Sequence[str],
+        node_domains: Sequence[str],
+        *,
+        seen_version: int,
+    ) -> DomainGenerations | None:
+        """What a decision with inter-pod constraints sends: the generations of the chosen
+        node's ``domains`` of the pod's topology keys, and the anti-affinity generation sum
+        over all ``node_domains``. Read in one round trip that first registers the
+        domains' topology keys (so that every later reservation in them counts) and ends
+        by checking that the ledger did not change after ``seen_version`` (the change-feed
+        version the caller's snapshot reflects): generations first, data second, so every
+        reservation they count is in the data the caller decided on. None when it moved:
+        decide again on a refreshed view."""
+        watched = sorted({check_domain(d).partition("=")[0] for d in domains})
+        pipe = self._r.pipeline(transaction=False)
+        if watched:
+            pipe.sadd(self.topokeys_key, *watched)
+        pipe.hmget(self.domgen_key, list(domains) or ["-"])
+        pipe.hmget(self.aagen_key, list(node_domains) or ["-"])
+        pipe.zrangebyscore(self.feed_key, f"({seen_version}", "+inf", start=0, num=1)
+        replies = pipe.execute()
+        gens, aagens, moved = replies[-3:]
+        if moved:
+            return None
+        return DomainGenerations(
+            checks={d: int(g or 0) for d, g in zip(domains, gens, strict=False)},
+            anti_affinity_gen=sum(int(g or 0) for g in aagens),
+        )
+
     def release(self, pod_key: str, token: str | None = None) -> bool:
         """Unreserve / forget an assumed pod (only under ``token`` when given). Idempotent:
         False when there was nothing to release. The caller requeues the pod."""
@@ -376,10 +456,16 @@ class Ledger:
         self, mode: str, pod_keys: list[str], *, token: str = "", now: int | None = None
     ) -> list[str]:
         now = self._clock.now_ms() if now is None else now
-        config = self.config
+        backoff = self.queue_config
         for _ in range(_RETRIES):
             raw_records = self._r.hmget(self.pods_key, pod_keys)
-            nodes = sorted({json.loads(raw)["node"] for raw in raw_records if raw is not None})
+            nodes = sorted(
+                {
+                    decode_record(key, raw, None).node
+                    for key, raw in zip(pod_keys, raw_records, strict=True)
+                    if raw is not None
+                }
+            )
             keys = [
                 self.pods_key,
                 self.assumed_key,
@@ -390,6 +476,7 @@ class Ledger:
                 self._keys.backoff,
                 self._keys.active,
                 self._keys.wake,
+                self.topokeys_key,
             ]
             for name in nodes:
                 keys += self.node_keys(name)
@@ -398,10 +485,11 @@ class Ledger:
                 now,
                 mode,
                 token,
-                config.backoff_initial_ms,
-                config.backoff_max_ms,
+                backoff.initial_backoff_ms,
+                backoff.max_backoff_ms,
                 WAKE_CAP,
-                json.dumps(nodes),
+                len(nodes),
+                *nodes,
                 *pod_keys,
             ]
             status, *released = self._scripts.get("cache_release")(keys=keys, args=args)
@@ -422,8 +510,8 @@ class Ledger:
         """Record a pod already bound to ``node`` (informer sync); idempotent. A record of
         another uid or node under the same name is replaced. Returns "added", "confirmed"
         (it was assumed there) or "present"."""
-        check_name("pod key", pod_key)
-        check_name("node name", node, ":")
+        check_name("pod key", pod_key, " ")
+        check_name("node name", node, ": ")
         record = encode_record(
             node=node,
             uid=uid,
@@ -440,6 +528,7 @@ class Ledger:
             self.aapods_key,
             self.nodes_key,
             self._keys.info,
+            self.topokeys_key,
             *self.node_keys(node),
             *self.feed_keys,
         ]
@@ -467,7 +556,7 @@ class Ledger:
         out: dict[str, str] = {}
         for key, raw in zip(pod_keys, raws, strict=True):
             if raw is not None:
-                out[key] = str(json.loads(raw)["node"])
+                out[key] = decode_record(key, raw, None).node
         return out
 
     def assumed_pods(self) -> dict[str, int]:
@@ -516,6 +605,7 @@ class Ledger:
 __all__ = [
     "Decision",
     "Difference",
+    "DomainGenerations",
     "Ledger",
     "LedgerConfig",
     "NodeState",

@@ -9,7 +9,6 @@ A topology domain is the string ``"<topologyKey>=<value>"`` (see :func:`domain`)
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -28,11 +27,12 @@ def domain(topology_key: str, value: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class LedgerConfig:
+    """The ledger's timing. The backoff of pods the reaper requeues is the queue's
+    (:class:`~distsched.queue_types.QueueConfig`), not the ledger's."""
+
     assume_ttl_ms: int = 30_000
     """How long a reservation may stay assumed before the reaper releases and requeues it;
     it must exceed the slowest binding cycle (PreBind + Bind)."""
-    backoff_initial_ms: int = 1_000
-    backoff_max_ms: int = 10_000
     reap_batch: int = 256
     """Pods released per reaper script call (bounds the script's run time)."""
 
@@ -167,7 +167,7 @@ def normalize_requests(requests: Mapping[str, int]) -> dict[str, int]:
     """Drop zero amounts and count the pod itself (``pods: 1``)."""
     out: dict[str, int] = {}
     for res, amount in requests.items():
-        check_name("resource name", res, ":")
+        check_name("resource name", res, ":=, ")
         if check_count(f"request {res}", amount) > 0:
             out[res] = amount
     out["pods"] = 1
@@ -186,7 +186,7 @@ def normalize_ports(ports: Iterable[HostPort]) -> tuple[HostPort, ...]:
         if protocol not in PROTOCOLS:
             raise ValueError(f"unknown protocol {protocol!r}")
         ip = ip or WILDCARD_IP
-        check_name("host ip", ip, "|,")
+        check_name("host ip", ip, "|, ")
         out[(ip, protocol, port)] = None
     return tuple(out)
 
@@ -211,6 +211,23 @@ def check_domain(name: str) -> str:
     return name
 
 
+def encode_requests(requests: Mapping[str, int]) -> str:
+    return ",".join(f"{res}={amount}" for res, amount in requests.items())
+
+
+def decode_requests(text: str) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for item in text.split(",") if text else ():
+        res, amount = item.rsplit("=", 1)
+        out[res] = int(amount)
+    return out
+
+
+def encode_anti_affinity_keys(keys: Iterable[str]) -> str:
+    checked = [check_name("anti-affinity topology key", k, ",= ") for k in keys]
+    return ",".join(dict.fromkeys(checked))
+
+
 def encode_record(
     *,
     node: str,
@@ -220,31 +237,36 @@ def encode_record(
     token: str,
     anti_affinity_keys: Iterable[str],
 ) -> str:
-    keys = [check_name("anti-affinity topology key", k, ",=") for k in anti_affinity_keys]
-    return json.dumps(
-        {
-            "node": node,
-            "uid": uid,
-            "req": dict(requests),
-            "ports": encode_ports(ports),
-            "token": token,
-            "ak": ",".join(dict.fromkeys(keys)),
-        },
-        separators=(",", ":"),
+    """The ledger's record of a pod, ``node token req ports ak uid`` (what
+    lib/ledger_record.lua's led_encode writes; the uid last, so it may hold anything)."""
+    check_name("node name", node, ": ")
+    check_name("token", token, " ")
+    return " ".join(
+        (
+            node,
+            token,
+            encode_requests(requests),
+            encode_ports(ports),
+            encode_anti_affinity_keys(anti_affinity_keys),
+            uid,
+        )
     )
 
 
 def decode_record(pod_key: str, raw: str | bytes, deadline: float | None) -> PodRecord:
-    data = json.loads(raw)
-    req = data.get("req") or {}
+    text = raw.decode() if isinstance(raw, bytes) else raw
+    parts = text.split(" ", 5)
+    if len(parts) != 6:
+        raise ValueError(f"not a ledger record for {pod_key}: {text!r}")
+    node, token, req, ports, ak, uid = parts
     return PodRecord(
         pod_key=pod_key,
-        node=data["node"],
-        uid=data["uid"],
+        node=node,
+        uid=uid,
         state="bound" if deadline is None else "assumed",
-        requests={k: int(v) for k, v in req.items()},
-        ports=decode_ports(data.get("ports", "")),
-        token=data.get("token", ""),
+        requests=decode_requests(req),
+        ports=decode_ports(ports),
+        token=token,
         deadline_ms=None if deadline is None else int(deadline),
-        anti_affinity_keys=tuple(k for k in data.get("ak", "").split(",") if k),
+        anti_affinity_keys=tuple(k for k in ak.split(",") if k),
     )

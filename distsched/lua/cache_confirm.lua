@@ -2,18 +2,21 @@
 
 The ledger keeps each pod's requests and ports; only the assume deadline goes away (a pod
 is "bound" when it has a record in cache:pods and no entry in cache:assumed). The pod
-leaves the scheduling queue: its info entry is deleted when it still says w="assumed"
-for the same uid. One call confirms a whole binding batch.
+leaves the scheduling queue: its record is deleted when it still says assumed for the
+same uid (lib/queue_record.lua rec_is_assumed). One call confirms a whole binding batch.
 
-KEYS[1]  hash   cache:pods: ns/name -> record JSON
+KEYS[1]  hash   cache:pods: ns/name -> ledger record (lib/ledger_record.lua)
 KEYS[2]  zset   cache:assumed: ns/name -> assume deadline (ms)
-KEYS[3]  hash   queue info: ns/name -> JSON
+KEYS[3]  hash   queue info: ns/name -> queue record (lib/queue_record.lua)
 ARGV[2i-1]  string  pod key ns/name of pair i
 ARGV[2i]    string  reservation token of pair i, as returned by cache_reserve
 Returns an array with, per pair, 1 when the pod is (now or already) bound under that
 token, 0 when the pod has no record or its record carries another token (the reservation
 expired or was released).
 ]]
+
+--!include queue_record
+--!include ledger_record
 
 if #KEYS ~= 3 or #ARGV == 0 or #ARGV % 2 ~= 0 then
   return redis.error_reply('ERR cache_confirm: expects 3 keys and (pod key, token) pairs')
@@ -26,19 +29,12 @@ local out = {}
 local confirmed, drop = {}, {}
 for i = 1, #ARGV, 2 do
   local key, token = ARGV[i], ARGV[i + 1]
-  local raw = redis.call('HGET', KEYS[1], key)
-  local ok, rec = false, nil
-  if raw then ok, rec = pcall(cjson.decode, raw) end
-  if ok and type(rec) == 'table' and rec.token == token then
+  local rec = led_decode(redis.call('HGET', KEYS[1], key))
+  if rec and rec.token == token then
     out[#out + 1] = 1
     confirmed[#confirmed + 1] = key
-    local info_raw = redis.call('HGET', KEYS[3], key)
-    if info_raw then
-      local good, info = pcall(cjson.decode, info_raw)
-      if good and type(info) == 'table' and info.w == 'assumed'
-          and (info.uid == nil or info.uid == '' or info.uid == rec.uid) then
-        drop[#drop + 1] = key
-      end
+    if rec_text_is_assumed(redis.call('HGET', KEYS[3], key), rec.uid) then
+      drop[#drop + 1] = key
     end
   else
     out[#out + 1] = 0

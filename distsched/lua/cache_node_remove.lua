@@ -20,7 +20,7 @@ ARGV[1]  string node name
 Returns the keys of the node's assumed pods (now due for the reaper).
 ]]
 
---!include feed
+--!include ledger_record
 
 
 if #KEYS ~= 9 or #ARGV ~= 1 or ARGV[1] == '' then
@@ -54,5 +54,5 @@ else
   for _, key in ipairs(assumed) do redis.call('ZADD', KEYS[3], 0, key) end
 end
 for _, dom in ipairs(doms) do redis.call('HINCRBY', KEYS[2], dom, 1) end
-bump_feed({ { name = ARGV[1], node_key = KEYS[4], ports_key = KEYS[5] } })
+bump_feed({ { name = ARGV[1], usage = usage_from_hashes(KEYS[4], KEYS[5]) } })
 return assumed

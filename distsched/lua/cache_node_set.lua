@@ -21,7 +21,7 @@ ARGV[3]  JSON   topology domains {topologyKey: value}
 Returns 1 when the node was new or not live, 0 when a live node was updated.
 ]]
 
---!include feed
+--!include ledger_record
 
 
 local function fail(msg)
@@ -102,6 +102,6 @@ if #changed > 0 then
   end
 end
 redis.call('SADD', KEYS[1], ARGV[1])
-bump_feed({ { name = ARGV[1], node_key = KEYS[4] } })
+bump_feed({ { name = ARGV[1], usage = usage_from_hashes(KEYS[4]) } })
 if was_live then return 0 end
 return 1

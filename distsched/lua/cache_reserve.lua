@@ -1,128 +1,127 @@
 --[[ cache_reserve: reserve a batch of scheduling decisions against the ledger, in order.
 
 Each decision is checked against the ledger as left by the earlier decisions of the same
-batch: fencing (the pod is in inflight and info.e is the decision's lease epoch), resource
-fit, host ports, the topology-domain generations the worker saw, and the anti-affinity
-generation of the node's domains. All reads happen first and all writes at the end, so an
-input error or a failed check never leaves a partial write. At most 1000 decisions per call
-(the bulk reads and writes unpack one argument per pod). Needs ZMSCORE (Redis >= 6.2).
+batch: fencing (the pod's queue record says inflight under the decision's lease epoch and
+uid), resource fit, host ports, the topology-domain generations the worker saw, and the
+anti-affinity generation of the node's domains. Every read and check happens before the
+first write, so bad input or a failed check never leaves a partial write. A reserved pod
+gets a ledger record and an assume deadline, and its queue record says assumed (the
+queue's hand-off, lib/queue_record.lua). Reads and writes are one command per batch (per
+node for the node's own hashes); at most 1000 decisions per call (bulk commands unpack
+one argument per pod).
+
+Domain generations (cache:domgen) are kept only for the topology keys in cache:topokeys,
+the keys some constrained pod watches; a worker registers a key before it reads the
+generations it will send (see distsched.cache.ledger).
 
 KEYS[1]  zset   queue inflight: ns/name -> lease deadline (ms)
-KEYS[2]  hash   queue info: ns/name -> JSON (fields uid, e, w, ...)
-KEYS[3]  hash   cache:pods: ns/name -> record JSON
+KEYS[2]  hash   queue info: ns/name -> queue record (lib/queue_record.lua)
+KEYS[3]  hash   cache:pods: ns/name -> ledger record (lib/ledger_record.lua)
 KEYS[4]  zset   cache:assumed: ns/name -> assume deadline (ms)
 KEYS[5]  hash   cache:domgen: "<topologyKey>=<value>" -> generation
 KEYS[6]  hash   cache:aagen: "<topologyKey>=<value>" -> anti-affinity generation
 KEYS[7]  hash   cache:aapods: ns/name -> node, pods carrying required anti-affinity terms
-KEYS[8+3(i-1)], KEYS[9+3(i-1)], KEYS[10+3(i-1)] for node i of ARGV[2]:
+KEYS[8]  set    cache:topokeys: topology keys whose domains keep a generation
+KEYS[9+3(i-1)], KEYS[10+3(i-1)], KEYS[11+3(i-1)] for node i of ARGV[3 .. 2+N]:
          hash cache:node:<name>, hash cache:ports:<name>, set cache:nodepods:<name>
-KEYS[n-2] hash  cache:usage: node -> "<gen>|<host ports>|<res>=<amount>,..." (change feed)
-KEYS[n-1] zset  cache:feed: node -> ledger version of its last change (change feed)
-KEYS[n]   string cache:feedver: ledger version counter
-ARGV[1]  integer  assume deadline (ms since epoch) given to every reserved pod
-ARGV[2]  JSON     array of node names, in the order of the key triples
-ARGV[3]  JSON     array of checks, one per decision:
-                  [pod_key, uid, epoch, node_index (1-based into ARGV[2]),
-                   {domain: expected generation}, expected anti-affinity generation sum]
-ARGV[3+d] JSON    record of decision d, stored verbatim in cache:pods on success:
-                  {"node", "uid", "req": {resource: amount}, "ports": "proto|port|ip,...",
-                   "token", "ak": "topologyKey,..."}
-Returns an array with one entry per decision: {"R", token} reserved, {"X", reason}
-rejected, {"S", reason} stale (fencing). An invalid input returns an error, nothing written.
+KEYS[n-2] hash  cache:usage, KEYS[n-1] zset cache:feed, KEYS[n] string cache:feedver
+ARGV[1]  int     assume deadline (ms since epoch) given to every reserved pod
+ARGV[2]  int     N, the number of nodes; ARGV[3 .. 2+N] their names, in key-triple order
+then per decision, in order:
+         pod key, uid, epoch (the lease epoch; becomes the token), node index (1-based),
+         requests "<res>=<amount>,...", host ports "<proto>|<port>|<ip>,...",
+         anti-affinity topology keys "k1,k2", expected anti-affinity generation sum,
+         C = number of domain checks, then C pairs (domain "<key>=<value>", generation)
+Returns one entry per decision: {"R", token} reserved, {"X", reason} rejected, {"S", reason}
+stale (fencing). An invalid input returns an error and writes nothing.
 ]]
 
---!include feed
-
+--!include numbers
+--!include queue_record
+--!include ledger_record
 
 local function fail(msg)
   return redis.error_reply('ERR cache_reserve: ' .. msg)
 end
 
---!include numbers
-
-local PROTOCOLS = { TCP = true, UDP = true, SCTP = true }
-
--- "proto|port|ip,..." -> list of {proto=, port=, ip=}, or nil and a message
-local function parse_ports(s)
-  local out = {}
-  if s == '' then return out end
-  for item in string.gmatch(s, '[^,]+') do
-    local proto, port, ip = string.match(item, '^([^|]+)|(%d+)|([^|]+)$')
-    port = tonumber(port)
-    if not proto or not PROTOCOLS[proto] or not port or port < 1 or port > 65535 then
-      return nil, 'bad host port ' .. item
-    end
-    out[#out + 1] = { proto = proto, port = port, ip = ip }
-  end
-  return out
-end
-
-local function split_commas(s)
-  local out = {}
-  for item in string.gmatch(s, '[^,]+') do out[#out + 1] = item end
-  return out
-end
-
 -- ---------------------------------------------------------------- validate all input
 local deadline = tonumber(ARGV[1])
+local n_nodes = tonumber(ARGV[2])
 if not is_count(deadline) then return fail('deadline must be a non-negative integer') end
-local ok, nodes = pcall(cjson.decode, ARGV[2])
-if not ok or type(nodes) ~= 'table' then return fail('node names must be a JSON array') end
-if #KEYS ~= 10 + 3 * #nodes then return fail('expected ' .. (10 + 3 * #nodes) .. ' keys') end
-for _, n in ipairs(nodes) do
-  if type(n) ~= 'string' or n == '' then return fail('node names must be non-empty strings') end
-end
-local checks
-ok, checks = pcall(cjson.decode, ARGV[3])
-if not ok or type(checks) ~= 'table' then return fail('checks must be a JSON array') end
-if #checks ~= #ARGV - 3 then return fail('one record per check expected') end
-if #checks < 1 or #checks > 1000 then return fail('1 to 1000 decisions per call') end
-
-local records, ports_of, ak_of = {}, {}, {}
-for d, c in ipairs(checks) do
-  if type(c) ~= 'table' or type(c[1]) ~= 'string' or c[1] == '' or type(c[2]) ~= 'string'
-      or not is_count(c[3]) or not is_count(c[4]) or c[4] < 1 or c[4] > #nodes
-      or type(c[5]) ~= 'table' or not is_count(c[6]) then
-    return fail('malformed check #' .. d)
+if not is_count(n_nodes) or n_nodes < 1 then return fail('node count must be positive') end
+if #KEYS ~= 11 + 3 * n_nodes then return fail('expected ' .. (11 + 3 * n_nodes) .. ' keys') end
+local nodes = {}
+for i = 1, n_nodes do
+  local name = ARGV[2 + i]
+  if not name or name == '' or string.find(name, ' ', 1, true) then
+    return fail('node names must be non-empty, without spaces')
   end
-  for dom, gen in pairs(c[5]) do
-    if type(dom) ~= 'string' or not string.find(dom, '=', 1, true) or not is_count(gen) then
+  nodes[i] = name
+end
+
+local decisions = {}
+local parsed_req, parsed_ports, parsed_aks = {}, {}, {}
+local a = 3 + n_nodes
+while a <= #ARGV do
+  local d = #decisions + 1
+  local key, uid, epoch, ni = ARGV[a], ARGV[a + 1], tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3])
+  local req_text, ports_text, ak = ARGV[a + 4], ARGV[a + 5], ARGV[a + 6]
+  local aa, n_checks = tonumber(ARGV[a + 7]), tonumber(ARGV[a + 8])
+  if not key or key == '' or string.find(key, ' ', 1, true) or not uid or not is_count(epoch)
+      or not is_count(ni) or ni < 1 or ni > n_nodes or not req_text or not ports_text
+      or not ak or string.find(ak, ' ', 1, true) or not is_count(aa)
+      or not is_count(n_checks) then
+    return fail('malformed decision #' .. d)
+  end
+  -- Pods of one template send the same strings: parse each distinct one once.
+  local req = parsed_req[req_text]
+  if req == nil then
+    req = parse_requests(req_text)
+    if not req or string.find(req_text, ' ', 1, true) then return fail('bad requests in #' .. d) end
+    parsed_req[req_text] = req
+  end
+  local ports = parsed_ports[ports_text]
+  if ports == nil then
+    local msg
+    ports, msg = parse_ports(ports_text)
+    if not ports then return fail(msg) end
+    parsed_ports[ports_text] = ports
+  end
+  local checks = {}
+  for c = 1, n_checks do
+    local dom, gen = ARGV[a + 7 + 2 * c], tonumber(ARGV[a + 8 + 2 * c])
+    if not dom or not string.find(dom, '=', 1, true) or not is_count(gen) then
       return fail('malformed domain check in #' .. d)
     end
+    checks[dom] = gen
   end
-  local rec
-  ok, rec = pcall(cjson.decode, ARGV[3 + d])
-  if not ok or type(rec) ~= 'table' or rec.node ~= nodes[c[4]] or rec.uid ~= c[2]
-      or type(rec.req) ~= 'table' or type(rec.ports) ~= 'string' or type(rec.ak) ~= 'string'
-      or type(rec.token) ~= 'string' then
-    return fail('record #' .. d .. ' does not match its check')
+  local aks = parsed_aks[ak]
+  if aks == nil then
+    aks = {}
+    for tk in string.gmatch(ak, '[^,]+') do aks[#aks + 1] = tk end
+    parsed_aks[ak] = aks
   end
-  for res, amt in pairs(rec.req) do
-    if type(res) ~= 'string' or res == '' or not is_count(amt) then
-      return fail('bad request in record #' .. d)
-    end
-  end
-  local ports, msg = parse_ports(rec.ports)
-  if not ports then return fail(msg) end
-  records[d], ports_of[d], ak_of[d] = rec, ports, split_commas(rec.ak)
+  decisions[d] = { key = key, uid = uid, epoch = epoch, ni = ni, req = req, req_text = req_text,
+                   ports = ports, ports_text = ports_text, ak = ak, aks = aks, aa = aa,
+                   checks = checks }
+  a = a + 9 + 2 * n_checks
 end
+if #decisions < 1 or #decisions > 1000 then return fail('1 to 1000 decisions per call') end
 
 -- ---------------------------------------------------------------- ledger state
--- Read in bulk (a few calls per batch, not per decision): the pods' leases, infos and
--- existing records, every node of the batch and the anti-affinity generations of their
--- domains. Domain generations for checks are read on demand (few pods carry checks).
 local pod_keys = {}
-for d, c in ipairs(checks) do pod_keys[d] = c[1] end
-local leases = redis.call('ZMSCORE', KEYS[1], unpack(pod_keys))
-local infos = redis.call('HMGET', KEYS[2], unpack(pod_keys))
+for d, dec in ipairs(decisions) do pod_keys[d] = dec.key end
+local records = redis.call('HMGET', KEYS[2], unpack(pod_keys))
 local held = redis.call('HMGET', KEYS[3], unpack(pod_keys))
+local watched = watched_keys(KEYS[8])
 
 local state, all_doms, seen_dom = {}, {}, {}
 for i, name in ipairs(nodes) do
-  local base = 7 + 3 * (i - 1)
+  local base = 8 + 3 * (i - 1)
   local st = { name = name, node_key = KEYS[base + 1], ports_key = KEYS[base + 2],
                pods_key = KEYS[base + 3], live = false, gen = 0, alloc = {}, req = {},
-               topo = {}, doms = {}, dreq = {}, dgen = 0, pcache = {}, padd = {}, newpods = {} }
+               topo = {}, doms = {}, dreq = {}, dgen = 0, pcache = {}, padd = {},
+               newpods = {} }
   local flat = redis.call('HGETALL', st.node_key)
   for j = 1, #flat, 2 do
     local f, v = flat[j], flat[j + 1]
@@ -151,8 +150,11 @@ for i, name in ipairs(nodes) do
   state[i] = st
 end
 
+-- Anti-affinity generations of every domain of the batch's nodes (all zero, unread, while
+-- no pod with required anti-affinity was ever placed).
 local aagen, aainc, domgen, dominc = {}, {}, {}, {}
-if #all_doms > 0 then
+local any_aa = redis.call('EXISTS', KEYS[6]) == 1
+if any_aa and #all_doms > 0 then
   local gens = redis.call('HMGET', KEYS[6], unpack(all_doms))
   for j, dom in ipairs(all_doms) do aagen[dom] = tonumber(gens[j] or '0') end
 end
@@ -177,34 +179,28 @@ local function holders(st, field)
 end
 
 local function port_conflict(st, p)
-  local pp = p.proto .. '|' .. p.port
-  if p.ip == '0.0.0.0' then return holders(st, pp) > 0 end
-  return holders(st, pp .. '|' .. p.ip) > 0 or holders(st, pp .. '|0.0.0.0') > 0
+  if p.ip == '0.0.0.0' then return holders(st, p.pp) > 0 end
+  return holders(st, p.pp .. '|' .. p.ip) > 0 or holders(st, p.pp .. '|0.0.0.0') > 0
 end
 
 -- ---------------------------------------------------------------- check in order
 local results, reserved, taken = {}, {}, {}
 
-local function check(d, c, rec)
-  local key = c[1]
-  if taken[key] or not leases[d] then return 'S', 'pod is not inflight' end
-  if not infos[d] then return 'S', 'pod has no queue info' end
-  local good, info = pcall(cjson.decode, infos[d])
-  if not good or type(info) ~= 'table' then return 'S', 'queue info is unreadable' end
-  if tonumber(info.e) ~= c[3] then return 'S', 'lease epoch ' .. c[3] .. ' is not current' end
-  if info.uid and info.uid ~= '' and info.uid ~= c[2] then return 'S', 'pod uid changed' end
-  if held[d] then
-    local ok_held, old = pcall(cjson.decode, held[d])
-    if ok_held and type(old) == 'table' and old.uid == c[2] then
-      return 'S', 'pod is already assumed or bound'
-    end
+local function check(d, dec)
+  local key = dec.key
+  if taken[key] then return 'S', 'pod is not inflight' end
+  local assumed, why = rec_assume_text(records[d], dec.epoch, dec.uid)
+  if not assumed then return 'S', why end
+  local old = led_decode(held[d])
+  if old then
+    if old.uid == dec.uid then return 'S', 'pod is already assumed or bound' end
     return 'X', 'a previous pod with this name still holds a reservation'
   end
 
-  local st = state[c[4]]
+  local st = state[dec.ni]
   if not st.live then return 'X', 'node(s) not found' end
   local short = {}
-  for res, amt in pairs(rec.req) do
+  for res, amt in pairs(dec.req) do
     if amt > 0 and (st.req[res] or 0) + (st.dreq[res] or 0) + amt > (st.alloc[res] or 0) then
       short[#short + 1] = 'Insufficient ' .. res
     end
@@ -213,35 +209,41 @@ local function check(d, c, rec)
     table.sort(short)
     return 'X', table.concat(short, ', ')
   end
-  for _, p in ipairs(ports_of[d]) do
+  for _, p in ipairs(dec.ports) do
     if port_conflict(st, p) then
       return 'X', "node(s) didn't have free ports for the requested pod ports"
     end
   end
-  for dom, want in pairs(c[5]) do
+  for dom, want in pairs(dec.checks) do
     local have = domain_gen(dom)
     if have ~= want then
       return 'X', 'topology domain ' .. dom .. ' changed (generation ' .. have .. ', saw ' .. want .. ')'
     end
   end
   local aa = 0
-  for _, dom in ipairs(st.doms) do aa = aa + aagen[dom] + (aainc[dom] or 0) end
-  if aa ~= c[6] then
+  if any_aa then
+    for _, dom in ipairs(st.doms) do aa = aa + aagen[dom] + (aainc[dom] or 0) end
+  else
+    for _, dom in ipairs(st.doms) do aa = aa + (aainc[dom] or 0) end
+  end
+  if aa ~= dec.aa then
     return 'X', 'anti-affinity of pods in the node\'s domains changed (generation ' .. aa
-      .. ', saw ' .. c[6] .. ')'
+      .. ', saw ' .. dec.aa .. ')'
   end
 
   -- fits: apply to the batch overlay
-  for res, amt in pairs(rec.req) do st.dreq[res] = (st.dreq[res] or 0) + amt end
-  for _, p in ipairs(ports_of[d]) do
-    local pp = p.proto .. '|' .. p.port
-    st.padd[pp] = (st.padd[pp] or 0) + 1
-    st.padd[pp .. '|' .. p.ip] = (st.padd[pp .. '|' .. p.ip] or 0) + 1
+  for res, amt in pairs(dec.req) do st.dreq[res] = (st.dreq[res] or 0) + amt end
+  for _, p in ipairs(dec.ports) do
+    st.padd[p.pp] = (st.padd[p.pp] or 0) + 1
+    st.padd[p.pp .. '|' .. p.ip] = (st.padd[p.pp .. '|' .. p.ip] or 0) + 1
   end
   st.dgen = st.dgen + 1
   st.newpods[#st.newpods + 1] = key
-  for _, dom in ipairs(st.doms) do dominc[dom] = (dominc[dom] or 0) + 1 end
-  for _, tk in ipairs(ak_of[d]) do
+  for _, dom in ipairs(st.doms) do
+    local tk = string.sub(dom, 1, string.find(dom, '=', 1, true) - 1)
+    if watched[tk] then dominc[dom] = (dominc[dom] or 0) + 1 end
+  end
+  for _, tk in ipairs(dec.aks) do
     local v = st.topo[tk]
     if v then
       local dom = tk .. '=' .. v
@@ -249,31 +251,35 @@ local function check(d, c, rec)
     end
   end
   taken[key] = true
-  info.w = 'assumed'
-  reserved[#reserved + 1] = { key = key, info = info, d = d, node = st.name, aa = #ak_of[d] > 0 }
-  return 'R', rec.token
+  local token = string.format('%d', dec.epoch)
+  reserved[#reserved + 1] = { d = d, key = key, queued = assumed, node = st.name, token = token }
+  return 'R', token
 end
 
-for d, c in ipairs(checks) do
-  local kind, detail = check(d, c, records[d])
+for d, dec in ipairs(decisions) do
+  local kind, detail = check(d, dec)
   results[d] = { kind, detail }
 end
 if #reserved == 0 then return results end
 
 -- ---------------------------------------------------------------- write
--- Absolute values computed from what was read above; one call per node and per key.
 local touched = {}
 for _, st in ipairs(state) do
   if st.dgen > 0 then
-    touched[#touched + 1] = { name = st.name, node_key = st.node_key, ports_key = st.ports_key }
-    local fields = { 'gen', int(st.gen + st.dgen) }
+    local gen = st.gen + st.dgen
+    local fields = { 'gen', int(gen) }
+    local req = {}
+    for res, amt in pairs(st.req) do req[res] = amt end
     for res, amt in pairs(st.dreq) do
+      req[res] = (st.req[res] or 0) + amt
       fields[#fields + 1] = 'req:' .. res
-      fields[#fields + 1] = int((st.req[res] or 0) + amt)
+      fields[#fields + 1] = int(req[res])
     end
     redis.call('HSET', st.node_key, unpack(fields))
     for field, n in pairs(st.padd) do redis.call('HINCRBY', st.ports_key, field, n) end
+    local ports_in_use = redis.call('HLEN', st.ports_key)
     redis.call('SADD', st.pods_key, unpack(st.newpods))
+    touched[#touched + 1] = { name = st.name, usage = usage_record(gen, ports_in_use, req) }
   end
 end
 
@@ -283,7 +289,7 @@ local function add_to_hash(key, inc, known)
   if #doms == 0 then return end
   local current = known and {} or redis.call('HMGET', key, unpack(doms))
   for j, dom in ipairs(doms) do
-    local base = known and known[dom] or tonumber(current[j] or '0')
+    local base = known and (known[dom] or 0) or tonumber(current[j] or '0')
     fields[#fields + 1] = dom
     fields[#fields + 1] = int(base + inc[dom])
   end
@@ -292,16 +298,17 @@ end
 add_to_hash(KEYS[5], dominc, nil)
 add_to_hash(KEYS[6], aainc, aagen)
 
-local pods, deadlines, keys_, new_infos, aa_pods = {}, {}, {}, {}, {}
+local pods, deadlines, keys_, infos, aa_pods = {}, {}, {}, {}, {}
 for _, r in ipairs(reserved) do
+  local dec = decisions[r.d]
   pods[#pods + 1] = r.key
-  pods[#pods + 1] = ARGV[3 + r.d]
+  pods[#pods + 1] = led_encode(r.node, r.token, dec.req_text, dec.ports_text, dec.ak, dec.uid)
   deadlines[#deadlines + 1] = ARGV[1]
   deadlines[#deadlines + 1] = r.key
   keys_[#keys_ + 1] = r.key
-  new_infos[#new_infos + 1] = r.key
-  new_infos[#new_infos + 1] = cjson.encode(r.info)
-  if r.aa then
+  infos[#infos + 1] = r.key
+  infos[#infos + 1] = r.queued
+  if #dec.aks > 0 then
     aa_pods[#aa_pods + 1] = r.key
     aa_pods[#aa_pods + 1] = r.node
   end
@@ -309,7 +316,7 @@ end
 redis.call('HSET', KEYS[3], unpack(pods))
 redis.call('ZADD', KEYS[4], unpack(deadlines))
 redis.call('ZREM', KEYS[1], unpack(keys_))
-redis.call('HSET', KEYS[2], unpack(new_infos))
+redis.call('HSET', KEYS[2], unpack(infos))
 if #aa_pods > 0 then redis.call('HSET', KEYS[7], unpack(aa_pods)) end
 bump_feed(touched)
 return results

@@ -1,6 +1,6 @@
 -- queue_add: new pods into activeQ (or the gated set); pods already known are left alone.
 --
--- KEYS[1]  hash  info           ns/name -> JSON info
+-- KEYS[1]  hash  info           ns/name -> queue record (lib/queue_record.lua)
 -- KEYS[2]  zset  activeQ        member "<ts:013d>|ns/name", score -priority
 -- KEYS[3]  zset  gated          member ns/name, score queue timestamp (ms)
 -- KEYS[4]  list  wake           wake-up tokens for blocking pops
@@ -9,7 +9,7 @@
 -- ARGV[3+4i .. 6+4i]  per pod:  key (ns/name), uid (str), priority (int32), gated (0|1)
 -- Returns: integer, the number of pods added.
 
---!include activeq
+--!include queue_record
 
 local now = tonumber(ARGV[1])
 local wake_cap = tonumber(ARGV[2])
@@ -19,6 +19,7 @@ end
 if (#ARGV - 2) % 4 ~= 0 then
   return redis.error_reply('queue_add: pods come as key, uid, priority, gated quadruples')
 end
+local keys = {}
 for i = 3, #ARGV, 4 do
   local p = tonumber(ARGV[i + 2])
   if string.find(ARGV[i], '|', 1, true) then
@@ -30,27 +31,32 @@ for i = 3, #ARGV, 4 do
   if ARGV[i + 3] ~= '0' and ARGV[i + 3] ~= '1' then
     return redis.error_reply('queue_add: gated must be 0 or 1')
   end
+  keys[#keys + 1] = ARGV[i]
 end
+if #keys == 0 then return 0 end
 
-local added, activated = 0, 0
-for i = 3, #ARGV, 4 do
-  local key = ARGV[i]
-  if redis.call('HEXISTS', KEYS[1], key) == 0 then
-    local p = tonumber(ARGV[i + 2])
-    local info = {uid = ARGV[i + 1], p = p, ts = now, its = now, a = 0, w = 'gated', m = '',
-                  pl = '', cy = 0, e = 0, d = 0, bo = 0}
+local known = redis.call('HMGET', KEYS[1], unpack(keys))
+local fields, gated, seen = {}, {}, {}
+local activated = 0
+for n, key in ipairs(keys) do
+  if not known[n] and not seen[key] then
+    seen[key] = true
+    local i = 3 + 4 * (n - 1)
+    local r = rec_new(ARGV[i + 1], tonumber(ARGV[i + 2]), now)
     if ARGV[i + 3] == '1' then
-      redis.call('ZADD', KEYS[3], now, key)
+      r.w = 'gated'
+      gated[#gated + 1] = now
+      gated[#gated + 1] = key
     else
-      info.w = 'active'
-      info.m = active_member(now, key)
-      redis.call('ZADD', KEYS[2], -p, info.m)
+      to_active(key, r, KEYS[2])
       activated = activated + 1
     end
-    redis.call('HSET', KEYS[1], key, cjson.encode(info))
-    added = added + 1
+    fields[#fields + 1] = key
+    fields[#fields + 1] = rec_encode(r)
   end
 end
-
+if #fields == 0 then return 0 end
+redis.call('HSET', KEYS[1], unpack(fields))
+if #gated > 0 then redis.call('ZADD', KEYS[3], unpack(gated)) end
 wake(KEYS[4], activated, wake_cap)
-return added
+return #fields / 2

@@ -4,10 +4,10 @@
 -- and a backoff expiry of now + backoff(attempts). It goes to backoffQ on error, or when a
 -- move request arrived during or after its scheduling cycle (moveRequestCycle >= cycle),
 -- else to the unschedulable set. A pod whose object was updated while it was in flight
--- (info u = 1, see queue_update) goes to activeQ instead: kube's Update already put it
--- there, and its AddUnschedulableIfNotPresent finds it present.
+-- (u = 1, see queue_update) goes to activeQ instead: kube's Update already put it there,
+-- and its AddUnschedulableIfNotPresent finds it present.
 --
--- KEYS[1]  hash    info           ns/name -> JSON info
+-- KEYS[1]  hash    info           ns/name -> queue record (lib/queue_record.lua)
 -- KEYS[2]  zset    inflight       member ns/name
 -- KEYS[3]  zset    backoffQ       member ns/name, score backoff expiry (ms)
 -- KEYS[4]  zset    unschedulable  member ns/name, score queue timestamp (ms)
@@ -24,7 +24,7 @@
 -- ARGV[8]  int     wake_cap       longest the wake list may grow
 -- Returns: 'stale' | 'present' | 'backoff' | 'unschedulable' | 'active'.
 
---!include activeq
+--!include queue_record
 
 local key, plugins = ARGV[1], ARGV[3]
 local epoch, now = tonumber(ARGV[2]), tonumber(ARGV[4])
@@ -36,41 +36,31 @@ end
 if ARGV[5] ~= '0' and ARGV[5] ~= '1' then
   return redis.error_reply('queue_add_unschedulable: error must be 0 or 1')
 end
-
-local raw = redis.call('HGET', KEYS[1], key)
-if not raw then return 'stale' end
-local info = cjson.decode(raw)
-if info.e ~= epoch then return 'stale' end
-if info.w ~= 'inflight' and info.w ~= 'assumed' and info.w ~= '' then return 'present' end
-
--- kube's calculateBackoffDuration, overflow-safe doubling.
-local duration = initial
-for _ = 2, info.a do
-  if duration > max_backoff - duration then
-    duration = max_backoff
-    break
-  end
-  duration = duration + duration
+if string.find(plugins, '|', 1, true) then
+  return redis.error_reply('queue_add_unschedulable: plugin names must not contain "|"')
 end
+
+local r = rec_decode(redis.call('HGET', KEYS[1], key))
+if not r then return 'stale' end
+if r.e ~= epoch then return 'stale' end
+if r.w ~= 'inflight' and r.w ~= 'assumed' and r.w ~= '' then return 'present' end
 
 local move_cycle = tonumber(redis.call('GET', KEYS[5]) or '0')
 redis.call('ZREM', KEYS[2], key)
-info.ts = now
-info.pl = plugins
-info.d = 0
-info.bo = now + duration
-if info.u == 1 then
-  info.u = nil
-  info.w = 'active'
-  info.m = active_member(now, key)
-  redis.call('ZADD', KEYS[6], -info.p, info.m)
+r.ts = now
+r.pl = plugins
+r.d = 0
+r.bo = now + backoff_ms(r.a, initial, max_backoff)
+if r.u == 1 then
+  r.u = 0
+  to_active(key, r, KEYS[6])
   wake(KEYS[7], 1, wake_cap)
-elseif ARGV[5] == '1' or move_cycle >= info.cy then
-  info.w = 'backoff'
-  redis.call('ZADD', KEYS[3], info.bo, key)
+elseif ARGV[5] == '1' or move_cycle >= r.cy then
+  r.w = 'backoff'
+  redis.call('ZADD', KEYS[3], r.bo, key)
 else
-  info.w = 'unschedulable'
+  r.w = 'unschedulable'
   redis.call('ZADD', KEYS[4], now, key)
 end
-redis.call('HSET', KEYS[1], key, cjson.encode(info))
-return info.w
+redis.call('HSET', KEYS[1], key, rec_encode(r))
+return r.w

@@ -1,12 +1,15 @@
--- queue_done: pods left the queue's care (reserved and assumed by the cache). Only the
--- holder of a pod's current lease may say so: the epoch must match and the pod be inflight.
--- Each pod of the batch is judged on its own; its deliveries count is reset.
+-- queue_done: pods left the queue's care (bound meanwhile: the worker found the pod's
+-- object bound). Only the holder of a pod's current lease may say so: the epoch must match
+-- and the pod be inflight. Each pod of the batch is judged on its own; its deliveries
+-- count is reset.
 --
--- KEYS[1]  hash  info      ns/name -> JSON info
+-- KEYS[1]  hash  info      ns/name -> queue record (lib/queue_record.lua)
 -- KEYS[2]  zset  inflight  member ns/name, score lease deadline (ms)
 -- ARGV[2i-1]  str  key     ns/name
 -- ARGV[2i]    int  epoch   lease epoch returned by the pop
 -- Returns: array of 1 (accepted) or 0 (stale lease or unknown pod), one per pair.
+
+--!include queue_record
 
 if #ARGV % 2 ~= 0 then return redis.error_reply('queue_done: expects key, epoch pairs') end
 for i = 2, #ARGV, 2 do
@@ -15,13 +18,12 @@ end
 local accepted = {}
 for i = 1, #ARGV, 2 do
   local key, epoch = ARGV[i], tonumber(ARGV[i + 1])
-  local raw = redis.call('HGET', KEYS[1], key)
-  local info = raw and cjson.decode(raw)
-  if info and info.w == 'inflight' and info.e == epoch then
+  local r = rec_decode(redis.call('HGET', KEYS[1], key))
+  if r and r.w == 'inflight' and r.e == epoch then
     redis.call('ZREM', KEYS[2], key)
-    info.w = ''
-    info.d = 0
-    redis.call('HSET', KEYS[1], key, cjson.encode(info))
+    r.w = ''
+    r.d = 0
+    redis.call('HSET', KEYS[1], key, rec_encode(r))
     accepted[#accepted + 1] = 1
   else
     accepted[#accepted + 1] = 0

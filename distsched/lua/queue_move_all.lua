@@ -8,7 +8,7 @@
 -- KEYS[1]  zset    unschedulable  member ns/name, score queue timestamp (ms)
 -- KEYS[2]  zset    activeQ        member "<ts:013d>|ns/name", score -priority
 -- KEYS[3]  zset    backoffQ       member ns/name, score backoff expiry (ms)
--- KEYS[4]  hash    info           ns/name -> JSON info
+-- KEYS[4]  hash    info           ns/name -> queue record (lib/queue_record.lua)
 -- KEYS[5]  string  cycle          scheduling cycle counter
 -- KEYS[6]  string  move_cycle     set to the current cycle
 -- KEYS[7]  list    wake           wake-up tokens for blocking pops
@@ -21,7 +21,7 @@
 -- ARGV[6+n ..]            str  candidate pod keys (ns/name)
 -- Returns: integer, the number of pods moved.
 
---!include activeq
+--!include queue_record
 
 local now, wake_cap, n = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[4])
 local wildcard = ARGV[3]
@@ -34,10 +34,13 @@ end
 local interested = {}
 for i = 5, 4 + n do interested[ARGV[i]] = true end
 
+redis.call('SET', KEYS[6], redis.call('GET', KEYS[5]) or '0')
 local candidates
 if ARGV[5 + n] == '1' then
   candidates = {}
   for i = 6 + n, #ARGV do candidates[#candidates + 1] = ARGV[i] end
+elseif redis.call('ZCARD', KEYS[1]) == 0 then
+  return 0
 else
   candidates = redis.call('ZRANGE', KEYS[1], 0, -1)
 end
@@ -50,18 +53,18 @@ local function matches(plugins)
   return false
 end
 
-redis.call('SET', KEYS[6], redis.call('GET', KEYS[5]) or '0')
 local moved, activated = 0, 0
+local done = {}
 for _, key in ipairs(candidates) do
-  local raw = redis.call('HGET', KEYS[4], key)
-  local info = raw and cjson.decode(raw)
-  -- A key listed twice is skipped the second time: it is no longer unschedulable.
-  if info and info.w == 'unschedulable' and matches(info.pl) then
+  -- A key listed twice is taken once: it is no longer unschedulable.
+  local r = not done[key] and rec_decode(redis.call('HGET', KEYS[4], key))
+  if r and r.w == 'unschedulable' and matches(r.pl) then
+    done[key] = true
     redis.call('ZREM', KEYS[1], key)
-    if to_active_or_backoff(key, info, now, KEYS[2], KEYS[3]) then
+    if to_active_or_backoff(key, r, now, KEYS[2], KEYS[3]) then
       activated = activated + 1
     end
-    redis.call('HSET', KEYS[4], key, cjson.encode(info))
+    redis.call('HSET', KEYS[4], key, rec_encode(r))
     moved = moved + 1
   end
 end

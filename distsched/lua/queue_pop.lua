@@ -7,63 +7,65 @@
 -- KEYS[1]  zset    activeQ     member "<ts:013d>|ns/name", score -priority
 -- KEYS[2]  zset    inflight    member ns/name, score lease deadline (ms)
 -- KEYS[3]  zset    dead        member ns/name, score time dead-lettered (ms)
--- KEYS[4]  hash    info        ns/name -> JSON info
+-- KEYS[4]  hash    info        ns/name -> queue record (lib/queue_record.lua)
 -- KEYS[5]  string  cycle       scheduling cycle counter (+1 per popped pod)
 -- KEYS[6]  string  epoch       lease epoch counter (+1 per popped pod)
 -- KEYS[7]  list    wake        wake-up tokens; dropped once activeQ is empty
--- ARGV[1]  int     max_pods        >= 1
+-- ARGV[1]  int     max_pods        1 .. 1000
 -- ARGV[2]  int     now_ms
 -- ARGV[3]  int     lease_ms        lease length
 -- ARGV[4]  int     max_deliveries
--- Returns: flat array {key1, info_json1, key2, info_json2, ...} in pop order.
+-- Returns: flat array {key1, record1, key2, record2, ...} in pop order.
+
+--!include queue_record
 
 local max_pods = tonumber(ARGV[1])
 local now = tonumber(ARGV[2])
 local lease_ms = tonumber(ARGV[3])
 local max_deliveries = tonumber(ARGV[4])
-if not max_pods or max_pods < 1 or not now or not lease_ms or not max_deliveries then
-  return redis.error_reply('queue_pop: max_pods, now_ms, lease_ms, max_deliveries must be numbers')
+if not max_pods or max_pods < 1 or max_pods > 1000 or not now or not lease_ms
+    or not max_deliveries then
+  return redis.error_reply('queue_pop: max_pods (1..1000), now_ms, lease_ms, max_deliveries must be numbers')
 end
 
 local cycle = tonumber(redis.call('GET', KEYS[5]) or '0')
 local epoch = tonumber(redis.call('GET', KEYS[6]) or '0')
-local out = {}
+local out, fields, leases, dead = {}, {}, {}, {}
 local taken = 0
 while taken < max_pods do
   local head = redis.call('ZPOPMIN', KEYS[1], max_pods - taken)
   if #head == 0 then break end
+  local keys = {}
   for i = 1, #head, 2 do
     local member = head[i]
-    local key = string.sub(member, string.find(member, '|', 1, true) + 1)
-    local raw = redis.call('HGET', KEYS[4], key)
-    -- An activeQ member without info cannot be scheduled; popping it discards it.
-    if raw then
-      local info = cjson.decode(raw)
-      info.m = ''
-      info.u = nil  -- an update seen during an earlier attempt is this attempt's object
-      if info.d >= max_deliveries then
-        info.w = 'dead'
-        redis.call('ZADD', KEYS[3], now, key)
+    keys[#keys + 1] = string.sub(member, string.find(member, '|', 1, true) + 1)
+  end
+  local records = redis.call('HMGET', KEYS[4], unpack(keys))
+  for n, key in ipairs(keys) do
+    -- An activeQ member without a record cannot be scheduled; popping it discards it.
+    -- (rec_pop: the update seen during an earlier attempt, u, is this attempt's object.)
+    local text, dead_lettered = rec_pop(records[n], cycle + 1, epoch + 1, max_deliveries)
+    if text then
+      fields[#fields + 1] = key
+      fields[#fields + 1] = text
+      if dead_lettered then
+        dead[#dead + 1] = now
+        dead[#dead + 1] = key
       else
         cycle = cycle + 1
         epoch = epoch + 1
-        info.a = info.a + 1
-        info.cy = cycle
-        info.e = epoch
-        info.d = info.d + 1
-        info.w = 'inflight'
-        redis.call('ZADD', KEYS[2], now + lease_ms, key)
+        leases[#leases + 1] = now + lease_ms
+        leases[#leases + 1] = key
         taken = taken + 1
-      end
-      raw = cjson.encode(info)
-      redis.call('HSET', KEYS[4], key, raw)
-      if info.w == 'inflight' then
         out[#out + 1] = key
-        out[#out + 1] = raw
+        out[#out + 1] = text
       end
     end
   end
 end
+if #fields > 0 then redis.call('HSET', KEYS[4], unpack(fields)) end
+if #leases > 0 then redis.call('ZADD', KEYS[2], unpack(leases)) end
+if #dead > 0 then redis.call('ZADD', KEYS[3], unpack(dead)) end
 redis.call('SET', KEYS[5], cycle)
 redis.call('SET', KEYS[6], epoch)
 if redis.call('ZCARD', KEYS[1]) == 0 then redis.call('DEL', KEYS[7]) end

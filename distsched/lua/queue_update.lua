@@ -4,14 +4,14 @@
 --   unschedulable -> activeQ, or backoffQ while its backoff has not expired
 --   gated         -> activeQ once no longer gated, else stays
 --   inflight / assumed / '' -> new uid and priority recorded, and the pod is marked
---                    updated (info u = 1): kube puts a pod that is in no sub-queue into
+--                    updated (u = 1): kube puts a pod that is in no sub-queue into
 --                    activeQ, so the attempt on the old object must not park it; the
 --                    failure handler (queue_add_unschedulable) sends a marked pod to
 --                    activeQ
 --   dead          -> only the new uid and priority are recorded
 --   unknown       -> added as by queue_add
 --
--- KEYS[1]  hash  info           ns/name -> JSON info
+-- KEYS[1]  hash  info           ns/name -> queue record (lib/queue_record.lua)
 -- KEYS[2]  zset  activeQ        member "<ts:013d>|ns/name", score -priority
 -- KEYS[3]  zset  backoffQ       member ns/name, score backoff expiry (ms)
 -- KEYS[4]  zset  unschedulable  member ns/name, score queue timestamp (ms)
@@ -23,7 +23,9 @@
 -- ARGV[4]  str   uid
 -- ARGV[5]  int   priority       int32
 -- ARGV[6]  0|1   gated          PreEnqueue still rejects the pod
--- Returns: string, where the pod is afterwards (the info "w" value).
+-- Returns: string, where the pod is afterwards (the record's w).
+
+--!include queue_record
 
 local now = tonumber(ARGV[1])
 local wake_cap = tonumber(ARGV[2])
@@ -41,53 +43,34 @@ if string.find(key, '|', 1, true) then
   return redis.error_reply('queue_update: pod key must not contain "|"')
 end
 
-local function wake()
-  redis.call('RPUSH', KEYS[6], '1')
-  redis.call('LTRIM', KEYS[6], -wake_cap, -1)
-end
-
-local function to_active(info, from_key)
-  redis.call('ZREM', from_key, key)
-  info.w = 'active'
-  info.m = string.format('%013d', info.ts) .. '|' .. key
-  redis.call('ZADD', KEYS[2], -info.p, info.m)
-  wake()
-end
-
-local raw = redis.call('HGET', KEYS[1], key)
-if not raw then
-  local info = {uid = uid, p = p, ts = now, its = now, a = 0, w = 'gated', m = '', pl = '',
-                cy = 0, e = 0, d = 0, bo = 0}
+local r = rec_decode(redis.call('HGET', KEYS[1], key))
+if not r then
+  r = rec_new(uid, p, now)
   if gated == '1' then
+    r.w = 'gated'
     redis.call('ZADD', KEYS[5], now, key)
   else
-    info.w = 'active'
-    info.m = string.format('%013d', now) .. '|' .. key
-    redis.call('ZADD', KEYS[2], -p, info.m)
-    wake()
+    to_active(key, r, KEYS[2])
+    wake(KEYS[6], 1, wake_cap)
   end
-  redis.call('HSET', KEYS[1], key, cjson.encode(info))
-  return info.w
+  redis.call('HSET', KEYS[1], key, rec_encode(r))
+  return r.w
 end
 
-local info = cjson.decode(raw)
-local old_p = info.p
-info.uid = uid
-info.p = p
-if info.w == 'active' then
-  if old_p ~= p then redis.call('ZADD', KEYS[2], -p, info.m) end
-elseif info.w == 'unschedulable' then
-  if info.bo > now then
-    redis.call('ZREM', KEYS[4], key)
-    info.w = 'backoff'
-    redis.call('ZADD', KEYS[3], info.bo, key)
-  else
-    to_active(info, KEYS[4])
-  end
-elseif info.w == 'inflight' or info.w == 'assumed' or info.w == '' then
-  info.u = 1
-elseif info.w == 'gated' and gated == '0' then
-  to_active(info, KEYS[5])
+local old_p = r.p
+r.uid = uid
+r.p = p
+if r.w == 'active' then
+  if old_p ~= p then redis.call('ZADD', KEYS[2], -p, active_member(r.ts, key)) end
+elseif r.w == 'unschedulable' then
+  redis.call('ZREM', KEYS[4], key)
+  if to_active_or_backoff(key, r, now, KEYS[2], KEYS[3]) then wake(KEYS[6], 1, wake_cap) end
+elseif r.w == 'inflight' or r.w == 'assumed' or r.w == '' then
+  r.u = 1
+elseif r.w == 'gated' and gated == '0' then
+  redis.call('ZREM', KEYS[5], key)
+  to_active(key, r, KEYS[2])
+  wake(KEYS[6], 1, wake_cap)
 end
-redis.call('HSET', KEYS[1], key, cjson.encode(info))
-return info.w
+redis.call('HSET', KEYS[1], key, rec_encode(r))
+return r.w

@@ -6,9 +6,9 @@
 -- KEYS[4]  hash    pod objects: "ns/name" -> msgpack blob
 -- KEYS[5]  hash    pod meta: "ns/name" -> JSON {"rv", "uid", "node"}
 -- Reservation mode (the binder's), when 8 KEYS are given:
--- KEYS[6]  hash    ledger cache:pods: "ns/name" -> record JSON {"node", "uid", "token", ...}
+-- KEYS[6]  hash    ledger cache:pods: "ns/name" -> ledger record (lib/ledger_record.lua)
 -- KEYS[7]  zset    ledger cache:assumed: "ns/name" -> assume deadline (ms)
--- KEYS[8]  hash    queue info: "ns/name" -> JSON
+-- KEYS[8]  hash    queue info: "ns/name" -> queue record (lib/queue_record.lua)
 --
 -- ARGV[1]  int     stream cap (XADD MAXLEN ~)
 -- ARGV[2]  string  epoch candidate (a fresh random id; used only if KEYS[3] is missing)
@@ -25,7 +25,8 @@
 -- Checks per pod, in order: exists, uid, already on this node (idempotent, no write),
 -- bound elsewhere, rv unchanged since Python's read (else Python rebuilds and retries);
 -- in reservation mode a pod is written only while the ledger still holds its reservation
--- on that node under the token ("unreserved" otherwise: the reaper took it), and the
+-- on that node under the token ("unreserved" otherwise, before any other outcome but
+-- "already-bound": the reaper took it, or the pod was deleted), and the
 -- reservation is confirmed (assumed -> bound, queue info dropped) in the same script, so
 -- a binder stalled past its reservation can never bind over capacity given to others.
 --
@@ -34,32 +35,32 @@
 --   "uid-mismatch", current_uid | "stale", current_rv | "unreserved", ""
 -- Each "bound" appends a MODIFIED event (obj = bound pod, old = previous).
 
+--!include queue_record
+--!include ledger_record
+
 local n = tonumber(ARGV[3])
 local out = {}
 local epoch = nil
 local reserving = #KEYS == 8
 local stride = reserving and 7 or 6
 
--- The ledger record of ``key`` when it holds a reservation on ``node`` under ``token``.
+-- ---- reservation block: the ledger's and the queue's hand-off (lib/ledger_record.lua,
+-- lib/queue_record.lua). The ledger record of ``key`` when it holds a reservation on
+-- ``node`` under ``token``.
 local function reservation(key, node, token)
-  local raw = redis.call('HGET', KEYS[6], key)
-  if not raw then return nil end
-  local ok, rec = pcall(cjson.decode, raw)
-  if ok and type(rec) == 'table' and rec.node == node and rec.token == token then return rec end
+  local rec = led_decode(redis.call('HGET', KEYS[6], key))
+  if rec and rec.node == node and rec.token == token then return rec end
   return nil
 end
 
+-- assumed -> bound in the ledger; the queue forgets the pod.
 local function confirm(key, rec)
   redis.call('ZREM', KEYS[7], key)
-  local info_raw = redis.call('HGET', KEYS[8], key)
-  if info_raw then
-    local ok, info = pcall(cjson.decode, info_raw)
-    if ok and type(info) == 'table' and info.w == 'assumed'
-        and (info.uid == nil or info.uid == '' or info.uid == rec.uid) then
-      redis.call('HDEL', KEYS[8], key)
-    end
+  if rec_text_is_assumed(redis.call('HGET', KEYS[8], key), rec.uid) then
+    redis.call('HDEL', KEYS[8], key)
   end
 end
+-- ---- end of the reservation block
 
 for i = 0, n - 1 do
   local base = 4 + stride * i
@@ -82,12 +83,14 @@ for i = 0, n - 1 do
       status, detail = 'stale', meta.rv
     end
   end
+  -- Reservation mode: without the reservation nothing but a duplicate of our own bind
+  -- is reported; the pod belongs to a newer attempt (or is gone), whatever the store says.
   local rec = nil
-  if reserving and (not status or status == 'already-bound') then
+  if reserving then
     rec = reservation(key, node, ARGV[base + 6])
-    if not rec and not status then status = 'unreserved' end
+    if not rec and status ~= 'already-bound' then status, detail = 'unreserved', '' end
   end
-  if rec then confirm(key, rec) end
+  if rec and (not status or status == 'already-bound') then confirm(key, rec) end
   if not status then
     if not epoch then
       epoch = redis.call('GET', KEYS[3])

@@ -36,7 +36,7 @@ import redis
 from distsched import metrics
 from distsched.binder.cycle import batch_bindable
 from distsched.binder.jobs import Binding, bind_queue, enqueue_bindings
-from distsched.cache.ledger import Ledger, LedgerConfig
+from distsched.cache.ledger import DomainGenerations, Ledger, LedgerConfig
 from distsched.cache.ledger_types import Decision, Rejected, Reserved
 from distsched.clock import SYSTEM_CLOCK, Clock
 from distsched.explain_record import Explanation, record_failure
@@ -120,24 +120,20 @@ def constraint_topology_keys(pod: Pod) -> set[str]:
     return keys
 
 
-def backoff_configs(
-    scheduler_config: SchedulerConfig | None,
-    queue_config: QueueConfig | None,
-    ledger_config: LedgerConfig | None,
-) -> tuple[QueueConfig, LedgerConfig]:
-    """The queue's and the ledger's configs with the scheduler configuration's
-    podInitialBackoffSeconds / podMaxBackoffSeconds (kube's defaults, 1 s and 10 s, when
-    there is no configuration). Everything that computes a backoff (the failure handler,
-    the binder's, the assumed-pod reaper) must use the same two numbers."""
+def backoff_config(
+    scheduler_config: SchedulerConfig | None, queue_config: QueueConfig | None
+) -> QueueConfig:
+    """The queue's config with the scheduler configuration's podInitialBackoffSeconds /
+    podMaxBackoffSeconds (kube's defaults, 1 s and 10 s, when there is no configuration).
+    It is the one backoff: the failure handler, the binder's failure path and the reaper
+    of expired reservations (through the ledger) all requeue with it."""
     queue_config = queue_config or QueueConfig()
-    ledger_config = ledger_config or LedgerConfig()
     if scheduler_config is None:
-        return queue_config, ledger_config
-    initial = scheduler_config.pod_initial_backoff_seconds * 1000
-    maximum = scheduler_config.pod_max_backoff_seconds * 1000
-    return (
-        replace(queue_config, initial_backoff_ms=initial, max_backoff_ms=maximum),
-        replace(ledger_config, backoff_initial_ms=initial, backoff_max_ms=maximum),
+        return queue_config
+    return replace(
+        queue_config,
+        initial_backoff_ms=scheduler_config.pod_initial_backoff_seconds * 1000,
+        max_backoff_ms=scheduler_config.pod_max_backoff_seconds * 1000,
     )
 
 
@@ -180,9 +176,9 @@ class SchedulingWorker:
         self.name = name or f"worker-{uuid.uuid4().hex[:8]}"
         self.config = config or WorkerConfig()
         self.store = Store(client, keys, clock=clock)
-        queue_config, ledger_config = backoff_configs(scheduler_config, queue_config, ledger_config)
+        queue_config = backoff_config(scheduler_config, queue_config)
         self.queue = RedisQueue(client, keys, config=queue_config)
-        self.ledger = Ledger(client, keys, clock, ledger_config)
+        self.ledger = Ledger(client, keys, clock, ledger_config, queue_config=queue_config)
         nominator = share_nominator(profiles, nominator)
         # The worker's local picture: snapshot, parsed pods, the ledger's mirror.
         self.view = ClusterView(
@@ -384,9 +380,14 @@ class SchedulingWorker:
                 self._undo_reserve(attempt)
                 attempt.tries -= 1
                 continue
-            checks, anti_affinity_gen = generations
             [result] = self.ledger.reserve_batch(
-                [self._decision(attempt, checks=checks, anti_affinity_gen=anti_affinity_gen)]
+                [
+                    self._decision(
+                        attempt,
+                        checks=generations.checks,
+                        anti_affinity_gen=generations.anti_affinity_gen,
+                    )
+                ]
             )
             if isinstance(result, Reserved):
                 self._bind([attempt])
@@ -405,28 +406,19 @@ class SchedulingWorker:
                 )
                 return
 
-    def _read_generations(self, attempt: Attempt) -> tuple[dict[str, int], int] | None:
+    def _read_generations(self, attempt: Attempt) -> DomainGenerations | None:
         """The chosen node's domain generations (for the pod's topology keys) and its
-        anti-affinity generation sum, read before checking that the ledger has not changed
-        since the snapshot we decided on. Generations first, data second: then every
-        reservation they count is in the snapshot. None when the ledger moved."""
+        anti-affinity generation sum, as the ledger has them now; None when the ledger
+        moved since the snapshot we decided on (see :meth:`Ledger.read_generations`)."""
         labels = self.snapshot.node_by_name(attempt.node).metadata.labels
         domains = sorted(
             f"{key}={labels[key]}" for key in constraint_topology_keys(attempt.pod) if key in labels
         )
         state = self.view.node_states.get(attempt.node)
         node_domains = sorted(f"{k}={v}" for k, v in (state.domains if state else {}).items())
-        pipe = self.client.pipeline(transaction=False)
-        pipe.hmget(self.ledger.domgen_key, domains or ["-"])
-        pipe.hmget(self.ledger.aagen_key, node_domains or ["-"])
-        pipe.zrangebyscore(
-            self.ledger.feed_key, f"({self.view.feed_version}", "+inf", start=0, num=1
+        return self.ledger.read_generations(
+            domains, node_domains, seen_version=self.view.feed_version
         )
-        gens, aagens, moved = pipe.execute()
-        if moved:
-            return None
-        checks = {d: int(g or 0) for d, g in zip(domains, gens, strict=False)}
-        return checks, sum(int(g or 0) for g in aagens)
 
     def _decide_safely(self, attempt: Attempt) -> bool:
         """A plugin that raises fails this pod's attempt (backoff), not the worker."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -122,8 +123,14 @@ def test_a_job_whose_reservation_was_reaped_binds_nothing(
     assert requested_cpu(ledger) == {"node-a": 0, "node-b": 0}
 
 
+def waiting_on_permit(bindings: list[Binding]) -> list[Binding]:
+    """The same bindings held by a Permit plugin: their binding cycle takes time, so the
+    binder claims them first."""
+    return [replace(b, permit_plugins=("Gate",), permit_deadline_ms=1) for b in bindings]
+
+
 def test_the_claim_renews_the_assume_deadline(r: redis.Redis, keys: Keys, clock: FakeClock) -> None:
-    bindings = reserved(r, keys, clock, 2)
+    bindings = waiting_on_permit(reserved(r, keys, clock, 2))
     ledger = Ledger(r, keys, clock)
     reserved_until = ledger.assumed_pods()
     clock.step(TTL.assume_ttl_ms - 1)  # a job that waited in rq almost until the deadline
@@ -136,13 +143,24 @@ def test_the_claim_renews_the_assume_deadline(r: redis.Redis, keys: Keys, clock:
     assert ledger.reap_expired_assumed() == []
 
 
+def test_a_default_binding_needs_no_claim(r: redis.Redis, keys: Keys, clock: FakeClock) -> None:
+    """DefaultBinder alone, no Permit wait: the store's bind script checks the reservation
+    and binds in one step, so the binder does not claim first."""
+    bindings = reserved(r, keys, clock, 2)
+    ledger = Ledger(r, keys, clock)
+    deadlines = ledger.assumed_pods()
+    clock.step(1000)
+    binder = Binder(r, keys, clock=clock, ledger_config=TTL)
+    assert binder.claim(bindings, BindOutcome()) == bindings
+    assert ledger.assumed_pods() == deadlines  # not renewed: nothing waits in between
+
+
 def test_a_claim_never_renews_someone_elses_reservation(
     r: redis.Redis, keys: Keys, clock: FakeClock
 ) -> None:
     [binding] = reserved(r, keys, clock, 1)
     ledger = Ledger(r, keys, clock)
     deadline = ledger.assumed_pods()[binding.pod_key]
-    outcome = BindOutcome()
     foreign = Binding(
         binding.pod_key,
         binding.uid,
@@ -153,9 +171,16 @@ def test_a_claim_never_renews_someone_elses_reservation(
         str(binding.epoch + 100),
     )
     clock.step(1000)
-    assert Binder(r, keys, clock=clock, ledger_config=TTL).claim([foreign], outcome) == []
+    binder = Binder(r, keys, clock=clock, ledger_config=TTL)
+    outcome = BindOutcome()
+    assert binder.claim(waiting_on_permit([foreign]), outcome) == []
     assert outcome.stale == [binding.pod_key]
     assert ledger.assumed_pods()[binding.pod_key] == deadline
+    # Bound without a claim, the foreign token binds nothing either.
+    outcome = binder.bind([foreign])
+    assert outcome.stale == [binding.pod_key] and not outcome.bound
+    assert ledger.assumed_pods()[binding.pod_key] == deadline
+    assert bind_events(r, keys) == {}
 
 
 @pytest.mark.parametrize("how", ["deleted", "bound-elsewhere"])

@@ -20,6 +20,7 @@ import redis
 from distsched.cache.ledger import Decision, Ledger, LedgerConfig, Reserved
 from distsched.clock import SYSTEM_CLOCK
 from distsched.keys import Keys
+from distsched.queue_types import encode_info
 
 ZONE = "topology.kubernetes.io/zone"
 
@@ -54,9 +55,9 @@ def main() -> None:
     now = SYSTEM_CLOCK.now_ms()
     pipe = client.pipeline(transaction=False)
     for epoch, key in enumerate(pods, start=1):
-        info = {"uid": key, "p": 0, "ts": now, "its": now, "a": 1, "w": "inflight", "m": ""}
+        info = {"uid": key, "p": 0, "ts": now, "its": now, "a": 1, "w": "inflight"}
         info |= {"pl": "", "cy": epoch, "e": epoch, "d": 1, "bo": 0}
-        pipe.hset(keys.info, key, json.dumps(info))
+        pipe.hset(keys.info, key, encode_info(info))
         pipe.zadd(keys.inflight, {key: now + 600_000})
     pipe.execute()
 

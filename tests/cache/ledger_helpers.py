@@ -2,23 +2,36 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 import redis
 
 from distsched.cache.ledger import Decision, Ledger, LedgerConfig
-from distsched.cache.ledger_types import HostPort
+from distsched.cache.ledger_types import HOSTNAME_KEY, HostPort
 from distsched.clock import Clock
 from distsched.keys import Keys
+from distsched.queue_types import QueueConfig, decode_info, encode_info
 
 ZONE = "topology.kubernetes.io/zone"
 SMALL = {"cpu": 1000, "memory": 1 << 30, "pods": 10}
 
 
-def make_ledger(r: redis.Redis, keys: Keys, clock: Clock, **config: int) -> Ledger:
-    return Ledger(r, keys, clock, LedgerConfig(**config))
+def make_ledger(
+    r: redis.Redis,
+    keys: Keys,
+    clock: Clock,
+    *,
+    watch: Sequence[str] = (ZONE, HOSTNAME_KEY),
+    **config: int,
+) -> Ledger:
+    """A ledger that keeps generations for the ``watch`` topology keys (as workers make it
+    when they decide constrained pods); ``initial_backoff_ms``/``max_backoff_ms`` go to the
+    queue's config (the one backoff the reaper requeues with), the rest to the ledger's."""
+    backoff = {k: config.pop(k) for k in ("initial_backoff_ms", "max_backoff_ms") if k in config}
+    ledger = Ledger(r, keys, clock, LedgerConfig(**config), queue_config=QueueConfig(**backoff))
+    ledger.watch_topology_keys(watch)
+    return ledger
 
 
 def pop_like_queue(
@@ -42,20 +55,19 @@ def pop_like_queue(
         "its": now_ms - 5,
         "a": attempts,
         "w": "inflight",
-        "m": "",
         "pl": "",
         "cy": epoch,
         "e": epoch,
         "d": 1,
         "bo": 0,
     }
-    r.hset(keys.info, pod_key, json.dumps(info))
+    r.hset(keys.info, pod_key, encode_info(info))
     r.zadd(keys.inflight, {pod_key: now_ms + lease_ms})
 
 
 def info_of(r: redis.Redis, keys: Keys, pod_key: str) -> dict[str, Any] | None:
     raw = r.hget(keys.info, pod_key)
-    return None if raw is None else json.loads(raw)
+    return None if raw is None else decode_info(pod_key, raw)
 
 
 def decision(

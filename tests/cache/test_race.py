@@ -11,7 +11,6 @@ to a web or another anti pod.
 
 from __future__ import annotations
 
-import json
 import random
 import time
 from concurrent.futures import ProcessPoolExecutor
@@ -30,6 +29,7 @@ from distsched.cache.ledger import (
 from distsched.cache.ledger_types import HOSTNAME_KEY, domain
 from distsched.clock import SYSTEM_CLOCK
 from distsched.keys import Keys
+from distsched.queue_types import QueueConfig, decode_info
 from tests.cache.ledger_helpers import ZONE, pop_like_queue
 
 NODES = [f"node-{i:02d}" for i in range(20)]
@@ -70,7 +70,15 @@ def requeue(r: redis.Redis, keys: Keys, pod_key: str) -> None:
 def worker(url: str, scheduler: str, seed: int) -> dict[str, int]:
     r = redis.Redis.from_url(url)
     keys = Keys(scheduler)
-    ledger = Ledger(r, keys, SYSTEM_CLOCK, LedgerConfig(assume_ttl_ms=300, backoff_initial_ms=1))
+    ledger = Ledger(
+        r,
+        keys,
+        SYSTEM_CLOCK,
+        LedgerConfig(assume_ttl_ms=300),
+        queue_config=QueueConfig(initial_backoff_ms=1),
+    )
+    # The anti pods' hostname checks: a worker registers the key before reading generations.
+    ledger.watch_topology_keys([HOSTNAME_KEY])
     rng = random.Random(seed)
     counts = dict.fromkeys(
         ("reserved", "rejected", "anti-affinity", "stale", "bound", "released", "reaped"), 0
@@ -89,7 +97,7 @@ def worker(url: str, scheduler: str, seed: int) -> dict[str, int]:
         for pod_key, raw in zip(picked, infos, strict=True):
             if raw is None:
                 continue
-            info = json.loads(raw)
+            info = decode_info(pod_key, raw)
             kind = kind_of(pod_key)
             req, ports = requests_of(pod_key)
             fitting = [n for n in NODES if fits(states[n], req, ports)]
@@ -210,7 +218,7 @@ def test_four_processes_never_overcommit(r: redis.Redis, redis_url: str) -> None
     assert len(recorded) + len(inflight) + len(backoff) == PODS
     for pod_key in pod_keys:
         raw = r.hget(keys.info, pod_key)
-        where = json.loads(raw)["w"] if raw else None
+        where = decode_info(pod_key, raw)["w"] if raw else None
         expected = (
             "assumed"
             if pod_key in assumed

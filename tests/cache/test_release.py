@@ -131,7 +131,7 @@ def test_reaper_requeues_expired_pods_into_backoff(
 def test_reaper_with_zero_backoff_requeues_into_active_and_wakes(
     r: redis.Redis, keys: Keys, clock: FakeClock
 ) -> None:
-    ledger = make_ledger(r, keys, clock, assume_ttl_ms=TTL, backoff_initial_ms=0)
+    ledger = make_ledger(r, keys, clock, assume_ttl_ms=TTL, initial_backoff_ms=0)
     ledger.set_node("n1", SMALL)
     reserve(r, keys, clock, ledger, "ns/p", priority=7)
     clock.step(TTL)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import json
-
 import pytest
 import redis
 
@@ -361,18 +359,23 @@ def test_script_validates_its_input_before_writing(
     script = ScriptSet(r).get("cache_reserve")
     base = [keys.inflight, keys.info, keys.ledger_pods, keys.ledger_assumed]
     base += [keys.ledger_domain_gen, keys.ledger_anti_affinity_gen, keys.ledger_anti_affinity_pods]
+    base += [keys.ledger_topology_keys]
     node_keys = ledger.node_keys("n1")
-    good = {"node": "n1", "uid": "uid-ns/a", "req": {"cpu": 1}, "ports": "", "token": "1", "ak": ""}
-    bad = {**good, "uid": "uid-ns/b", "ports": "TCP|0|x"}
-    checks = [["ns/a", "uid-ns/a", 1, 1, {}, 0], ["ns/b", "uid-ns/b", 1, 1, {}, 0]]
+    # per decision: key, uid, epoch, node index, requests, ports, ak, aa gen, checks
+    good = ["ns/a", "uid-ns/a", 1, 1, "cpu=1,pods=1", "", "", 0, 0]
+    bad = ["ns/b", "uid-ns/b", 1, 1, "cpu=1,pods=1", "TCP|0|x", "", 0, 0]
     before = snapshot_db(r)
     with pytest.raises(redis.ResponseError, match="bad host port"):
+        script(keys=base + node_keys + ledger.feed_keys, args=[1, 1, "n1", *good, *bad])
+    with pytest.raises(redis.ResponseError, match="expected 14 keys"):
+        script(keys=base, args=[1, 1, "n1", *good])
+    with pytest.raises(redis.ResponseError, match="malformed decision #2"):
+        script(keys=base + node_keys + ledger.feed_keys, args=[1, 1, "n1", *good, *good[:5]])
+    with pytest.raises(redis.ResponseError, match="bad requests in #1"):
         script(
             keys=base + node_keys + ledger.feed_keys,
-            args=[1, json.dumps(["n1"]), json.dumps(checks), json.dumps(good), json.dumps(bad)],
+            args=[1, 1, "n1", "ns/a", "uid-ns/a", 1, 1, "cpu=x", "", "", 0, 0],
         )
-    with pytest.raises(redis.ResponseError, match="expected 13 keys"):
-        script(keys=base, args=[1, json.dumps(["n1"]), json.dumps(checks[:1]), json.dumps(good)])
     assert snapshot_db(r) == before
 
 
@@ -403,3 +406,52 @@ def test_change_feed_names_every_node_whose_usage_changed(
     _, states = ledger.changes_since(version2)
     assert list(states) == ["n2"]
     assert states["n2"].requested.get("cpu", 0) == 0
+
+
+def test_only_watched_topology_keys_keep_generations(
+    r: redis.Redis, keys: Keys, clock: FakeClock
+) -> None:
+    ledger = make_ledger(r, keys, clock, watch=())
+    ledger.set_node("n1", SMALL, {ZONE: "a"})
+    ledger.set_node("n2", SMALL, {ZONE: "a"})
+    zone_a = domain(ZONE, "a")
+    popped(r, keys, clock, "ns/p1", "ns/p2", "ns/p3")
+    start = ledger.node_state(["n1"])["n1"].domain_gens[zone_a]
+    # Nobody watches the zone: reservations in it write no generation.
+    assert isinstance(ledger.reserve(decision("ns/p1", "n1")), Reserved)
+    assert ledger.node_state(["n1"])["n1"].domain_gens[zone_a] == start
+    # A constrained decision reads its generations through the ledger, which registers
+    # the key first; from then on every reservation in the zone counts, so a decision
+    # made on the read generation is refused once another pod landed in the zone.
+    version, _ = ledger.changes_since(0)
+    seen = ledger.read_generations([zone_a], [zone_a], seen_version=version)
+    assert seen is not None and seen.checks == {zone_a: start}
+    assert r.smembers(keys.ledger_topology_keys) == {ZONE.encode()}
+    assert isinstance(ledger.reserve(decision("ns/p2", "n2")), Reserved)
+    late = ledger.reserve(decision("ns/p3", "n1", domain_checks=seen.checks))
+    assert isinstance(late, Rejected) and zone_a in late.reason
+    # The ledger moved after the version the caller decided on: decide again.
+    assert ledger.read_generations([zone_a], [], seen_version=version) is None
+
+
+def test_claim_renews_assumed_reservations_and_names_the_others(
+    r: redis.Redis, keys: Keys, clock: FakeClock, ledger: Ledger
+) -> None:
+    popped(r, keys, clock, "ns/a", "ns/b", "ns/c", epoch=3)
+    results = ledger.reserve_batch([decision(p, "n1", epoch=3) for p in ("ns/a", "ns/b", "ns/c")])
+    assert all(isinstance(res, Reserved) for res in results)
+    assert ledger.confirm_bound("ns/b", "3")
+    assert ledger.release("ns/c", "3")
+    clock.step(20_000)
+    statuses = ledger.claim([("ns/a", "3"), ("ns/a", "4"), ("ns/b", "3"), ("ns/c", "3")])
+    assert statuses == ["claimed", "stale", "duplicate", "stale"]
+    record = ledger.pod("ns/a")
+    assert record is not None and record.deadline_ms == clock.now_ms() + 30_000
+    assert ledger.pod("ns/b") is not None and ledger.pod("ns/b").deadline_ms is None  # type: ignore[union-attr]
+    # renew pushes only reservations that are still assumed
+    clock.step(1_000)
+    ledger.renew(["ns/a", "ns/b", "ns/c"])
+    assert ledger.pod("ns/a").deadline_ms == clock.now_ms() + 30_000  # type: ignore[union-attr]
+    assert r.zscore(keys.ledger_assumed, "ns/b") is None
+    assert r.zscore(keys.ledger_assumed, "ns/c") is None
+    assert ledger.claim([]) == []

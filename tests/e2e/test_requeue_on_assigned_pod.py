@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import json
-
 import redis
 
 from distsched.bench.procs import ProcessGroup
 from distsched.keys import Keys
+from distsched.queue_types import decode_info
 from distsched.store import Store
 from tests.e2e.cluster import ZONE, bound_nodes, node, pod, wait_for
 
@@ -26,7 +25,7 @@ def test_pod_waiting_for_its_affinity_partner_binds_when_the_partner_binds(
 
     def info() -> dict:
         raw = private_client.hget(keys.info, "default/web")
-        return json.loads(raw) if raw else {}
+        return decode_info("default/web", raw) if raw else {}
 
     wait_for(lambda: info().get("w") == "unschedulable", 20, "web to wait for a db pod")
     assert "InterPodAffinity" in info()["pl"]

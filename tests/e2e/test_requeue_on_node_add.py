@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import time
 
 import redis
 
 from distsched.bench.procs import ProcessGroup
 from distsched.keys import Keys
+from distsched.queue_types import decode_info
 from distsched.store import Store
 from tests.e2e.cluster import bound_nodes, node, pod, wait_for
 
@@ -25,7 +25,7 @@ def test_pod_that_fits_nowhere_is_bound_soon_after_a_fitting_node_arrives(
 
     def info() -> dict:
         raw = private_client.hget(keys.info, "default/big")
-        return json.loads(raw) if raw else {}
+        return decode_info("default/big", raw) if raw else {}
 
     wait_for(lambda: info().get("w") == "unschedulable", 30, "the pod to be unschedulable")
     assert "NodeResourcesFit" in info()["pl"]

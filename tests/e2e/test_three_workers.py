@@ -7,7 +7,6 @@ unschedulable pod in the unschedulable set with the plugin that rejected it."""
 
 from __future__ import annotations
 
-import json
 import random
 
 import redis
@@ -15,6 +14,7 @@ import redis
 from distsched.bench.checker import check
 from distsched.bench.procs import ProcessGroup
 from distsched.keys import Keys
+from distsched.queue_types import decode_info
 from distsched.store import Store
 from tests.e2e.cluster import ZONE, bound_nodes, node, pod, wait_for
 
@@ -131,10 +131,10 @@ def test_three_workers_never_break_a_constraint(
     parked = {m.decode() for m in private_client.zrange(keys.unschedulable, 0, -1)}
     assert parked == set(unschedulable) | left_over
     for key, plugin in unschedulable.items():
-        info = json.loads(private_client.hget(keys.info, key))
+        info = decode_info(key, private_client.hget(keys.info, key))
         assert plugin in info["pl"].split(","), (key, info)
     for key in left_over:
-        info = json.loads(private_client.hget(keys.info, key))
+        info = decode_info(key, private_client.hget(keys.info, key))
         assert "InterPodAffinity" in info["pl"].split(","), (key, info)
     # The work really was shared.
     scheduled_by = [p for p in processes.workers() if p.alive()]

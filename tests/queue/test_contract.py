@@ -552,3 +552,67 @@ def test_reads_describe_the_queue(queue: SchedulingQueue, clock: FakeClock) -> N
         queue.add_unschedulable_if_not_present(
             "ns/u1", epoch=1, plugins=["A,B"], now_ms=clock.now_ms()
         )
+
+
+# --- hand-offs with the cache (reservation, release without binding) -----------------------
+def test_assume_takes_only_pods_leased_under_the_epoch_and_uid(
+    queue: SchedulingQueue, clock: FakeClock
+) -> None:
+    queue.add([E(f"ns/p{i}", f"uid-{i}", 0) for i in range(4)], now_ms=clock.now_ms())
+    p0, p1, p2, p3 = queue.pop(4, now_ms=clock.now_ms())
+    leases = [
+        (p0.key, p0.epoch, "uid-0"),
+        (p1.key, p1.epoch + 1, "uid-1"),  # a newer lease than the pop gave
+        (p2.key, p2.epoch, "uid-other"),  # the pod was re-created under another uid
+        ("ns/unknown", 1, "u"),
+    ]
+    assert queue.assume(leases) == [True, False, False, False]
+    assert queue.where(p0.key) == "assumed"
+    assert queue.counts()["inflight"] == 3
+    # Assumed is outside every sub-queue: a second assume, a lease reclaim, a failure
+    # from another epoch leave it alone.
+    assert queue.assume([(p0.key, p0.epoch, "uid-0")]) == [False]
+    assert p0.key not in queue.reclaim_expired_leases(now_ms=clock.now_ms() + 10**9)
+    assert fail(queue, clock, p0) == "unschedulable"  # its own epoch: the failure handler
+    del p3
+    assert queue.assume([]) == []
+
+
+def test_released_assumed_pods_requeue_with_their_backoff(make_queue: QueueFactory) -> None:
+    clock = FakeClock()
+    queue = make_queue(config=QueueConfig(initial_backoff_ms=400, max_backoff_ms=1000))
+    queue.add([E("ns/once", "u", 3), E("ns/thrice", "u", 2)], now_ms=clock.now_ms())
+    once = pop_one(queue, clock)
+    thrice = pop_one(queue, clock)
+    for _ in range(2):  # two earlier failed attempts
+        assert fail(queue, clock, thrice, error=True) == "backoff"
+        clock.step(2_000)
+        queue.flush_backoff_completed(now_ms=clock.now_ms())
+        thrice = pop_one(queue, clock)
+    assert queue.assume([(once.key, once.epoch, "u"), (thrice.key, thrice.epoch, "u")]) == [
+        True,
+        True,
+    ]
+    clock.step(5)
+    now = clock.now_ms()
+    where = queue.requeue_released([once.key, thrice.key, "ns/unknown"], now_ms=now)
+    assert where == ["backoff", "backoff", ""]
+    assert queue.info(once.key)["bo"] == now + 400  # type: ignore[index]
+    assert queue.info(thrice.key)["bo"] == now + 1000  # type: ignore[index]  # capped
+    assert queue.info(thrice.key)["ts"] == now  # type: ignore[index]
+    # Deliveries stay counted (a pod that keeps killing binders gets dead-lettered).
+    assert queue.info(thrice.key)["d"] == 1  # type: ignore[index]
+    assert queue.requeue_released([once.key], now_ms=now) == [""]  # no longer assumed
+    clock.step(400)
+    assert queue.flush_backoff_completed(now_ms=clock.now_ms()) == 1
+    assert pop_keys(queue, clock) == [once.key]
+
+
+def test_released_pod_without_backoff_goes_straight_to_active(make_queue: QueueFactory) -> None:
+    clock = FakeClock()
+    queue = make_queue(config=QueueConfig(initial_backoff_ms=0, max_backoff_ms=0))
+    queue.add([E("ns/a", "u", 0)], now_ms=clock.now_ms())
+    pod = pop_one(queue, clock)
+    assert queue.assume([(pod.key, pod.epoch, "u")]) == [True]
+    assert queue.requeue_released([pod.key], now_ms=clock.now_ms()) == ["active"]
+    assert pop_keys(queue, clock) == [pod.key]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import re
 import threading
 import time
@@ -18,7 +17,14 @@ from distsched.keys import Keys
 from distsched.lua import ScriptSet
 from distsched.queue_memory import MemoryQueue
 from distsched.queue_redis import RedisQueue
-from distsched.queue_types import INFO_FIELDS, WAKE_CAP, PodEntry, SchedulingQueue
+from distsched.queue_types import (
+    INFO_FIELDS,
+    WAKE_CAP,
+    PodEntry,
+    SchedulingQueue,
+    decode_info,
+    encode_info,
+)
 
 LUA_DIR = resources.files("distsched.lua")
 QUEUE_SCRIPTS = sorted(
@@ -101,15 +107,19 @@ def test_lua_validates_before_writing(r: redis.Redis, keys: Keys) -> None:
     assert r.dbsize() == 0
 
 
-def test_info_is_readable_json_with_the_documented_fields(
+def test_info_is_one_readable_line_with_the_documented_fields(
     r: redis.Redis, keys: Keys, clock: FakeClock
 ) -> None:
-    RedisQueue(r, keys).add([PodEntry("ns/a", "uid-a", -5)], now_ms=clock.now_ms())
+    RedisQueue(r, keys).add([PodEntry("ns/a", "uid|a", -5)], now_ms=clock.now_ms())
     raw = r.hget(keys.info, "ns/a")
     assert raw is not None
-    info = json.loads(raw)
+    now = clock.now_ms()
+    # w|e|cy|a|d|u|p|ts|its|bo|pl|uid, the uid last so that it may hold a "|".
+    assert raw.decode() == f"active|0|0|0|0|0|-5|{now}|{now}|0||uid|a"
+    info = decode_info("ns/a", raw)
     assert set(info) == set(INFO_FIELDS)
-    assert (info["uid"], info["p"], info["w"]) == ("uid-a", -5, "active")
+    assert encode_info(info) == raw.decode()
+    assert (info["uid"], info["p"], info["w"]) == ("uid|a", -5, "active")
     assert r.zrange(keys.active, 0, -1, withscores=True) == [
         (f"{clock.now_ms():013d}|ns/a".encode(), 5.0)
     ]
@@ -227,6 +237,8 @@ def test_every_queue_script_is_exercised_by_the_contract() -> None:
         "queue_flush_leftover.lua": ".flush_unschedulable_leftover(",
         "queue_move_all.lua": ".move_all_to_active_or_backoff(",
         "queue_reclaim.lua": ".reclaim_expired_leases(",
+        "queue_assume.lua": ".assume(",
+        "queue_requeue_released.lua": ".requeue_released(",
     }
     assert set(method_of) == set(QUEUE_SCRIPTS)
     assert all(call in source for call in method_of.values())

@@ -82,7 +82,10 @@ class QueueMachine(RuleBasedStateMachine):
             max_pods, now_ms=self.now()
         )
 
-    @rule(plugins=plugin_sets, outcome=st.sampled_from(["done", "unschedulable", "error"]))
+    @rule(
+        plugins=plugin_sets,
+        outcome=st.sampled_from(["done", "assumed", "unschedulable", "error"]),
+    )
     def schedule_one(self, plugins: frozenset[str], outcome: str) -> None:
         """A worker's whole cycle: pop one pod, then reserve it or report its failure."""
         popped = self.memory.pop(1, now_ms=self.now())
@@ -93,6 +96,9 @@ class QueueMachine(RuleBasedStateMachine):
         if outcome == "done":
             assert self.memory.done(pod.key, epoch=pod.epoch)
             assert self.redis.done(pod.key, epoch=pod.epoch)
+        elif outcome == "assumed":
+            lease = [(pod.key, pod.epoch, pod.uid)]
+            assert self.memory.assume(lease) == self.redis.assume(lease) == [True]
         else:
             self.fail(key=pod.key, stale=False, plugins=plugins, error=outcome == "error")
 
@@ -161,6 +167,21 @@ class QueueMachine(RuleBasedStateMachine):
         """Every lease runs out: the reaper requeues all inflight pods."""
         self.clock.step(CONFIG.lease_ms)
         self.reclaim()
+
+    @rule(data=st.data(), stale=st.booleans(), other_uid=st.booleans())
+    def assume(self, data: st.DataObject, stale: bool, other_uid: bool) -> None:
+        key = data.draw(keys_)
+        info = self.memory.info(key)
+        uid = "uid-x" if other_uid or info is None else info["uid"]
+        lease = [(key, self.epoch_of(key, stale), uid)]
+        assert self.memory.assume(lease) == self.redis.assume(lease)
+
+    @rule(keys=st.lists(keys_, max_size=3))
+    def requeue_released(self, keys: list[str]) -> None:
+        """The reaper released assumed pods (their binder died)."""
+        assert self.memory.requeue_released(keys, now_ms=self.now()) == self.redis.requeue_released(
+            keys, now_ms=self.now()
+        )
 
     @rule(keys=st.lists(keys_, max_size=3))
     def forget(self, keys: list[str]) -> None:

@@ -8,8 +8,10 @@ import msgpack
 import pytest
 import redis
 
+from distsched.cache.ledger_types import encode_record
 from distsched.clock import FakeClock
 from distsched.keys import Keys
+from distsched.queue_types import encode_info
 from distsched.store import BindConflict, Binding, NotFound, Store, UidMismatch
 from tests.store.helpers import events, make_pod
 
@@ -184,13 +186,19 @@ def test_bind_many_in_reservation_mode_binds_only_reserved_pods_and_confirms_the
     """The binder's mode: a pod is written only while the ledger holds its reservation
     under the job's token, and the reservation is confirmed in the same script."""
     store.create_many([make_pod(n) for n in ("held", "reaped", "moved")])
-    record = (
-        '{{"node": "{node}", "uid": "", "token": "{token}", "req": {{}}, "ports": "", "ak": ""}}'
-    )
-    r.hset(keys.ledger_pods, "default/held", record.format(node="n1", token="7"))
-    r.hset(keys.ledger_pods, "default/moved", record.format(node="n2", token="9"))
+
+    def record(node: str, token: str) -> str:
+        return encode_record(
+            node=node, uid="", requests={}, ports=(), token=token, anti_affinity_keys=()
+        )
+
+    r.hset(keys.ledger_pods, "default/held", record("n1", "7"))
+    r.hset(keys.ledger_pods, "default/moved", record("n2", "9"))
     r.zadd(keys.ledger_assumed, {"default/held": 1, "default/moved": 1})
-    r.hset(keys.info, "default/held", '{"w": "assumed", "uid": ""}')
+    info = {"w": "assumed", "uid": "", "p": 0, "ts": 1, "its": 1, "a": 1}
+    r.hset(
+        keys.info, "default/held", encode_info({**info, "cy": 1, "e": 7, "d": 1, "bo": 0, "pl": ""})
+    )
     before = len(events(r, keys))
 
     results = store.bind_many(

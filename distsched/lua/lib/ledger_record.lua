@@ -1,0 +1,116 @@
+-- The ledger's per-pod record (cache:pods, ns/name -> record) and the change feed that every
+-- script changing a node's usage keeps (included with "--!include ledger_record"). This
+-- library is the record's only reader and writer in Lua; distsched.cache.ledger_types
+-- encode_record / decode_record are its Python twins.
+--
+-- A record is one line of text, fields separated by one space:
+--
+--   node token req ports ak uid
+--
+--   node   the node the pod is assumed or bound on
+--   token  the reservation token (the lease epoch of the reserving pop; "bound" for a pod
+--          recorded bound by cache_add_bound)
+--   req    "<resource>=<amount>,..." canonical units (cpu millicores, bytes, pods, units)
+--   ports  host ports "<proto>|<port>|<ip>,..." ('' = none)
+--   ak     topology keys of the pod's own required anti-affinity terms, "k1,k2" ('' = none)
+--   uid    the pod's uid; last, so that it may hold any character
+--
+-- A pod with a record and an entry in cache:assumed is assumed; without the entry, bound.
+
+local LEDGER_PATTERN = '^(%S+) (%S+) (%S*) (%S*) (%S*) (.*)$'
+
+local function led_encode(node, token, req, ports, ak, uid)
+  return node .. ' ' .. token .. ' ' .. req .. ' ' .. ports .. ' ' .. ak .. ' ' .. uid
+end
+
+-- {node, token, req (text), ports (text), ak (text), uid}, or nil when not a record.
+local function led_decode(text)
+  if not text then return nil end
+  local node, token, req, ports, ak, uid = string.match(text, LEDGER_PATTERN)
+  if not node then return nil end
+  return { node = node, token = token, req = req, ports = ports, ak = ak, uid = uid }
+end
+
+-- "<res>=<amount>,..." -> {res = amount}, or nil when malformed.
+local function parse_requests(text)
+  local out = {}
+  if text == '' then return out end
+  for item in string.gmatch(text, '[^,]+') do
+    local res, amt = string.match(item, '^([^=]+)=(%d+)$')
+    if not res then return nil end
+    out[res] = tonumber(amt)
+  end
+  return out
+end
+
+local PROTOCOLS = { TCP = true, UDP = true, SCTP = true }
+
+-- "<proto>|<port>|<ip>,..." -> list of {proto, port, ip, pp = "<proto>|<port>", item}, or
+-- nil and a message.
+local function parse_ports(text)
+  local out = {}
+  if text == '' then return out end
+  for item in string.gmatch(text, '[^,]+') do
+    local proto, port, ip = string.match(item, '^([^|]+)|(%d+)|([^|]+)$')
+    port = tonumber(port)
+    if not proto or not PROTOCOLS[proto] or not port or port < 1 or port > 65535 then
+      return nil, 'bad host port ' .. item
+    end
+    out[#out + 1] = { proto = proto, port = port, ip = ip, pp = proto .. '|' .. port, item = item }
+  end
+  return out
+end
+
+-- Change feed (the last three KEYS of a script: cache:usage, cache:feed, cache:feedver):
+-- bump the version, stamp the touched nodes with it and store each one's usage record
+-- "<gen>|<host ports in use, -1 unknown>|<res>=<amount>,..." (absolute values), so a worker
+-- that saw version v refreshes with one ZRANGEBYSCORE (v +inf and one HMGET.
+local function usage_record(gen, ports_in_use, req)
+  local items = {}
+  for res, amt in pairs(req) do
+    if amt ~= 0 then items[#items + 1] = res .. '=' .. string.format('%d', amt) end
+  end
+  table.sort(items)
+  return string.format('%d|%d|', gen, ports_in_use) .. table.concat(items, ',')
+end
+
+-- entries: list of {name = node, usage = usage_record(...)}
+local function bump_feed(entries)
+  if #entries == 0 then return end
+  local v = redis.call('INCR', KEYS[#KEYS])
+  local zargs, hargs = {}, {}
+  for _, e in ipairs(entries) do
+    zargs[#zargs + 1] = v
+    zargs[#zargs + 1] = e.name
+    hargs[#hargs + 1] = e.name
+    hargs[#hargs + 1] = e.usage
+  end
+  redis.call('ZADD', KEYS[#KEYS - 1], unpack(zargs))
+  redis.call('HSET', KEYS[#KEYS - 2], unpack(hargs))
+end
+
+-- A node's usage record read from its ledger hashes (for the rare scripts that change a
+-- node without knowing its absolute usage).
+local function usage_from_hashes(node_key, ports_key)
+  local flat = redis.call('HGETALL', node_key)
+  local req, gen = {}, 0
+  for j = 1, #flat, 2 do
+    local f = flat[j]
+    if string.sub(f, 1, 4) == 'req:' then
+      req[string.sub(f, 5)] = tonumber(flat[j + 1])
+    elseif f == 'gen' then
+      gen = tonumber(flat[j + 1])
+    end
+  end
+  local ports = -1
+  if ports_key then ports = redis.call('HLEN', ports_key) end
+  return usage_record(gen, ports, req)
+end
+
+-- The topology keys some pod with inter-pod constraints watches (cache:topokeys): only the
+-- domains of these keys need a generation (see distsched.cache.ledger).
+local function watched_keys(topokeys_key)
+  local watched = {}
+  for _, k in ipairs(redis.call('SMEMBERS', topokeys_key)) do watched[k] = true end
+  return watched
+end

@@ -1,0 +1,171 @@
+-- The scheduling queue's per-pod record and the moves every script shares (included with
+-- "--!include queue_record" by the queue scripts and by the ledger and store scripts that
+-- hand pods to and from the queue). This library is the record's only reader and writer.
+--
+-- A record is one line of text in the queue's info hash (ns/name -> record):
+--
+--   w|e|cy|a|d|u|p|ts|its|bo|pl|uid
+--
+--   w    where the pod is: active|backoff|unschedulable|gated|inflight|dead|assumed|''
+--   e    lease epoch of the last pop (the fencing token)
+--   cy   scheduling cycle of the last pop
+--   a    attempts (+1 at pop)          d    deliveries since the last orderly outcome
+--   u    1 while the object was updated in flight or assumed, else 0
+--   p    priority (int32)              ts   queue timestamp ms (add, every failure re-add)
+--   its  initial attempt timestamp ms  bo   backoff expiry ms (0 = never failed)
+--   pl   comma-joined unschedulable plugins of the last failure ('' = none)
+--   uid  the pod's uid; last, so that it may hold any character
+--
+-- The fields a pop, a reservation and a bind look at come first, so those moves (per pod,
+-- the hot path) read and rewrite only the record's head as text (rec_pop, rec_assume_text,
+-- rec_assumed_uid); the other moves decode the whole record into a table.
+-- distsched.queue_types.encode_info / decode_info are the Python twins of rec_encode /
+-- rec_decode. A pod's activeQ member is derived, never stored: active_member(ts, key).
+
+local REC_PATTERN = '^(%l*)|(%d+)|(%d+)|(%d+)|(%d+)|([01])|(%-?%d+)|(%d+)|(%d+)|(%d+)|([^|]*)|(.*)$'
+
+-- The record as a table, or nil when the text is not a record.
+local function rec_decode(text)
+  if not text then return nil end
+  local w, e, cy, a, d, u, p, ts, its, bo, pl, uid = string.match(text, REC_PATTERN)
+  if not w then return nil end
+  return { w = w, e = tonumber(e), cy = tonumber(cy), a = tonumber(a), d = tonumber(d),
+           u = tonumber(u), p = tonumber(p), ts = tonumber(ts), its = tonumber(its),
+           bo = tonumber(bo), pl = pl, uid = uid }
+end
+
+local function rec_encode(r)
+  return string.format('%s|%d|%d|%d|%d|%d|%d|%d|%d|%d|%s|%s', r.w, r.e, r.cy, r.a, r.d,
+    r.u, r.p, r.ts, r.its, r.bo, r.pl, r.uid)
+end
+
+-- Head-only moves. The head is w|e|cy|a|d|u; REST_PATTERN finds the uid after the head
+-- and the four numbers and the plugins that follow it.
+local HEAD_PATTERN = '^(%l*)|(%d+)|(%d+)|(%d+)|(%d+)|[01]|(.*)$'
+local UID_PATTERN = '^(%l*)|(%d+)|[^|]*|[^|]*|[^|]*|[^|]*|[^|]*|[^|]*|[^|]*|[^|]*|[^|]*|(.*)$'
+
+-- queue_pop's move: returns the new text and whether the pod is dead-lettered instead
+-- (delivered max_deliveries times), or nil when the text is not a record.
+local function rec_pop(text, cycle, epoch, max_deliveries)
+  if not text then return nil end
+  local w, e, cy, a, d, rest = string.match(text, HEAD_PATTERN)
+  if not w then return nil end
+  if tonumber(d) >= max_deliveries then
+    return 'dead|' .. e .. '|' .. cy .. '|' .. a .. '|' .. d .. '|0|' .. rest, true
+  end
+  return string.format('inflight|%d|%d|%d|%d|0|', epoch, cycle, tonumber(a) + 1,
+    tonumber(d) + 1) .. rest, false
+end
+
+-- The record's place, lease epoch and uid, read without decoding the rest.
+local function rec_fencing(text)
+  if not text then return nil end
+  local w, e, uid = string.match(text, UID_PATTERN)
+  if not w then return nil end
+  return w, tonumber(e), uid
+end
+
+-- The hand-off to the cache as text: (new text) when the pod is inflight under this epoch
+-- and uid, else (nil, why). Same rule as rec_assumable + rec_assume.
+local function rec_assume_text(text, epoch, uid)
+  local w, e, have_uid = rec_fencing(text)
+  if not w then return nil, 'pod has no queue record' end
+  if w ~= 'inflight' then return nil, 'pod is not inflight' end
+  if e ~= epoch then return nil, 'lease epoch ' .. epoch .. ' is not current' end
+  if have_uid ~= '' and have_uid ~= uid then return nil, 'pod uid changed' end
+  return 'assumed' .. string.sub(text, 9)
+end
+
+-- Whether the text is the assumed pod of this uid (rec_is_assumed on text).
+local function rec_text_is_assumed(text, uid)
+  local w, _, have_uid = rec_fencing(text)
+  return w == 'assumed' and (have_uid == '' or have_uid == uid)
+end
+
+-- A new pod's record (not yet placed anywhere: w = '').
+local function rec_new(uid, priority, now)
+  return { w = '', p = priority, ts = now, its = now, a = 0, cy = 0, e = 0, d = 0, bo = 0,
+           u = 0, pl = '', uid = uid }
+end
+
+-- activeQ's member: the queue timestamp zero-padded to 13 digits, "|", ns/name, so that
+-- pods of equal priority (equal score) sort by timestamp, then by name.
+local function active_member(ts, key)
+  return string.format('%013d', ts) .. '|' .. key
+end
+
+-- Push one wake token per pod made active, keeping the list at most `cap` long.
+local function wake(list_key, count, cap)
+  if count <= 0 then return end
+  local tokens = {}
+  for i = 1, math.min(count, cap) do tokens[i] = '1' end
+  redis.call('RPUSH', list_key, unpack(tokens))
+  redis.call('LTRIM', list_key, -cap, -1)
+end
+
+-- kube's calculateBackoffDuration: initial, doubled per attempt after the first, capped;
+-- overflow-safe.
+local function backoff_ms(attempts, initial, maximum)
+  local d = initial
+  for _ = 2, attempts do
+    if d > maximum - d then return maximum end
+    d = d + d
+  end
+  return d
+end
+
+-- Into activeQ (sets r.w; the caller writes the record and wakes poppers).
+local function to_active(key, r, active_key)
+  r.w = 'active'
+  redis.call('ZADD', active_key, -r.p, active_member(r.ts, key))
+end
+
+-- kube's movePodsToActiveOrBackoffQueue for one pod: backoffQ while its backoff runs,
+-- else activeQ. Returns true when the pod became active.
+local function to_active_or_backoff(key, r, now, active_key, backoff_key)
+  if r.bo > now then
+    r.w = 'backoff'
+    redis.call('ZADD', backoff_key, r.bo, key)
+    return false
+  end
+  to_active(key, r, active_key)
+  return true
+end
+
+-- Hand-off to the cache: a reservation took the pod out of inflight (the ledger script
+-- ZREMs it). Only a pod the caller leased under `epoch` may be assumed.
+local function rec_assumable(r, epoch, uid)
+  if not r then return false, 'pod has no queue record' end
+  if r.w ~= 'inflight' then return false, 'pod is not inflight' end
+  if r.e ~= epoch then return false, 'lease epoch ' .. epoch .. ' is not current' end
+  if r.uid ~= '' and r.uid ~= uid then return false, 'pod uid changed' end
+  return true
+end
+
+local function rec_assume(r)
+  r.w = 'assumed'
+end
+
+-- Whether the record is the assumed pod of this uid (the reaper requeues only such a pod;
+-- the store forgets it once bound).
+local function rec_is_assumed(r, uid)
+  return r ~= nil and r.w == 'assumed' and (r.uid == '' or r.uid == uid)
+end
+
+-- An assumed pod whose reservation was released without a binding (expired, or its node
+-- went away) goes back: to backoffQ for the backoff of its attempts, or to activeQ when
+-- that is 0. Deliveries stay counted, so a pod that keeps killing binders is
+-- dead-lettered by queue_pop. Returns true when the pod became active.
+local function rec_requeue_released(key, r, now, initial, maximum, active_key, backoff_key)
+  local wait = backoff_ms(r.a, initial, maximum)
+  r.ts = now
+  if wait > 0 then
+    r.bo = now + wait
+    r.w = 'backoff'
+    redis.call('ZADD', backoff_key, r.bo, key)
+    return false
+  end
+  r.bo = 0
+  to_active(key, r, active_key)
+  return true
+end
