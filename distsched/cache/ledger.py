@@ -20,14 +20,24 @@ inflight and its info says ``w = "assumed"``; the reservation token is the epoch
 Inter-pod constraints cannot be evaluated in Lua. Instead, every reservation or release on
 a node bumps the generation of each of the node's topology domains (its ``topo:`` values,
 including ``kubernetes.io/hostname=<node>``) whose topology key some constrained pod
-watches; a pod with affinity, anti-affinity or spread constraints sends the generations
-its snapshot had for the chosen node's domains of the keys it uses
-(:meth:`Ledger.read_generations`, which registers those keys in ``cache:topokeys`` first),
-and any change since is a conflict. Keys nobody watches keep no generation, so a workload
-without inter-pod constraints writes none. Registering first is what makes this sound: a
-reservation before the registration is in the data the worker then reads, one after it
-bumps the generation. A release elsewhere can still lower a spread constraint's global
-minimum, exactly as a pod deletion can in kube-scheduler.
+watches (``cache:topokeys``; :meth:`Ledger.watch_topology_keys`). Keys nobody watches keep
+no generation, so a workload without inter-pod constraints writes none. A pod with
+affinity, anti-affinity or spread constraints sends, for the chosen node's domains of the
+keys it uses, the generations that the data it decided on reflects; any change since is
+a conflict. What "reflects" means is the whole protocol: a worker must never send a
+generation that counts a reservation its data does not hold.
+
+- A single-node domain (``hostname=<node>``, or any domain the node is alone in): the
+  generation read with the node's pod list, atomically (:meth:`Ledger.node_state`).
+- A multi-node domain (a zone): the generation read before the pod lists of the domain's
+  nodes (:meth:`Ledger.changes_since` with domains, then :meth:`Ledger.node_state` for the
+  nodes that changed): generations first, data second, so every reservation counted is in
+  the data; one made after the read bumps the generation and is refused.
+- Registration before both: a reservation made before a key was watched did not bump,
+  but it is in the data the worker reads after registering.
+
+A release elsewhere can still lower a spread constraint's global minimum, exactly as a
+pod deletion can in kube-scheduler.
 
 The symmetric case needs more: pod Q with required anti-affinity against P is reserved by
 worker A; worker B, whose snapshot does not have Q yet, places P (no constraints of its
@@ -44,10 +54,9 @@ bump it, so unrelated reservations do not conflict. A counter of such pods would
 release followed by another arrival; a generation does not. The domains of a node must
 include every label key pods use as a topologyKey (passing all node labels is always right).
 
-A worker's view must read generations before the data they cover: :meth:`Ledger.node_state`
-first, then :meth:`Ledger.anti_affinity_pods` and the pod objects. Then every pod counted
-in a generation it sends is also in the data it decided on; the reverse order could send
-a generation that already counts a pod the worker never saw.
+The anti-affinity sum follows the same rule per domain: a single-node domain's
+anti-affinity generation comes with the node's pod list, a multi-node domain's from a
+read that precedes the pod lists.
 
 Binding: a binder claims a job's reservations (:meth:`Ledger.claim`: still assumed under
 the token? then a fresh deadline, in one script) before a binding cycle with plugins or a
@@ -145,10 +154,11 @@ def _parse_ports(flat: Sequence[Any]) -> tuple[HostPort, ...]:
 
 @dataclass(frozen=True, slots=True)
 class DomainGenerations:
-    """What :meth:`Ledger.read_generations` read for one decision (see :class:`Decision`)."""
+    """Generations of some topology domains as :meth:`Ledger.changes_since` read them:
+    domain -> generation (``checks``) and domain -> anti-affinity generation."""
 
     checks: dict[str, int]
-    anti_affinity_gen: int
+    anti_affinity: dict[str, int]
 
 
 class Ledger:
@@ -187,19 +197,35 @@ class Ledger:
         every script that changes a node's usage."""
         return [self.usage_key, self.feed_key, self.feed_version_key]
 
-    def changes_since(self, version: int) -> tuple[int, dict[str, NodeUsage]]:
+    def changes_since(
+        self, version: int, domains: Sequence[str] = ()
+    ) -> tuple[int, dict[str, NodeUsage], DomainGenerations]:
         """Nodes whose ledger usage changed after ``version`` with their absolute usage,
-        and the version to ask from next time (one script call). A change racing with
-        this call is seen now or next time, never lost; a node may come back twice,
-        which is harmless since the values are absolute."""
-        keys = [self.feed_version_key, self.feed_key, self.usage_key]
-        raw = self._scripts.get("cache_changes")(keys=keys, args=[version])
-        current = int(raw[0])
+        the version to ask from next time, and the current generations of ``domains``,
+        all read in one step (one script call). A change racing with this call is seen now
+        or next time, never lost; a node may come back twice, which is harmless since the
+        values are absolute. Generations read here precede any pod list read after, as
+        :meth:`Decision` checks on multi-node domains need (see the module docstring)."""
+        keys = [
+            self.feed_version_key,
+            self.feed_key,
+            self.usage_key,
+            self.domgen_key,
+            self.aagen_key,
+        ]
+        domains = [check_domain(d) for d in domains]
+        current, changes, gens, aagens = self._scripts.get("cache_changes")(
+            keys=keys, args=[version, *domains]
+        )
         usages: dict[str, NodeUsage] = {}
-        for i in range(1, len(raw), 2):
-            name = _s(raw[i])
-            usages[name] = NodeUsage.parse(name, _s(raw[i + 1]) if raw[i + 1] else "")
-        return current, usages
+        for i in range(0, len(changes), 2):
+            name = _s(changes[i])
+            usages[name] = NodeUsage.parse(name, _s(changes[i + 1]) if changes[i + 1] else "")
+        generations = DomainGenerations(
+            checks={d: int(g or 0) for d, g in zip(domains, gens, strict=True)},
+            anti_affinity={d: int(g or 0) for d, g in zip(domains, aagens, strict=True)},
+        )
+        return int(current), usages, generations
 
     def node_keys(self, name: str) -> list[str]:
         """The node hash, ports hash and pod set of one node, in script KEYS order."""
@@ -391,41 +417,10 @@ class Ledger:
     def watch_topology_keys(self, topology_keys: Iterable[str]) -> None:
         """Keep generations for the domains of these topology keys from now on. A caller
         that reads generations to send them in :class:`Decision.domain_checks` must have
-        registered their keys first (:meth:`read_generations` does it itself)."""
+        registered their keys first (see the module docstring)."""
         watched = sorted({check_name("topology key", k, "=") for k in topology_keys})
         if watched:
             self._r.sadd(self.topokeys_key, *watched)
-
-    def read_generations(
-        self,
-        domains: Sequence[str],
-        node_domains: Sequence[str],
-        *,
-        seen_version: int,
-    ) -> DomainGenerations | None:
-        """What a decision with inter-pod constraints sends: the generations of the chosen
-        node's ``domains`` of the pod's topology keys, and the anti-affinity generation sum
-        over all ``node_domains``. Read in one round trip that first registers the
-        domains' topology keys (so that every later reservation in them counts) and ends
-        by checking that the ledger did not change after ``seen_version`` (the change-feed
-        version the caller's snapshot reflects): generations first, data second, so every
-        reservation they count is in the data the caller decided on. None when it moved:
-        decide again on a refreshed view."""
-        watched = sorted({check_domain(d).partition("=")[0] for d in domains})
-        pipe = self._r.pipeline(transaction=False)
-        if watched:
-            pipe.sadd(self.topokeys_key, *watched)
-        pipe.hmget(self.domgen_key, list(domains) or ["-"])
-        pipe.hmget(self.aagen_key, list(node_domains) or ["-"])
-        pipe.zrangebyscore(self.feed_key, f"({seen_version}", "+inf", start=0, num=1)
-        replies = pipe.execute()
-        gens, aagens, moved = replies[-3:]
-        if moved:
-            return None
-        return DomainGenerations(
-            checks={d: int(g or 0) for d, g in zip(domains, gens, strict=False)},
-            anti_affinity_gen=sum(int(g or 0) for g in aagens),
-        )
 
     def release(self, pod_key: str, token: str | None = None) -> bool:
         """Unreserve / forget an assumed pod (only under ``token`` when given). Idempotent:

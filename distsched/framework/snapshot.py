@@ -556,6 +556,10 @@ class Snapshot:
             lambda: self._mask(self._label_index.get(key, {}).get(value)),
         )
 
+    def label_keys(self) -> list[str]:
+        """Every label key some node carries."""
+        return [key for key, values in self._label_index.items() if values]
+
     def label_values(self, key: str) -> dict[str, set[int]]:
         """The inverted index of one label key: value -> slots (read-only)."""
         return self._label_index.get(key, {})

@@ -5,6 +5,11 @@ parsed once per resourceVersion (a bind reuses the parse of the unbound pod); th
 ledger's change feed keeps every node's requested resources, pod count and host ports
 equal to the ledger's absolute values (other workers' assumed pods included), and pod
 lists are synced lazily, only for decisions that depend on other pods.
+
+What a decision tells the ledger it saw (topology-domain and anti-affinity generations,
+see :mod:`distsched.cache.ledger`) comes from here, by the ledger's rule: a single-node
+domain's generation as read with the node's pod list, a multi-node domain's as read by
+the last refresh, before the pod lists synced after it.
 """
 
 from __future__ import annotations
@@ -13,8 +18,8 @@ from dataclasses import replace
 
 import redis
 
-from distsched.cache.ledger import Ledger
-from distsched.cache.ledger_types import NodeState, NodeUsage
+from distsched.cache.ledger import DomainGenerations, Ledger
+from distsched.cache.ledger_types import HOSTNAME_KEY, NodeState, NodeUsage
 from distsched.framework.nominator import PodNominator
 from distsched.framework.plugins.helpers.label_selector import set_namespace_labels
 from distsched.framework.plugins.helpers.pdbs import BUDGETS
@@ -98,6 +103,11 @@ class ClusterView:
         self._pods_dirty: set[str] = set()
         self._pods_generation: dict[str, int] = {}
         self.feed_version = 0
+        # Generations of the multi-node domains as the last refresh read them, and the
+        # snapshot label version whose domains they are.
+        self.multi_node_generations = DomainGenerations({}, {})
+        self._multi_node_domains: list[str] = []
+        self._domains_label_version = -1
 
     def pod_from(self, obj: Obj) -> Pod:
         """The typed pod of a store object, parsed once per resourceVersion. A bind only
@@ -174,9 +184,13 @@ class ClusterView:
     # ------------------------------------------------------------------ ledger → snapshot
     def refresh_from_ledger(self) -> int:
         """Mirror the ledger's absolute usage of every node that changed since the last
-        refresh. Pod lists follow lazily (:meth:`sync_pod_lists`): only decisions with
-        inter-pod constraints need other workers' assumed pods."""
-        version, usages = self.ledger.changes_since(self.feed_version)
+        refresh, and read the generations of the multi-node domains (before any pod list
+        synced after). Pod lists follow lazily (:meth:`sync_pod_lists`): only decisions
+        that depend on other pods need other workers' assumed pods."""
+        version, usages, generations = self.ledger.changes_since(
+            self.feed_version, self.multi_node_domains()
+        )
+        self.multi_node_generations = generations
         with_ports = []
         for name, usage in usages.items():
             self._usage[name] = usage
@@ -193,6 +207,47 @@ class ClusterView:
             self.apply_states(self.ledger.node_state(with_ports))
         self.feed_version = version
         return len(usages)
+
+    def multi_node_domains(self) -> list[str]:
+        """Topology domains ("key=value") that two or more nodes of the snapshot share."""
+        if self._domains_label_version != self.snapshot.label_version:
+            self._multi_node_domains = sorted(
+                f"{key}={value}"
+                for key in self.snapshot.label_keys()
+                for value, slots in self.snapshot.label_values(key).items()
+                if len(slots) > 1
+            )
+            self._domains_label_version = self.snapshot.label_version
+        return self._multi_node_domains
+
+    def anti_affinity_in_multi_node_domains(self) -> bool:
+        """Whether some pod with required anti-affinity over a multi-node domain (a zone)
+        is assumed or bound somewhere: then every decision depends on other pods."""
+        return any(self.multi_node_generations.anti_affinity.values())
+
+    def node_domains(self, node: str) -> list[str]:
+        """The node's topology domains as the ledger has them (its labels and hostname)."""
+        state = self.node_states.get(node)
+        if state is not None:
+            return [f"{k}={v}" for k, v in state.domains.items()]
+        labels = self.snapshot.node_by_name(node).metadata.labels
+        return [f"{k}={v}" for k, v in {HOSTNAME_KEY: node, **labels}.items()]
+
+    def seen_generation(self, node: str, domain: str) -> int:
+        """The generation of one of the node's domains that this view's data reflects."""
+        multi = self.multi_node_generations.checks
+        if domain in multi:
+            return multi[domain]
+        state = self.node_states.get(node)
+        return state.domain_gens.get(domain, 0) if state is not None else 0
+
+    def seen_anti_affinity_gen(self, node: str) -> int:
+        """The sum of the anti-affinity generations of the node's domains that this view's
+        data reflects (what every decision for the node carries)."""
+        multi = self.multi_node_generations.anti_affinity
+        state = self.node_states.get(node)
+        own = state.anti_affinity_gens if state is not None else {}
+        return sum(multi[d] if d in multi else own.get(d, 0) for d in self.node_domains(node))
 
     def sync_pod_lists(self) -> None:
         """Bring every node's pod list (assumed + bound, all workers) up to the ledger's."""

@@ -9,15 +9,18 @@ One thread, one loop (:meth:`SchedulingWorker.run_once`):
 3. the ledger's change feed refreshes the usage of the nodes that changed, with absolute
    values (other workers' assumed pods included); pod lists follow lazily;
 4. periodic maintenance runs if this worker wins its lock;
-5. a batch of pods is popped and scheduled on the snapshot, each pod seeing the earlier
-   ones; the decisions are reserved against the ledger in one script call; rejected ones
-   are retried on the refreshed snapshot a bounded number of times; reserved ones pass
-   Permit and go to the binder pool as one rq job.
+5. a batch of pods is popped and scheduled on the snapshot in pop order, each pod seeing
+   the earlier ones; the decisions are reserved against the ledger in one script call;
+   rejected ones are retried on the refreshed snapshot a bounded number of times;
+   reserved ones pass Permit and go to the binder pool as one rq job.
 
 Pods with inter-pod constraints (required affinity, anti-affinity, hard topology spread)
-are decided and reserved one at a time on a freshly synced snapshot: the ledger checks
-the topology-domain generations their decision was based on, and batching them would
-make every later decision of the batch count the earlier ones' bumps.
+are decided in the same batch, on a snapshot whose pod lists were synced with the ledger
+(other workers' assumed pods) after the generations they send were read; each decision
+expects the generations its data reflects plus the bumps that the batch's earlier
+decisions make (:meth:`SchedulingWorker._decisions`). Batches constrained over the same
+multi-node topology key (a zone) take turns across workers
+(:mod:`distsched.workers.topology_lock`); other pods schedule in parallel.
 
 Every failure goes through :meth:`SchedulingWorker._fail`.
 """
@@ -27,6 +30,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -36,7 +40,7 @@ import redis
 from distsched import metrics
 from distsched.binder.cycle import batch_bindable
 from distsched.binder.jobs import Binding, bind_queue, enqueue_bindings
-from distsched.cache.ledger import DomainGenerations, Ledger, LedgerConfig
+from distsched.cache.ledger import Ledger, LedgerConfig
 from distsched.cache.ledger_types import Decision, Rejected, Reserved
 from distsched.clock import SYSTEM_CLOCK, Clock
 from distsched.explain_record import Explanation, record_failure
@@ -66,6 +70,7 @@ from distsched.workers.eventhandlers import (
 from distsched.workers.local_cache import ClusterView
 from distsched.workers.maintenance import Periodic
 from distsched.workers.preemption import apply_post_filter
+from distsched.workers.topology_lock import TopologyLocks
 
 log = logging.getLogger(__name__)
 
@@ -209,6 +214,9 @@ class SchedulingWorker:
         self.consumer = EventConsumer(client, keys.events, self.name, self.handlers)
         self.bind_queue = bind_queue(client, keys)
         self.periodic = Periodic(client, keys)
+        self.topology_locks = TopologyLocks(client, keys)
+        # Topology keys this worker registered with the ledger (cache:topokeys).
+        self._watched: set[str] = set()
         self._setup_periodic()
         self.scheduled = 0
         self.conflicts = 0
@@ -339,23 +347,24 @@ class SchedulingWorker:
 
     def schedule_one_batch(self, popped: Sequence[QueuedPod]) -> None:
         """The worker's scheduling cycle for popped pods (kube's scheduleOne, batched):
-        decide each on the snapshot, reserve against the ledger, hand reserved ones to
-        the binder pool."""
+        decide each on the snapshot in pop order, reserve them against the ledger, hand
+        reserved ones to the binder pool."""
         attempts: list[Attempt] = []
         for queued in popped:
             attempt = self._prepare(queued)
             if attempt is not None:
                 attempts.append(attempt)
-        batch: list[Attempt] = []
+        topology_keys: set[str] = set()
+        for attempt in attempts:
+            if constrained(attempt.pod):
+                topology_keys |= constraint_topology_keys(attempt.pod)
+        depends = bool(topology_keys) or self.view.anti_affinity_in_multi_node_domains()
         try:
-            for attempt in attempts:
-                if constrained(attempt.pod):
-                    self._reserve(batch)
-                    batch = []
-                    self._schedule_constrained(attempt)
-                elif self._decide_safely(attempt):
-                    batch.append(attempt)
-            self._reserve(batch)
+            with self.topology_locks.hold(self._shared_keys(topology_keys)):
+                if depends:
+                    self._sync_for_constraints(topology_keys)
+                batch = [a for a in attempts if self._decide_safely(a)]
+                self._reserve(batch, depends=depends)
         finally:
             # One rq job for the whole pop batch, constrained pods included: rq's per-job
             # round trips would otherwise dominate Redis CPU for those workloads.
@@ -367,58 +376,26 @@ class SchedulingWorker:
             self.scheduled += len(self._pending_bindings)
             self._pending_bindings = []
 
-    def _schedule_constrained(self, attempt: Attempt) -> None:
-        """Decide and reserve one pod with inter-pod constraints on a view that matches
-        the topology-domain generations it sends (see :meth:`_read_generations`)."""
-        while True:
-            self.view.refresh_from_ledger()
-            self.view.sync_pod_lists()
-            if not self._decide_safely(attempt):
-                return
-            generations = self._read_generations(attempt)
-            if generations is None:  # the ledger moved while we decided: decide again
-                self._undo_reserve(attempt)
-                attempt.tries -= 1
-                continue
-            [result] = self.ledger.reserve_batch(
-                [
-                    self._decision(
-                        attempt,
-                        checks=generations.checks,
-                        anti_affinity_gen=generations.anti_affinity_gen,
-                    )
-                ]
-            )
-            if isinstance(result, Reserved):
-                self._bind([attempt])
-                return
-            self._undo_reserve(attempt)
-            if not isinstance(result, Rejected):
-                log.info("stale decision for %s: %s", attempt.pod.key, result)
-                return
-            self._note_conflict(result)
-            if attempt.tries >= self.config.max_reserve_attempts:
-                self._fail(
-                    attempt,
-                    plugins=[],
-                    message=f"reservation conflicts: {result.reason}",
-                    error=True,
-                )
-                return
+    def _shared_keys(self, topology_keys: set[str]) -> list[str]:
+        """The keys among ``topology_keys`` whose domains span several nodes (zones, not
+        hostnames): batches depending on them take turns (see topology_lock)."""
+        shared = []
+        for key in topology_keys:
+            values = self.snapshot.label_values(key)
+            if any(len(slots) > 1 for slots in values.values()):
+                shared.append(key)
+        return shared
 
-    def _read_generations(self, attempt: Attempt) -> DomainGenerations | None:
-        """The chosen node's domain generations (for the pod's topology keys) and its
-        anti-affinity generation sum, as the ledger has them now; None when the ledger
-        moved since the snapshot we decided on (see :meth:`Ledger.read_generations`)."""
-        labels = self.snapshot.node_by_name(attempt.node).metadata.labels
-        domains = sorted(
-            f"{key}={labels[key]}" for key in constraint_topology_keys(attempt.pod) if key in labels
-        )
-        state = self.view.node_states.get(attempt.node)
-        node_domains = sorted(f"{k}={v}" for k, v in (state.domains if state else {}).items())
-        return self.ledger.read_generations(
-            domains, node_domains, seen_version=self.view.feed_version
-        )
+    def _sync_for_constraints(self, topology_keys: set[str]) -> None:
+        """Make the view fit for decisions that depend on other pods: register the
+        topology keys they check, then read generations (refresh) and then the pod lists
+        (sync) — in that order, see :mod:`distsched.cache.ledger`."""
+        new = topology_keys - self._watched
+        if new:
+            self.ledger.watch_topology_keys(new)
+            self._watched |= new
+        self.view.refresh_from_ledger()
+        self.view.sync_pod_lists()
 
     def _decide_safely(self, attempt: Attempt) -> bool:
         """A plugin that raises fails this pod's attempt (backoff), not the worker."""
@@ -505,34 +482,54 @@ class SchedulingWorker:
             self.snapshot.add_usage(index, attempt.info, -1)
         attempt.node = ""
 
-    def _decision(
-        self,
-        attempt: Attempt,
-        *,
-        checks: dict[str, int] | None = None,
-        anti_affinity_gen: int | None = None,
-    ) -> Decision:
-        assert attempt.info is not None
-        if anti_affinity_gen is None:
-            state = self.view.node_states.get(attempt.node)
-            anti_affinity_gen = state.anti_affinity_gen if state is not None else 0
-        return Decision(
-            pod_key=attempt.pod.key,
-            uid=attempt.pod.metadata.uid,
-            epoch=attempt.queued.epoch,
-            node=attempt.node,
-            requests=attempt.info.requests,
-            host_ports=list(attempt.info.host_ports),
-            domain_checks=checks or {},
-            anti_affinity_gen=anti_affinity_gen,
-            anti_affinity_keys=sorted(
-                {t.topology_key for t in attempt.info.required_anti_affinity_terms}
-            ),
-        )
+    def _decisions(self, batch: Sequence[Attempt]) -> list[Decision]:
+        """The batch's decisions, in order. Each expects the generations its data reflects
+        (:meth:`ClusterView.seen_generation`) plus the bumps the earlier decisions of the
+        batch make when reserved: +1 per watched domain of their node, +1 anti-affinity
+        per own anti-affinity key of theirs. Should an earlier one be refused, the later
+        ones that counted it are refused too and decided again."""
+        bumps: Counter[str] = Counter()
+        anti_bumps: Counter[str] = Counter()
+        decisions = []
+        for attempt in batch:
+            assert attempt.info is not None
+            node = attempt.node
+            domains = self.view.node_domains(node)
+            by_key = dict(d.split("=", 1) for d in domains)
+            checks: dict[str, int] = {}
+            if constrained(attempt.pod):
+                for key in constraint_topology_keys(attempt.pod):
+                    if key in by_key:
+                        domain = f"{key}={by_key[key]}"
+                        checks[domain] = self.view.seen_generation(node, domain) + bumps[domain]
+            anti_keys = sorted({t.topology_key for t in attempt.info.required_anti_affinity_terms})
+            decisions.append(
+                Decision(
+                    pod_key=attempt.pod.key,
+                    uid=attempt.pod.metadata.uid,
+                    epoch=attempt.queued.epoch,
+                    node=node,
+                    requests=attempt.info.requests,
+                    host_ports=list(attempt.info.host_ports),
+                    domain_checks=checks,
+                    anti_affinity_gen=self.view.seen_anti_affinity_gen(node)
+                    + sum(anti_bumps[d] for d in domains),
+                    anti_affinity_keys=anti_keys,
+                )
+            )
+            for domain in domains:
+                if domain.split("=", 1)[0] in self._watched:
+                    bumps[domain] += 1
+            for key in anti_keys:
+                if key in by_key:
+                    anti_bumps[f"{key}={by_key[key]}"] += 1
+        return decisions
 
-    def _reserve(self, batch: list[Attempt]) -> None:
+    def _reserve(self, batch: list[Attempt], *, depends: bool = False) -> None:
+        """Reserve the batch's decisions in one call; refused ones are decided again on a
+        refreshed view (synced pod lists too when ``depends``) a bounded number of times."""
         while batch:
-            results = self.ledger.reserve_batch([self._decision(a) for a in batch])
+            results = self.ledger.reserve_batch(self._decisions(batch))
             pause_at("reserve", [a.pod.key for a in batch])
             reserved: list[Attempt] = []
             retry: list[Attempt] = []
@@ -558,7 +555,9 @@ class SchedulingWorker:
             batch = []
             if retry:
                 self.view.refresh_from_ledger()
-                batch = [a for a in retry if self._decide(a)]
+                if depends:
+                    self.view.sync_pod_lists()
+                batch = [a for a in retry if self._decide_safely(a)]
 
     def _note_conflict(self, result: Rejected) -> None:
         """Count a refused reservation and take the node's current state from it."""

@@ -387,14 +387,14 @@ def test_batch_size_is_bounded(ledger: Ledger) -> None:
 def test_change_feed_names_every_node_whose_usage_changed(
     r: redis.Redis, keys: Keys, clock: FakeClock, ledger: Ledger
 ) -> None:
-    version, states = ledger.changes_since(0)
+    version, states, _ = ledger.changes_since(0)
     assert set(states) == {"n1", "n2", "n3"}
-    assert ledger.changes_since(version) == (version, {})
+    assert ledger.changes_since(version)[:2] == (version, {})
 
     popped(r, keys, clock, "ns/a")
     [result] = ledger.reserve_batch([decision("ns/a", "n2", requests={"cpu": 500})])
     assert isinstance(result, Reserved)
-    version2, states = ledger.changes_since(version)
+    version2, states, _ = ledger.changes_since(version)
     assert version2 > version
     assert list(states) == ["n2"]
     assert states["n2"].requested["cpu"] == 500
@@ -403,7 +403,7 @@ def test_change_feed_names_every_node_whose_usage_changed(
     assert states["n2"].host_ports == 0
 
     assert ledger.release("ns/a", result.token)
-    _, states = ledger.changes_since(version2)
+    _, states, _ = ledger.changes_since(version2)
     assert list(states) == ["n2"]
     assert states["n2"].requested.get("cpu", 0) == 0
 
@@ -420,18 +420,19 @@ def test_only_watched_topology_keys_keep_generations(
     # Nobody watches the zone: reservations in it write no generation.
     assert isinstance(ledger.reserve(decision("ns/p1", "n1")), Reserved)
     assert ledger.node_state(["n1"])["n1"].domain_gens[zone_a] == start
-    # A constrained decision reads its generations through the ledger, which registers
-    # the key first; from then on every reservation in the zone counts, so a decision
-    # made on the read generation is refused once another pod landed in the zone.
-    version, _ = ledger.changes_since(0)
-    seen = ledger.read_generations([zone_a], [zone_a], seen_version=version)
-    assert seen is not None and seen.checks == {zone_a: start}
+    # A worker registers the key, then reads the zone's generation (with the change
+    # feed, before the pod lists it syncs): from then on every reservation in the zone
+    # counts, so a decision made on the read generation is refused once another pod
+    # landed in the zone.
+    ledger.watch_topology_keys([ZONE])
     assert r.smembers(keys.ledger_topology_keys) == {ZONE.encode()}
+    _, _, seen = ledger.changes_since(0, [zone_a])
+    assert seen.checks == {zone_a: start} and seen.anti_affinity == {zone_a: 0}
     assert isinstance(ledger.reserve(decision("ns/p2", "n2")), Reserved)
     late = ledger.reserve(decision("ns/p3", "n1", domain_checks=seen.checks))
     assert isinstance(late, Rejected) and zone_a in late.reason
-    # The ledger moved after the version the caller decided on: decide again.
-    assert ledger.read_generations([zone_a], [], seen_version=version) is None
+    _, _, now_seen = ledger.changes_since(0, [zone_a])
+    assert now_seen.checks == {zone_a: start + 1}
 
 
 def test_claim_renews_assumed_reservations_and_names_the_others(
