@@ -25,8 +25,8 @@ KEYS[8]  zset   queue active: "<ts:013d>|ns/name" -> -priority
 KEYS[9]  list   queue wake tokens
 KEYS[10+3(i-1)], KEYS[11+3(i-1)], KEYS[12+3(i-1)] for node i of ARGV[7]:
          hash cache:node:<name>, hash cache:ports:<name>, set cache:nodepods:<name>
-KEYS[n-3] hash  store meta of pods: ns/name -> {"rv","uid","node"} (expire mode: a pod the
-                store already has bound to the record's node is confirmed, not released:
+KEYS[n-3] hash  store meta of pods: ns/name -> "<rv>|<node>|<bound_at>|<uid>" (expire mode: a
+                pod the store already has bound to the record's node is confirmed, not released:
                 its binder died between the store's bind and the ledger's confirm)
 KEYS[n-2] hash  cache:usage: node -> "<gen>|<host ports>|<res>=<amount>,..." (change feed)
 KEYS[n-1] zset  cache:feed: node -> ledger version of its last change (change feed)
@@ -51,6 +51,7 @@ local function fail(msg)
 end
 
 --!include numbers
+--!include storemeta
 
 -- ---------------------------------------------------------------- validate all input
 local now, mode, token = tonumber(ARGV[1]), ARGV[2], ARGV[3]
@@ -99,8 +100,8 @@ local released, seen, orphans, bound = {}, {}, {}, {}
 local function bound_in_store(key, node)
   local raw = redis.call('HGET', KEYS[#KEYS - 3], key)
   if not raw then return false end
-  local good, meta = pcall(cjson.decode, raw)
-  return good and type(meta) == 'table' and meta.node == node
+  local rv, meta_node = meta_parse(raw)
+  return rv ~= nil and meta_node == node
 end
 for a = 8, #ARGV do
   local key = ARGV[a]
