@@ -101,7 +101,7 @@ for i = 0, n - 1 do
   if not status then
     local new_rv = string.format('%d', redis.call('INCR', KEYS[1]))
     redis.call('HSET', KEYS[4], key, meta_string(new_rv, node, at, uid))
-    store_event('MODIFIED', 'Pod', key, new_rv, {'node', node, 'bound', at})
+    store_event('MODIFIED', 'Pod', key, new_rv, 'node', node, 'bound', at)
     status, detail = 'bound', new_rv
   end
   out[#out + 1] = status

@@ -60,11 +60,12 @@ for i = 0, n - 1 do
   local blob = ARGV[base + 6] .. string.char(0xa0 + #rv) .. rv .. ARGV[base + 7]
   redis.call('HSET', KEYS[2 + 2 * slot], key, blob)
   redis.call('HSET', KEYS[3 + 2 * slot], key, meta_string(rv, node, '', ARGV[base + 3]))
-  local extra = {'obj', blob}
-  if kind == 'Pod' then
-    extra[3], extra[4] = 'node', node
-    if ARGV[base + 5] ~= '' then extra[5], extra[6] = 'nom', ARGV[base + 5] end
+  if kind ~= 'Pod' then
+    store_event('ADDED', kind, key, rv, 'obj', blob)
+  elseif ARGV[base + 5] == '' then
+    store_event('ADDED', kind, key, rv, 'obj', blob, 'node', node)
+  else
+    store_event('ADDED', kind, key, rv, 'obj', blob, 'node', node, 'nom', ARGV[base + 5])
   end
-  store_event('ADDED', kind, key, rv, extra)
 end
 return {'ok', first}

@@ -42,5 +42,5 @@ if ARGV[3] == 'Pod' then
   extra[#extra + 1] = 'node'
   extra[#extra + 1] = node or ''
 end
-store_event('DELETED', ARGV[3], ARGV[4], rv, extra)
+store_event('DELETED', ARGV[3], ARGV[4], rv, unpack(extra))
 return {'ok', tonumber(rv), old, meta_raw}

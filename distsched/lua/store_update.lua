@@ -62,5 +62,5 @@ if ARGV[3] == 'Pod' then
 end
 redis.call('HSET', KEYS[4], ARGV[4], blob)
 redis.call('HSET', KEYS[5], ARGV[4], meta_string(rv, ARGV[7], '', ARGV[6]))
-store_event('MODIFIED', ARGV[3], ARGV[4], rv, extra)
+store_event('MODIFIED', ARGV[3], ARGV[4], rv, unpack(extra))
 return {'ok', tonumber(rv)}

@@ -17,10 +17,8 @@ local function store_epoch()
 end
 
 -- Append the event of rv (a decimal string): id "<rv>-0", then type, kind, key, rv,
--- epoch and the field/value pairs of ``extra``.
-local function store_event(etype, kind, key, rv, extra)
-  local args = {'XADD', KEYS[2], 'MAXLEN', '~', ARGV[1], rv .. '-0',
-    'type', etype, 'kind', kind, 'key', key, 'rv', rv, 'epoch', store_epoch()}
-  for i = 1, #extra do args[#args + 1] = extra[i] end
-  redis.call(unpack(args))
+-- epoch and the field/value pairs given after rv.
+local function store_event(etype, kind, key, rv, ...)
+  redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[1], rv .. '-0',
+    'type', etype, 'kind', kind, 'key', key, 'rv', rv, 'epoch', store_epoch(), ...)
 end
