@@ -194,16 +194,26 @@ def set_condition(conditions: list[Obj], cond: Mapping[str, Any], now: str) -> l
     return [*conditions, added]
 
 
+_POD_SCHEDULED = {"type": "PodScheduled", "status": "True"}
+
+
 def with_binding(pod: Obj, node: str, rv: int | str, bound_at: str) -> Obj:
     """The pod as a bind leaves it: spec.nodeName ``node``, condition PodScheduled=True
-    (transition time ``bound_at``), resourceVersion ``rv``. Shallow: shares the rest."""
-    status = dict(pod.get("status") or {})
-    conditions = list(status.get("conditions") or [])
+    (transition time ``bound_at``), resourceVersion ``rv``. Shallow: shares the rest.
+    Keys keep their order (new ones last), so it packs to the bytes a whole write would."""
+    status = pod.get("status")
+    status = dict(status) if status else {}
+    conditions = status.get("conditions")
     status["conditions"] = set_condition(
-        conditions, {"type": "PodScheduled", "status": "True"}, bound_at
+        list(conditions) if conditions else [], _POD_SCHEDULED, bound_at
     )
-    bound = {**pod, "spec": {**(pod.get("spec") or {}), "nodeName": node}, "status": status}
-    return with_rv(bound, rv)
+    spec = pod.get("spec")
+    return {
+        **pod,
+        "spec": {**spec, "nodeName": node} if spec else {"nodeName": node},
+        "status": status,
+        "metadata": {**pod["metadata"], "resourceVersion": str(rv)},
+    }
 
 
 def stored_object(blob: bytes, meta: Meta | None) -> Obj:
@@ -239,8 +249,6 @@ class ObjectRef:
         node: str | None = None,
         nominated: str | None = None,
     ) -> None:
-        if (obj is None) == (make is None):
-            raise ValueError("an ObjectRef needs either the object or a way to make it")
         self.key = key
         self._obj = obj
         self._make = make
@@ -250,8 +258,10 @@ class ObjectRef:
     def get(self) -> Obj:
         obj = self._obj
         if obj is None:
-            assert self._make is not None
-            obj = self._obj = self._make()
+            make = self._make
+            if make is None:
+                raise ValueError(f"ObjectRef {self.key!r} has neither an object nor a maker")
+            obj = self._obj = make()
             self._make = None  # drop what it closed over (a previous copy, a blob)
         return obj
 
@@ -324,6 +334,24 @@ class Event:
         self.previous = previous if previous is not None or old is None else ObjectRef(key, old)
         self.binding = binding
 
+    @classmethod
+    def _of(
+        cls,
+        etype: str,
+        kind: str,
+        key: str,
+        rv: int,
+        epoch: str,
+        new: ObjectRef,
+        previous: ObjectRef | None,
+        binding: bool,
+    ) -> Event:
+        """An event from its parts (what decoding a stream entry gives), no checks."""
+        self = cls.__new__(cls)
+        self.type, self.kind, self.key, self.rv, self.epoch = etype, kind, key, rv, epoch
+        self.new, self.previous, self.binding = new, previous, binding
+        return self
+
     @property
     def obj(self) -> Obj:
         return self.new.get()
@@ -364,17 +392,11 @@ def field_str(fields: Mapping[bytes, bytes], name: bytes) -> str:
     return fields[name].decode()
 
 
-def _optional_str(fields: Mapping[bytes, bytes], name: bytes) -> str | None:
-    raw = fields.get(name)
-    return None if raw is None else raw.decode()
-
-
 def _blob_ref(
     key: str,
     blob: bytes,
     meta: bytes | None,
     rv: int | None = None,
-    *,
     node: str | None = None,
     nominated: str | None = None,
 ) -> ObjectRef:
@@ -385,7 +407,7 @@ def _blob_ref(
         obj = stored_object(blob, parse_meta(meta) if meta else None)
         return with_rv(obj, rv) if rv is not None else obj
 
-    return ObjectRef(key, make=make, node=node, nominated=nominated)
+    return ObjectRef(key, None, make=make, node=node, nominated=nominated)
 
 
 def decode_event(
@@ -400,29 +422,31 @@ def decode_event(
     first use. Fields (see :mod:`distsched.keys`): ``obj``, ``old`` (pods and nodes),
     ``objmeta``/``oldmeta`` (the meta of a blob that predates its pod's binding), and for
     pods ``node`` and ``nom``; a binding has ``bound`` (its time) and no blob."""
-    etype = field_str(fields, b"type")
-    kind = field_str(fields, b"kind")
-    key = field_str(fields, b"key")
+    get = fields.get
+    etype = fields[b"type"].decode()
+    kind = fields[b"kind"].decode()
+    key = fields[b"key"].decode()
     rv = int(fields[b"rv"])
-    epoch = field_str(fields, b"epoch")
-    node = _optional_str(fields, b"node")
-    bound_at = _optional_str(fields, b"bound")
+    epoch = fields[b"epoch"].decode()
+    raw_node = get(b"node")
+    node = None if raw_node is None else raw_node.decode()
+    bound_at = get(b"bound")
     if bound_at is not None:
-        return _binding_event(etype, kind, key, rv, epoch, node or "", bound_at, previous, fetch)
+        return _binding_event(
+            etype, kind, key, rv, epoch, node or "", bound_at.decode(), previous, fetch
+        )
     # "nom" is written only when set; without "node" (not a pod, or an entry written
     # before these fields existed) both come from the object when asked.
-    nominated = (_optional_str(fields, b"nom") or "") if node is not None else None
+    nominated = None
+    if node is not None:
+        raw_nom = get(b"nom")
+        nominated = "" if raw_nom is None else raw_nom.decode()
     new = _blob_ref(
-        key,
-        fields[b"obj"],
-        fields.get(b"objmeta"),
-        rv if etype == DELETED else None,
-        node=node,
-        nominated=nominated,
+        key, fields[b"obj"], get(b"objmeta"), rv if etype == DELETED else None, node, nominated
     )
-    old_blob = fields.get(b"old")
-    old = _blob_ref(key, old_blob, fields.get(b"oldmeta")) if old_blob else None
-    return Event(etype, kind, key, rv, epoch, new=new, previous=old)
+    old_blob = get(b"old")
+    old = _blob_ref(key, old_blob, get(b"oldmeta")) if old_blob else None
+    return Event._of(etype, kind, key, rv, epoch, new, old, False)
 
 
 def _binding_event(
@@ -442,8 +466,8 @@ def _binding_event(
         def bound() -> Obj:
             return with_binding(base.get(), node, rv, bound_at)
 
-        new = ObjectRef(key, make=bound, node=node)
-        return Event(etype, kind, key, rv, epoch, new=new, previous=base, binding=True)
+        new = ObjectRef(key, None, make=bound, node=node)
+        return Event._of(etype, kind, key, rv, epoch, new, base, True)
     pair: list[tuple[Obj | None, Obj | None]] = []
 
     def resolved() -> tuple[Obj | None, Obj | None]:

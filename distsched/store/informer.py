@@ -320,10 +320,15 @@ class Informer:
             return {}
 
     @staticmethod
-    def _call(fn: Callable[..., None], lazy: bool, *args: Any) -> None:
-        """Call a handler: refs as they are for a lazy one, else decoded (a failure to
-        decode counts as the handler's)."""
+    def _call(fn: Callable[..., None], lazy: bool, first: ObjectRef, second: Any) -> None:
+        """Call a handler with (ref, flag) or (old ref, new ref): refs as they are for a
+        lazy one, else decoded (a failure to decode counts as the handler's)."""
         try:
-            fn(*(a.get() if isinstance(a, ObjectRef) and not lazy else a for a in args))
+            if lazy:
+                fn(first, second)
+            elif isinstance(second, ObjectRef):
+                fn(first.get(), second.get())
+            else:
+                fn(first.get(), second)
         except Exception:
             log.exception("informer: event handler %r failed", fn)
