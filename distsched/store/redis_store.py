@@ -157,8 +157,10 @@ def _bound_meta(raw: bytes | None) -> Meta | None:
     """The meta of a pod whose blob predates its binding (None for every other object)."""
     if raw is None:
         return None
-    meta = parse_meta(raw)
-    return meta if meta.bound_at else None
+    parts = raw.split(b"|", 3)  # (a JSON meta of an older version never has a binding)
+    if len(parts) < 4 or not parts[2] or raw.startswith(b"{"):
+        return None
+    return Meta(parts[0].decode(), parts[1].decode(), parts[2].decode(), parts[3].decode())
 
 
 class Store:
