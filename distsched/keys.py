@@ -25,18 +25,28 @@ T:q:epoch                 string  lease epoch counter (fencing tokens)
 T:q:wake                  list    wake-up tokens for blocking pops
 T:q:explain               hash    ns/name -> JSON diagnosis of the last failed attempt
 T:store:rv                string  global resourceVersion, +1 per object written
-T:store:obj:<Kind>        hash    key -> msgpack of the whole object (resourceVersion and,
-                                  for pods, spec.nodeName included)
-T:store:meta:<Kind>       hash    key -> JSON {"rv": "<decimal>", "uid", "node"}: what the
-                                  store's Lua checks preconditions against (rv a string so
-                                  cjson never rounds it)
+T:store:obj:<Kind>        hash    key -> msgpack of the whole object, resourceVersion
+                                  included; a bind does not rewrite it: while the meta has a
+                                  bound_at, the blob is the pod before its binding and every
+                                  reader applies the meta (codec.stored_object)
+T:store:meta:<Kind>       hash    key -> ``<rv>|<node>|<bound_at>|<uid>``, e.g.
+                                  ``42|node-7||3f0c..``: what the store's Lua checks
+                                  preconditions against (string.match, no JSON). node: the
+                                  pod's spec.nodeName ("" unbound / other kinds, never holds
+                                  ``|``); bound_at: the binding's time (PodScheduled) while
+                                  the blob predates it, else ""; uid last (may hold anything)
 T:store:epoch             string  random id of this store's history, set by the first write
                                   (a Redis that lost its data gets a new one; informers
                                   relist); every event carries it
 T:store:events            stream  one entry per object write, id ``<rv>-0`` (contiguous: a
                                   gap means trimmed entries), ``MAXLEN ~``; fields type
                                   (ADDED, MODIFIED, DELETED), kind, key, rv, epoch, obj
-                                  (msgpack; DELETED: last state), old (MODIFIED: previous)
+                                  (msgpack; DELETED: last state), old (MODIFIED of Pod and
+                                  Node: previous), objmeta/oldmeta (the meta of that blob
+                                  when it predates its pod's binding); pods also node, and
+                                  nom (nominated node) when set. A binding: MODIFIED with
+                                  node and bound (its time), no obj/old (readers rebuild it
+                                  from their previous copy)
 T:cache:node:<name>       hash    ledger node: ``alloc:<res>`` allocatable, ``req:<res>``
                                   requested by assumed + bound pods (cpu millicores, bytes,
                                   pods, extended units), ``gen`` (+1 per reservation,

@@ -49,7 +49,7 @@ from distsched.keys import Keys
 from distsched.model import Node, Pod, load_manifests, pod_requests
 from distsched.model.manifest import KubeObject, Location
 from distsched.queue_types import ACTIVE, BACKOFF, INFLIGHT, SUB_QUEUES
-from distsched.store import Store
+from distsched.store import Store, parse_meta
 from distsched.store.codec import Obj
 
 TERMINAL_PHASES = ("Succeeded", "Failed")
@@ -323,7 +323,7 @@ def _wait_settled(
         bound = 0
         if pending:
             for raw in client.hmget(keys.store_meta("Pod"), sorted(pending)):
-                if raw is None or json.loads(raw).get("node"):
+                if raw is None or parse_meta(raw).node:
                     bound += 1
         settled = moving == 0 and bound + parked >= len(pending)
         quiet = quiet + 1 if settled else 0

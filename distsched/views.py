@@ -7,7 +7,6 @@ directly (no worker needs to run) and write nothing.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 import redis
@@ -16,6 +15,7 @@ from distsched.explain_record import read_explanation
 from distsched.keys import Keys
 from distsched.queue_types import DEAD, SUB_QUEUES, decode_info, key_of_active_member
 from distsched.redis_text import as_text
+from distsched.store import parse_meta
 
 LIVE_QUEUES = tuple(name for name in SUB_QUEUES if name != DEAD)
 """The queue's sorted sets a pod waits in, in the order `distsched queue` shows them."""
@@ -72,10 +72,10 @@ def pod_explanation(client: redis.Redis, keys: Keys, pod_key: str) -> dict[str, 
     meta_raw, info_raw = pipe.execute()
     if meta_raw is None:
         return None
-    meta = json.loads(meta_raw)
+    meta = parse_meta(meta_raw)
     info = decode_info(pod_key, info_raw) if info_raw is not None else {}
     diagnosis = read_explanation(client, keys, pod_key)
-    if meta.get("node"):
+    if meta.node:
         state = "bound"
     elif info:
         # "" means the cache took it over: reserved and handed to the binder.
@@ -88,7 +88,7 @@ def pod_explanation(client: redis.Redis, keys: Keys, pod_key: str) -> dict[str, 
     return {
         "pod": pod_key,
         "state": state,
-        "node": meta.get("node") or None,
+        "node": meta.node or None,
         "attempts": int(info.get("a", 0)),
         "priority": int(info.get("p", 0)),
         "plugins": list(plugins),

@@ -39,7 +39,7 @@ from distsched.keys import Keys
 from distsched.model import Node, Pod
 from distsched.queue_redis import RedisQueue
 from distsched.queue_types import PodEntry
-from distsched.store import MODIFIED, Store, decode_event, decode_object
+from distsched.store import MODIFIED, ObjectRef, Store, decode_stream
 
 CHUNK = 1000  # objects per store script call, decisions per reserve call
 
@@ -110,12 +110,12 @@ def reserve_round_robin(
         popped = queue.pop(want, now_ms=clock.now_ms())
         if not popped:
             break
-        objs = client.hmget(keys.objects("Pod"), [p.key for p in popped])
+        objs = Store(client, keys).get_many("Pod", [p.key for p in popped])
         decisions: list[Decision] = []
-        for queued, blob in zip(popped, objs, strict=True):
-            if blob is None:
+        for queued, obj in zip(popped, objs, strict=True):
+            if obj is None:
                 raise RuntimeError(f"{queued.key} is queued but not in the store")
-            pod = Pod.from_dict(decode_object(blob))
+            pod = Pod.from_dict(obj)
             node = node_names[(len(bindings) + len(decisions)) % len(node_names)]
             decisions.append(
                 Decision(
@@ -148,8 +148,10 @@ def reserve_round_robin(
 
 def bind_events(client: redis.Redis, keys: Keys) -> dict[str, int]:
     """Pod key -> number of binds in the store's event stream (MODIFIED events whose old
-    object had no nodeName and whose new one has one)."""
+    object had no nodeName and whose new one has one; the stream decoded in order, so a
+    binding, which carries no object, is judged against the entries before it)."""
     counts: dict[str, int] = {}
+    copies: dict[tuple[str, str], ObjectRef] = {}
     start = "-"
     while True:
         entries = cast(
@@ -158,11 +160,10 @@ def bind_events(client: redis.Redis, keys: Keys) -> dict[str, int]:
         )
         if not entries:
             return counts
-        for _id, fields in entries:
-            if fields.get(b"type") == MODIFIED.encode() and fields.get(b"kind") == b"Pod":
-                event = decode_event(fields)
+        for event in decode_stream(entries, copies):
+            if event.type == MODIFIED and event.kind == "Pod":
                 was = (event.old or {}).get("spec", {}).get("nodeName")
-                if not was and event.obj.get("spec", {}).get("nodeName"):
+                if not was and event.node:
                     counts[event.key] = counts.get(event.key, 0) + 1
         start = "(" + entries[-1][0].decode()
 

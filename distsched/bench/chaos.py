@@ -37,7 +37,7 @@ from distsched.bench.checker import check
 from distsched.bench.procs import ProcessGroup, RoleProcess
 from distsched.embedded import EmbeddedRedis
 from distsched.keys import Keys
-from distsched.store import Store
+from distsched.store import Store, parse_meta
 
 SAMPLE_EVERY_S = 0.1
 RETRYABLE = (redis.ConnectionError, redis.TimeoutError, redis.BusyLoadingError)
@@ -203,7 +203,7 @@ def count_violations(messages: list[str]) -> Counter[str]:
 
 def _bound(client: redis.Redis, keys: Keys) -> set[str]:
     meta = cast(dict[bytes, bytes], client.hgetall(keys.store_meta("Pod")))
-    return {k.decode() for k, v in meta.items() if json.loads(v).get("node")}
+    return {k.decode() for k, v in meta.items() if parse_meta(v).node}
 
 
 def _drained(client: redis.Redis, keys: Keys) -> bool:

@@ -31,7 +31,6 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import cast
 
-import msgpack
 import redis
 
 from distsched.bench.selectors import (
@@ -58,7 +57,7 @@ from distsched.model import (
     pod_requests,
 )
 from distsched.redis_text import as_text
-from distsched.store import Store
+from distsched.store import ObjectRef, Store, decode_stream
 
 MAX_PER_KIND = 20
 STREAM_PAGE = 2000
@@ -294,27 +293,31 @@ def check_topology_spread(cluster: Cluster, out: Violations) -> None:
 
 def bind_events(client: redis.Redis, keys: Keys) -> tuple[Counter[tuple[str, str]], list[str]]:
     """(pod key, uid) -> number of times the event stream shows it bound; and pods the
-    stream shows moved from one node to another."""
+    stream shows moved from one node to another. The stream is decoded in order, as an
+    informer reads it: a binding entry carries no object, and its pod (uid, previous node)
+    is the one the earlier entries left (uid "" when those were trimmed)."""
     binds: Counter[tuple[str, str]] = Counter()
     moved: list[str] = []
+    copies: dict[tuple[str, str], ObjectRef] = {}
     start = "-"
     while True:
         page = cast(
             list[tuple[bytes, dict[bytes, bytes]]],
             client.xrange(keys.events, min=start, max="+", count=STREAM_PAGE),
         )
-        for _entry_id, fields in page:
-            if fields.get(b"kind") != b"Pod" or fields.get(b"type") != b"MODIFIED":
+        for event in decode_stream(page, copies):
+            if event.kind != "Pod" or event.type != "MODIFIED":
                 continue
-            new = msgpack.unpackb(fields[b"obj"], raw=False)
-            old = msgpack.unpackb(fields[b"old"], raw=False) if fields.get(b"old") else {}
-            new_node = (new.get("spec") or {}).get("nodeName") or ""
+            old = event.old or {}
+            new_node = event.node
             old_node = (old.get("spec") or {}).get("nodeName") or ""
-            key = as_text(fields[b"key"])
             if new_node and not old_node:
-                binds[(key, str(new["metadata"].get("uid", "")))] += 1
+                uid = str((old.get("metadata") or {}).get("uid", ""))
+                if not event.binding:
+                    uid = str(event.obj["metadata"].get("uid", ""))
+                binds[(event.key, uid)] += 1
             elif old_node and new_node != old_node:
-                moved.append(f"{key} from {old_node} to {new_node or '(none)'}")
+                moved.append(f"{event.key} from {old_node} to {new_node or '(none)'}")
         if len(page) < STREAM_PAGE:
             return binds, moved
         last = as_text(page[-1][0])

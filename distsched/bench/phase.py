@@ -11,7 +11,6 @@ delete bound pods).
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -29,7 +28,7 @@ from rich.progress import (
 from distsched.bench.workloads import ZONES, Names, Obj, churn_pod, node
 from distsched.keys import Keys
 from distsched.output import err_console
-from distsched.store import NotFound, Store
+from distsched.store import NotFound, Store, parse_meta
 
 PROGRESS_INTERVAL_S = 0.25
 EXACT_INTERVAL_S = 2.0
@@ -60,9 +59,9 @@ class BindTracker:
         self.calls += len(chunks)
         for chunk, raws in zip(chunks, pipe.execute(), strict=True):
             for key, raw in zip(chunk, raws, strict=True):
-                meta = json.loads(raw) if raw is not None else None
-                if meta is not None and meta.get("node"):
-                    self.bind_rv[key] = int(meta["rv"])
+                meta = parse_meta(raw) if raw is not None else None
+                if meta is not None and meta.node:
+                    self.bind_rv[key] = int(meta.rv)
                 else:
                     still.append(key)
         self.pending = still

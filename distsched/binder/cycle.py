@@ -56,7 +56,7 @@ from distsched.keys import Keys
 from distsched.model import Pod
 from distsched.queue_redis import RedisQueue
 from distsched.queue_types import QueueConfig
-from distsched.store import Store, decode_object
+from distsched.store import Store
 
 log = logging.getLogger(__name__)
 
@@ -237,9 +237,11 @@ class Binder:
 
     # ------------------------------------------------------------------ plugins
     def _pods(self, bindings: Sequence[Binding]) -> dict[str, Pod]:
+        """The pods as the store has them now (a binding included: the blob alone may
+        predate it)."""
         keys = [b.pod_key for b in bindings]
-        blobs = self.client.hmget(self.keys.objects("Pod"), keys)
-        return {k: Pod.from_dict(decode_object(b)) for k, b in zip(keys, blobs, strict=True) if b}
+        objs = self.store.get_many("Pod", keys)
+        return {k: Pod.from_dict(o) for k, o in zip(keys, objs, strict=True) if o is not None}
 
     def _bind_pod(self, pod: Pod, node: str) -> None:
         """DefaultBinder's bind function: the store write (raises when refused)."""

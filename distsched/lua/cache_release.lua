@@ -26,8 +26,8 @@ KEYS[9]  list   queue wake tokens
 KEYS[10] set    cache:topokeys: topology keys whose domains keep a generation
 KEYS[11+3(i-1)], KEYS[12+3(i-1)], KEYS[13+3(i-1)] for node i of ARGV[7..]:
          hash cache:node:<name>, hash cache:ports:<name>, set cache:nodepods:<name>
-KEYS[n-3] hash  store meta of pods: ns/name -> {"rv","uid","node"} (expire mode: a pod the
-                store already has bound to the record's node is confirmed, not released:
+KEYS[n-3] hash  store meta of pods: ns/name -> "<rv>|<node>|<bound_at>|<uid>" (expire mode: a
+                pod the store already has bound to the record's node is confirmed, not released:
                 its binder died between the store's bind and the ledger's confirm)
 KEYS[n-2] hash  cache:usage, KEYS[n-1] zset cache:feed, KEYS[n] string cache:feedver
 ARGV[1]  integer  now (ms since epoch)
@@ -45,6 +45,7 @@ record names a node not among the given ones; the caller re-reads the record and
 --!include numbers
 --!include queue_record
 --!include ledger_record
+--!include storemeta
 
 local function fail(msg)
   return redis.error_reply('ERR cache_release: ' .. msg)
@@ -101,9 +102,9 @@ end
 local function bound_node_in_store(key)
   local raw = redis.call('HGET', KEYS[#KEYS - 3], key)
   if not raw then return '' end
-  local good, meta = pcall(cjson.decode, raw)
-  if good and type(meta) == 'table' and type(meta.node) == 'string' then return meta.node end
-  return ''
+  local rv, meta_node = meta_parse(raw)
+  if rv == nil then return '' end
+  return meta_node
 end
 
 local released, seen, orphans, bound = {}, {}, {}, {}

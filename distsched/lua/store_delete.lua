@@ -4,7 +4,7 @@
 -- KEYS[2]  stream  event stream
 -- KEYS[3]  string  store epoch (set to ARGV[2] if missing)
 -- KEYS[4]  hash    objects of the kind: key -> msgpack blob
--- KEYS[5]  hash    meta of the kind: key -> JSON {"rv", "uid", "node"}
+-- KEYS[5]  hash    meta of the kind: key -> "<rv>|<node>|<bound_at>|<uid>"
 --
 -- ARGV[1]  int     stream cap (XADD MAXLEN ~)
 -- ARGV[2]  string  epoch candidate (a fresh random id; used only if KEYS[3] is missing)
@@ -12,28 +12,35 @@
 -- ARGV[4]  string  key
 -- ARGV[5]  string  uid precondition ("" = none)
 --
--- Returns {"ok", rv, last_blob} and appends a DELETED event whose obj is the last stored
---         state (its metadata.resourceVersion is the previous rv; the event's rv field is
---         the deletion's); {"notfound"}; {"uid-mismatch", current_uid}.
+-- Returns {"ok", rv, last_blob, last_meta} and appends a DELETED event whose obj is the
+--         last stored blob, with objmeta = its meta when that blob predates the pod's
+--         binding (readers apply it; the event's rv field is the deletion's), and for
+--         pods node; {"notfound"}; {"uid-mismatch", current_uid}.
 
-local meta_json = redis.call('HGET', KEYS[5], ARGV[4])
-if not meta_json then
+--!include storemeta
+--!include storeevent
+
+local meta_raw = redis.call('HGET', KEYS[5], ARGV[4])
+if not meta_raw then
   return {'notfound'}
 end
-local meta = cjson.decode(meta_json)
-if ARGV[5] ~= '' and meta.uid ~= ARGV[5] then
-  return {'uid-mismatch', meta.uid}
+local _, node, bound_at, uid = meta_parse(meta_raw)
+if ARGV[5] ~= '' and uid ~= ARGV[5] then
+  return {'uid-mismatch', uid or ''}
 end
 
-local epoch = redis.call('GET', KEYS[3])
-if not epoch then
-  epoch = ARGV[2]
-  redis.call('SET', KEYS[3], epoch)
-end
 local old = redis.call('HGET', KEYS[4], ARGV[4])
 local rv = string.format('%d', redis.call('INCR', KEYS[1]))
 redis.call('HDEL', KEYS[4], ARGV[4])
 redis.call('HDEL', KEYS[5], ARGV[4])
-redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[1], rv .. '-0',
-  'type', 'DELETED', 'kind', ARGV[3], 'key', ARGV[4], 'rv', rv, 'epoch', epoch, 'obj', old)
-return {'ok', tonumber(rv), old}
+local extra = {'obj', old}
+if bound_at and bound_at ~= '' then
+  extra[#extra + 1] = 'objmeta'
+  extra[#extra + 1] = meta_raw
+end
+if ARGV[3] == 'Pod' then
+  extra[#extra + 1] = 'node'
+  extra[#extra + 1] = node or ''
+end
+store_event('DELETED', ARGV[3], ARGV[4], rv, unpack(extra))
+return {'ok', tonumber(rv), old, meta_raw}

@@ -1,7 +1,10 @@
-"""Object and event encoding shared by the store and its readers (informers, handlers).
+"""Object, meta and event encoding shared by the store and its readers (informers, handlers).
 
 Objects are plain Kubernetes-shaped dicts (camelCase). A stored value is
-``msgpack.packb(obj, use_bin_type=True)`` of the whole object, resourceVersion included.
+``msgpack.packb(obj, use_bin_type=True)`` of the whole object, resourceVersion included,
+except after a bind: a bind writes only the meta (:class:`Meta`), and readers apply it to
+the blob (:func:`stored_object`, :func:`with_binding`), so a bound pod reads exactly as if
+its whole object had been rewritten. The next full write stores the whole object again.
 
 The resourceVersion is only known inside the write script, and Lua cannot re-encode
 msgpack faithfully (cmsgpack turns ``{}`` into ``[]``). So Python packs the object with a
@@ -9,12 +12,17 @@ random placeholder string in ``metadata.resourceVersion`` and cuts the bytes aro
 (:func:`pack_with_rv_slot`); the script splices the msgpack string of the rv in between
 (``prefix .. 0xa0+len(rv) .. rv .. suffix``, a fixstr since an rv has < 32 digits). The
 result is byte-for-byte what ``packb`` gives for the object with that rv.
+
+Events (:func:`decode_event`) are decoded lazily: the small fields of a stream entry
+(type, kind, key, rv, and for pods node and nominated node) at once, the objects on first
+use; a binding entry carries no object and is rebuilt from the reader's previous copy.
 """
 
 from __future__ import annotations
 
+import json
 import secrets
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -84,6 +92,13 @@ def node_name_of(obj: Mapping[str, Any]) -> str:
     return str(spec.get("nodeName") or "")
 
 
+def nominated_of(obj: Mapping[str, Any]) -> str:
+    """``status.nominatedNodeName`` of a pod ("" if none); "" for every other kind."""
+    if obj.get("kind") != "Pod":
+        return ""
+    return str((obj.get("status") or {}).get("nominatedNodeName") or "")
+
+
 def uid_of(obj: Mapping[str, Any]) -> str:
     return str((obj.get("metadata") or {}).get("uid") or "")
 
@@ -122,43 +137,384 @@ def decode_object(blob: bytes | str) -> Obj:
     return obj
 
 
+# --- meta: what the scripts check preconditions against --------------------------------
+
+
 @dataclass(frozen=True, slots=True)
+class Meta:
+    """One value of ``T:store:meta:<Kind>``: ``<rv>|<node>|<bound_at>|<uid>``.
+
+    ``node`` is the pod's spec.nodeName ("" unbound, and for every other kind);
+    ``bound_at`` is set only while the object's blob predates its binding (a bind writes
+    the meta alone): the object is then the blob with :func:`with_binding` applied. uid
+    comes last because a user may put anything in it (node names cannot hold ``|``)."""
+
+    rv: str
+    node: str
+    bound_at: str
+    uid: str
+
+
+def encode_meta(meta: Meta) -> str:
+    return f"{meta.rv}|{meta.node}|{meta.bound_at}|{meta.uid}"
+
+
+def parse_meta(raw: bytes | str) -> Meta:
+    """A meta value; the JSON ``{"rv", "uid", "node"}`` that older versions wrote parses
+    too (as an object whose blob is whole)."""
+    text = raw.decode() if isinstance(raw, bytes) else raw
+    if text.startswith("{"):
+        legacy = json.loads(text)
+        return Meta(str(legacy["rv"]), str(legacy.get("node") or ""), "", str(legacy["uid"]))
+    rv, node, bound_at, uid = text.split("|", 3)
+    return Meta(rv, node, bound_at, uid)
+
+
+def check_node_name(node: str, what: str) -> None:
+    """Node names go into the meta string, so they cannot hold its separator."""
+    if "|" in node:
+        raise InvalidObject(f"{what}: node name {node!r} must not contain '|'")
+
+
+def set_condition(conditions: list[Obj], cond: Mapping[str, Any], now: str) -> list[Obj]:
+    """``conditions`` with ``cond`` set (by type); lastTransitionTime moves only when the
+    status changes. Returns the same list object when nothing changes."""
+    for i, existing in enumerate(conditions):
+        if existing.get("type") != cond["type"]:
+            continue
+        same_status = existing.get("status") == cond["status"]
+        if same_status and all(existing.get(f) == cond.get(f) for f in ("reason", "message")):
+            return conditions
+        merged = {k: v for k, v in cond.items() if v is not None}
+        kept = existing.get("lastTransitionTime") if same_status else None
+        merged["lastTransitionTime"] = kept or now
+        return [*conditions[:i], merged, *conditions[i + 1 :]]
+    added = {k: v for k, v in cond.items() if v is not None}
+    added["lastTransitionTime"] = now
+    return [*conditions, added]
+
+
+_POD_SCHEDULED = {"type": "PodScheduled", "status": "True"}
+
+
+def with_binding(pod: Obj, node: str, rv: int | str, bound_at: str) -> Obj:
+    """The pod as a bind leaves it: spec.nodeName ``node``, condition PodScheduled=True
+    (transition time ``bound_at``), resourceVersion ``rv``. Shallow: shares the rest.
+    Keys keep their order (new ones last), so it packs to the bytes a whole write would."""
+    status = pod.get("status")
+    status = dict(status) if status else {}
+    conditions = status.get("conditions")
+    status["conditions"] = set_condition(
+        list(conditions) if conditions else [], _POD_SCHEDULED, bound_at
+    )
+    spec = pod.get("spec")
+    return {
+        **pod,
+        "spec": {**spec, "nodeName": node} if spec else {"nodeName": node},
+        "status": status,
+        "metadata": {**pod["metadata"], "resourceVersion": str(rv)},
+    }
+
+
+def stored_object(blob: bytes, meta: Meta | None) -> Obj:
+    """The object a blob and its meta stand for (the binding applied if the blob predates
+    it)."""
+    obj = decode_object(blob)
+    if meta is not None and meta.bound_at:
+        return with_binding(obj, meta.node, meta.rv, meta.bound_at)
+    return obj
+
+
+# --- events ------------------------------------------------------------------------------
+
+
+class Unresolved(LookupError):
+    """A binding event carries no object, and neither a previous copy nor the store had
+    it (the pod was deleted or re-created since)."""
+
+
+class ObjectRef:
+    """An object as a reader holds it: the key, and for pods the node and nominated node
+    at once (from the stream entry's small fields); the object itself is decoded on first
+    use and then kept. Never mutate what :meth:`get` returns."""
+
+    __slots__ = ("_make", "_node", "_nominated", "_obj", "key")
+
+    def __init__(
+        self,
+        key: str,
+        obj: Obj | None = None,
+        *,
+        make: Callable[[], Obj] | None = None,
+        node: str | None = None,
+        nominated: str | None = None,
+    ) -> None:
+        self.key = key
+        self._obj = obj
+        self._make = make
+        self._node = node
+        self._nominated = nominated
+
+    def get(self) -> Obj:
+        obj = self._obj
+        if obj is None:
+            make = self._make
+            if make is None:
+                raise ValueError(f"ObjectRef {self.key!r} has neither an object nor a maker")
+            obj = self._obj = make()
+            self._make = None  # drop what it closed over (a previous copy, a blob)
+        return obj
+
+    @property
+    def decoded(self) -> bool:
+        return self._obj is not None
+
+    @property
+    def node(self) -> str:
+        """spec.nodeName ("" unbound, or not a pod)."""
+        if self._node is None:
+            self._node = node_name_of(self.get())
+        return self._node
+
+    @property
+    def nominated(self) -> str:
+        """status.nominatedNodeName ("" if none, or not a pod)."""
+        if self._nominated is None:
+            self._nominated = nominated_of(self.get())
+        return self._nominated
+
+    def __repr__(self) -> str:
+        state = "decoded" if self.decoded else "lazy"
+        return f"ObjectRef({self.key!r}, {state})"
+
+
+Fetch = Callable[[str, int], "tuple[Obj | None, Obj | None]"]
+"""(pod key, rv of a binding event) -> (previous object, object after the binding), from
+the store; None where it cannot tell (see :meth:`Store.binding_states`)."""
+
+
 class Event:
-    """One entry of the event stream.
+    """One entry of the event stream, decoded on demand.
 
     ``obj`` is the new object (ADDED, MODIFIED) or the last state (DELETED, with its
     metadata.resourceVersion set to the deletion's rv as Kubernetes does); ``old`` is the
     previous object of a MODIFIED event. ``epoch`` identifies the store's history: it
     changes when Redis lost the data, and then rv numbering restarted.
+
+    ``binding``: a bind, whose entry carries no object: ``obj`` is the previous object
+    with spec.nodeName, PodScheduled=True and the rv set (:func:`with_binding`), ``old``
+    the previous object, from the reader's copy or else from the store (``old`` is None
+    when the store moved on since). ``node`` and ``nominated`` (pods) come from the
+    entry's small fields without decoding anything. ``obj``/``old`` are decoded on first
+    use; ``obj`` raises :class:`Unresolved` for a binding nobody can rebuild.
     """
 
-    type: str
-    kind: str
-    key: str
-    rv: int
-    epoch: str
-    obj: Obj
-    old: Obj | None = None
+    __slots__ = ("binding", "epoch", "key", "kind", "new", "previous", "rv", "type")
+
+    def __init__(
+        self,
+        type: str,
+        kind: str,
+        key: str,
+        rv: int,
+        epoch: str,
+        obj: Obj | None = None,
+        old: Obj | None = None,
+        *,
+        new: ObjectRef | None = None,
+        previous: ObjectRef | None = None,
+        binding: bool = False,
+    ) -> None:
+        self.type, self.kind, self.key, self.rv, self.epoch = type, kind, key, rv, epoch
+        if new is None:
+            if obj is None:
+                raise ValueError("an Event needs its object")
+            new = ObjectRef(key, obj)
+        self.new = new
+        self.previous = previous if previous is not None or old is None else ObjectRef(key, old)
+        self.binding = binding
+
+    @classmethod
+    def _of(
+        cls,
+        etype: str,
+        kind: str,
+        key: str,
+        rv: int,
+        epoch: str,
+        new: ObjectRef,
+        previous: ObjectRef | None,
+        binding: bool,
+    ) -> Event:
+        """An event from its parts (what decoding a stream entry gives), no checks."""
+        self = cls.__new__(cls)
+        self.type, self.kind, self.key, self.rv, self.epoch = etype, kind, key, rv, epoch
+        self.new, self.previous, self.binding = new, previous, binding
+        return self
+
+    @property
+    def obj(self) -> Obj:
+        return self.new.get()
+
+    @property
+    def old(self) -> Obj | None:
+        if self.previous is None:
+            return None
+        try:
+            return self.previous.get()
+        except Unresolved:
+            return None
+
+    @property
+    def node(self) -> str:
+        return self.new.node
+
+    @property
+    def nominated(self) -> str:
+        return self.new.nominated
+
+    def _values(self) -> tuple[Any, ...]:
+        return (self.type, self.kind, self.key, self.rv, self.epoch, self.obj, self.old)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Event):
+            return NotImplemented
+        return self._values() == other._values()
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        extra = ", binding" if self.binding else ""
+        return f"Event({self.type}, {self.kind}, {self.key!r}, rv={self.rv}{extra})"
 
 
 def field_str(fields: Mapping[bytes, bytes], name: bytes) -> str:
     return fields[name].decode()
 
 
-def decode_event(fields: Mapping[bytes, bytes]) -> Event:
-    """An :class:`Event` from the raw fields of a stream entry."""
-    etype = field_str(fields, b"type")
+def _blob_ref(
+    key: str,
+    blob: bytes,
+    meta: bytes | None,
+    rv: int | None = None,
+    node: str | None = None,
+    nominated: str | None = None,
+) -> ObjectRef:
+    """A ref to an object a stream entry carries: its blob, and the meta of that moment
+    when the blob predates the pod's binding; ``rv`` overrides its resourceVersion."""
+
+    def make() -> Obj:
+        obj = stored_object(blob, parse_meta(meta) if meta else None)
+        return with_rv(obj, rv) if rv is not None else obj
+
+    return ObjectRef(key, None, make=make, node=node, nominated=nominated)
+
+
+def decode_event(
+    fields: Mapping[bytes, bytes],
+    previous: ObjectRef | None = None,
+    fetch: Fetch | None = None,
+) -> Event:
+    """An :class:`Event` from the raw fields of a stream entry; nothing is decoded yet.
+
+    ``previous``: the reader's copy of the object before this event (informers have it),
+    which a binding is rebuilt from; without it a binding asks ``fetch`` (the store) on
+    first use. Fields (see :mod:`distsched.keys`): ``obj``, ``old`` (pods and nodes),
+    ``objmeta``/``oldmeta`` (the meta of a blob that predates its pod's binding), and for
+    pods ``node`` and ``nom``; a binding has ``bound`` (its time) and no blob."""
+    get = fields.get
+    etype = fields[b"type"].decode()
+    kind = fields[b"kind"].decode()
+    key = fields[b"key"].decode()
     rv = int(fields[b"rv"])
-    obj = decode_object(fields[b"obj"])
-    if etype == DELETED:
-        obj = with_rv(obj, rv)
-    old_blob = fields.get(b"old")
-    return Event(
-        type=etype,
-        kind=field_str(fields, b"kind"),
-        key=field_str(fields, b"key"),
-        rv=rv,
-        epoch=field_str(fields, b"epoch"),
-        obj=obj,
-        old=decode_object(old_blob) if old_blob else None,
+    epoch = fields[b"epoch"].decode()
+    raw_node = get(b"node")
+    node = None if raw_node is None else raw_node.decode()
+    bound_at = get(b"bound")
+    if bound_at is not None:
+        return _binding_event(
+            etype, kind, key, rv, epoch, node or "", bound_at.decode(), previous, fetch
+        )
+    # "nom" is written only when set; without "node" (not a pod, or an entry written
+    # before these fields existed) both come from the object when asked.
+    nominated = None
+    if node is not None:
+        raw_nom = get(b"nom")
+        nominated = "" if raw_nom is None else raw_nom.decode()
+    new = _blob_ref(
+        key, fields[b"obj"], get(b"objmeta"), rv if etype == DELETED else None, node, nominated
     )
+    old_blob = get(b"old")
+    old = _blob_ref(key, old_blob, get(b"oldmeta")) if old_blob else None
+    return Event._of(etype, kind, key, rv, epoch, new, old, False)
+
+
+def _binding_event(
+    etype: str,
+    kind: str,
+    key: str,
+    rv: int,
+    epoch: str,
+    node: str,
+    bound_at: str,
+    previous: ObjectRef | None,
+    fetch: Fetch | None,
+) -> Event:
+    if previous is not None:
+        base = previous
+
+        def bound() -> Obj:
+            return with_binding(base.get(), node, rv, bound_at)
+
+        new = ObjectRef(key, None, make=bound, node=node)
+        return Event._of(etype, kind, key, rv, epoch, new, base, True)
+    pair: list[tuple[Obj | None, Obj | None]] = []
+
+    def resolved() -> tuple[Obj | None, Obj | None]:
+        if not pair:
+            pair.append(fetch(key, rv) if fetch is not None else (None, None))
+        return pair[0]
+
+    def new_obj() -> Obj:
+        obj = resolved()[1]
+        if obj is None:
+            raise Unresolved(f"binding of {kind} {key} at rv {rv}: the pod is gone")
+        return obj
+
+    def old_obj() -> Obj:
+        obj = resolved()[0]
+        if obj is None:
+            raise Unresolved(f"{kind} {key} before its binding at rv {rv}: unknown")
+        return obj
+
+    return Event(
+        etype,
+        kind,
+        key,
+        rv,
+        epoch,
+        new=ObjectRef(key, make=new_obj, node=node),
+        previous=ObjectRef(key, make=old_obj),
+        binding=True,
+    )
+
+
+def decode_stream(
+    entries: Iterable[tuple[bytes, Mapping[bytes, bytes]]],
+    copies: dict[tuple[str, str], ObjectRef] | None = None,
+) -> Iterator[Event]:
+    """The events of consecutive stream entries, each binding rebuilt from the copy the
+    earlier entries left in ``copies`` ((kind, key) -> ref; what an informer does,
+    without handlers). A binding whose pod has no copy (its earlier entries were
+    trimmed) has ``obj`` raising :class:`Unresolved` and ``old`` None."""
+    known: dict[tuple[str, str], ObjectRef] = {} if copies is None else copies
+    for _entry_id, fields in entries:
+        if not fields:  # a trimmed entry that a consumer group still lists
+            continue
+        at = (field_str(fields, b"kind"), field_str(fields, b"key"))
+        event = decode_event(fields, known.get(at))
+        if event.type == DELETED:
+            known.pop(at, None)
+        else:
+            known[at] = event.new
+        yield event

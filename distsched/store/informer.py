@@ -18,6 +18,15 @@ Handlers run in the informer's thread (or the caller's, with :meth:`Informer.pol
 never both), under the informer's lock; an exception in a handler is logged and does not
 stop delivery. Objects are shared between the indexer and handlers: never mutate them.
 
+Lazy decoding. The indexer holds :class:`~distsched.store.codec.ObjectRef` values: an
+object is decoded when someone first asks for it (:meth:`Informer.get`, :meth:`Informer.list`,
+a handler), not when its event arrives. A handler registered with ``lazy=True`` gets the
+refs themselves, with the key and, for pods, node and nominated node at hand, and decodes
+only what it needs (a worker's cache ignores pending pods, most of the stream). A binding
+event carries no object: the informer rebuilds the bound pod from its own previous copy
+(old = that copy, new = it with spec.nodeName, PodScheduled and the rv set, the same pair
+as if the whole object had been shipped); without a copy it reads the store.
+
 Client: ``block_ms`` must stay below its socket timeout (redis-py's default is 5 s).
 redis-py's default retries (10, backoff capped at 1 s) hide outages shorter than ~3 s from
 the informer: reads just stall, and the epoch and rv checks still catch lost data. Give it
@@ -31,44 +40,57 @@ import logging
 import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Generic, Protocol, TypeVar
 
 import redis
 
 from distsched.keys import Keys
-from distsched.store.codec import DELETED, KINDS, Event, Obj, decode_event, uid_of
+from distsched.store.codec import (
+    DELETED,
+    KINDS,
+    Event,
+    Obj,
+    ObjectRef,
+    decode_event,
+    uid_of,
+)
 from distsched.store.redis_store import Store
 
 log = logging.getLogger(__name__)
 
 
 class EventHandler(Protocol):
-    """Per-kind callbacks, like client-go's ResourceEventHandler."""
+    """Per-kind callbacks, like client-go's ResourceEventHandler. Registered with
+    ``lazy=True``, the same methods get :class:`ObjectRef` values instead of objects."""
 
-    def on_add(self, obj: Obj, initial_list: bool) -> None: ...
+    def on_add(self, obj: Any, initial_list: bool) -> None: ...
 
-    def on_update(self, old: Obj, new: Obj) -> None: ...
+    def on_update(self, old: Any, new: Any) -> None: ...
 
-    def on_delete(self, obj: Obj, final_state_unknown: bool) -> None: ...
+    def on_delete(self, obj: Any, final_state_unknown: bool) -> None: ...
+
+
+T = TypeVar("T")
 
 
 @dataclass
-class FuncHandler:
-    """An :class:`EventHandler` from optional functions."""
+class FuncHandler(Generic[T]):
+    """An :class:`EventHandler` from optional functions (of objects, or of
+    :class:`ObjectRef` values for a handler registered with ``lazy=True``)."""
 
-    add: Callable[[Obj, bool], None] | None = None
-    update: Callable[[Obj, Obj], None] | None = None
-    delete: Callable[[Obj, bool], None] | None = None
+    add: Callable[[T, bool], None] | None = None
+    update: Callable[[T, T], None] | None = None
+    delete: Callable[[T, bool], None] | None = None
 
-    def on_add(self, obj: Obj, initial_list: bool) -> None:
+    def on_add(self, obj: T, initial_list: bool) -> None:
         if self.add is not None:
             self.add(obj, initial_list)
 
-    def on_update(self, old: Obj, new: Obj) -> None:
+    def on_update(self, old: T, new: T) -> None:
         if self.update is not None:
             self.update(old, new)
 
-    def on_delete(self, obj: Obj, final_state_unknown: bool) -> None:
+    def on_delete(self, obj: T, final_state_unknown: bool) -> None:
         if self.delete is not None:
             self.delete(obj, final_state_unknown)
 
@@ -102,8 +124,10 @@ class Informer:
         self._batch = batch
         self._backoff_initial_s = backoff_initial_s
         self._backoff_max_s = backoff_max_s
-        self._handlers: dict[str, builtins.list[EventHandler]] = {k: [] for k in self._kinds}
-        self._indexer: dict[str, dict[str, Obj]] = {k: {} for k in self._kinds}
+        self._handlers: dict[str, builtins.list[tuple[EventHandler, bool]]] = {
+            k: [] for k in self._kinds
+        }
+        self._indexer: dict[str, dict[str, ObjectRef]] = {k: {} for k in self._kinds}
         self._lock = threading.RLock()
         self._rv = 0
         self._epoch = ""
@@ -114,22 +138,24 @@ class Informer:
         self.relists = 0
 
     # --- handlers and the indexer -----------------------------------------------------
-    def add_handler(self, kind: str, handler: EventHandler) -> None:
+    def add_handler(self, kind: str, handler: EventHandler, *, lazy: bool = False) -> None:
         """Register ``handler`` for ``kind``; if already synced it first gets an add for
-        every object in the indexer (``initial_list=True``), as client-go does."""
+        every object in the indexer (``initial_list=True``), as client-go does. ``lazy``:
+        the handler gets :class:`ObjectRef` values and decodes what it needs."""
         with self._lock:
-            self._handlers[kind].append(handler)
+            self._handlers[kind].append((handler, lazy))
             if self._synced.is_set():
-                for obj in list(self._indexer[kind].values()):
-                    self._call(handler.on_add, obj, True)
+                for ref in list(self._indexer[kind].values()):
+                    self._call(handler.on_add, lazy, ref, True)
 
     def get(self, kind: str, key: str) -> Obj | None:
         with self._lock:
-            return self._indexer[kind].get(key)
+            ref = self._indexer[kind].get(key)
+            return None if ref is None else ref.get()
 
     def list(self, kind: str) -> builtins.list[Obj]:
         with self._lock:
-            return list(self._indexer[kind].values())
+            return [ref.get() for ref in self._indexer[kind].values()]
 
     @property
     def resource_version(self) -> int:
@@ -198,7 +224,9 @@ class Informer:
                 return delivered + self._relist()
             kind = fields[b"kind"].decode()
             if kind in self._indexer:
-                self._deliver(decode_event(fields))
+                key = fields[b"key"].decode()
+                previous = self._indexer[kind].get(key)
+                self._deliver(decode_event(fields, previous), previous)
                 delivered += 1
             self._rv, self._epoch = rv, epoch
         return delivered
@@ -221,22 +249,32 @@ class Informer:
         return 0
 
     # --- delivery ---------------------------------------------------------------------
-    def _deliver(self, event: Event) -> None:
+    def _deliver(self, event: Event, previous: ObjectRef | None) -> None:
         with self._lock:
             index = self._indexer[event.kind]
             handlers = self._handlers[event.kind]
-            previous = index.get(event.key)
             if event.type == DELETED:
                 index.pop(event.key, None)
-                for h in handlers:
-                    self._call(h.on_delete, event.obj, False)
+                for h, lazy in handlers:
+                    self._call(h.on_delete, lazy, event.new, False)
                 return
-            index[event.key] = event.obj
-            for h in handlers:
+            new = event.new
+            if event.binding and previous is None:
+                # No copy of the pod before its binding (the stream is contiguous, so this
+                # is not expected): the store has it, or a later event says it is gone.
+                wanted = (event.key, event.rv, event.node)
+                ((old_obj, new_obj),) = self._store.binding_states([wanted])
+                if new_obj is None:
+                    log.info("informer: %s %s gone since its binding", event.kind, event.key)
+                    return
+                new = ObjectRef(event.key, new_obj)
+                previous = None if old_obj is None else ObjectRef(event.key, old_obj)
+            index[event.key] = new
+            for h, lazy in handlers:
                 if previous is None:
-                    self._call(h.on_add, event.obj, False)
+                    self._call(h.on_add, lazy, new, False)
                 else:
-                    self._call(h.on_update, previous, event.obj)
+                    self._call(h.on_update, lazy, previous, new)
 
     def _relist(self) -> int:
         snap = self._store.snapshot(self._kinds)
@@ -246,25 +284,25 @@ class Informer:
             for kind in self._kinds:
                 index, fresh = self._indexer[kind], snap.objects[kind]
                 for key, old in list(index.items()):
-                    new = fresh.get(key)
-                    if new is None or uid_of(new) != uid_of(old):
+                    current = fresh.get(key)
+                    if current is None or uid_of(current) != uid_of(self._value(old)):
                         del index[key]
                         delivered += 1
-                        for h in self._handlers[kind]:
-                            self._call(h.on_delete, old, True)
+                        for h, lazy in self._handlers[kind]:
+                            self._call(h.on_delete, lazy, old, True)
             for kind in self._kinds:
                 index, fresh = self._indexer[kind], snap.objects[kind]
-                for key, new in fresh.items():
+                for key, obj in fresh.items():
                     known = index.get(key)
-                    if known == new:
+                    if known is not None and self._value(known) == obj:
                         continue
-                    index[key] = new
+                    new = index[key] = ObjectRef(key, obj)
                     delivered += 1
-                    for h in self._handlers[kind]:
+                    for h, lazy in self._handlers[kind]:
                         if known is None:
-                            self._call(h.on_add, new, initial)
+                            self._call(h.on_add, lazy, new, initial)
                         else:
-                            self._call(h.on_update, known, new)
+                            self._call(h.on_update, lazy, known, new)
             self._rv, self._epoch = snap.rv, snap.epoch
             self._need_relist = False
             self.relists += 1
@@ -272,8 +310,25 @@ class Informer:
         return delivered
 
     @staticmethod
-    def _call(fn: Callable[..., None], *args: Any) -> None:
+    def _value(ref: ObjectRef) -> Obj:
+        """The object of an indexer entry; {} if it cannot be decoded (a relist replaces
+        it)."""
         try:
-            fn(*args)
+            return ref.get()
+        except Exception:
+            log.exception("informer: cannot decode %s", ref.key)
+            return {}
+
+    @staticmethod
+    def _call(fn: Callable[..., None], lazy: bool, first: ObjectRef, second: Any) -> None:
+        """Call a handler with (ref, flag) or (old ref, new ref): refs as they are for a
+        lazy one, else decoded (a failure to decode counts as the handler's)."""
+        try:
+            if lazy:
+                fn(first, second)
+            elif isinstance(second, ObjectRef):
+                fn(first.get(), second.get())
+            else:
+                fn(first.get(), second)
         except Exception:
             log.exception("informer: event handler %r failed", fn)

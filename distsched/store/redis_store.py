@@ -1,21 +1,28 @@
 """The "API server": Pod and Node objects in Redis, a global resourceVersion, an event stream.
 
-Objects live in one hash per kind (msgpack of the whole object) beside a small JSON meta
-hash that Lua checks preconditions against without decoding a blob; every write bumps the
-global resourceVersion and appends one entry to the event stream, whose id is the rv, so
-a gap in ids means trimmed entries. The key layout is in :mod:`distsched.keys`.
+Objects live in one hash per kind (msgpack of the whole object) beside a small meta hash,
+``<rv>|<node>|<bound_at>|<uid>`` (:class:`~distsched.store.codec.Meta`), that Lua checks
+preconditions against without decoding a blob; every write bumps the global
+resourceVersion and appends one entry to the event stream, whose id is the rv, so a gap in
+ids means trimmed entries. The key layout is in :mod:`distsched.keys`.
 
 Every write is one Lua script (``distsched/lua/store_*.lua``) that checks its preconditions,
 writes the object and its meta, increments the rv and appends the event. With a replica
 acknowledgement policy (Sentinel), create, update, apply, delete and bind return only once
 the replicas hold the write, one WAIT per call (:mod:`distsched.replication`).
 
-Trade-off: Lua cannot merge msgpack safely, so Python computes every new object. Writes that
-depend on the current state (update, apply, bind, update_pod_status) read the object, build
-the new one, and the script refuses it if the stored rv moved since that read (for bind it
-first checks uid and node itself, so a conflicting bind is refused definitively); Python then
-re-reads and retries up to ``retries`` times. That costs one read round trip per such write
-(bind_many: one HMGET per batch) and a retry under contention, and keeps objects bit-exact.
+Binds are the hot write (one per pod) and say little: the script checks uid and node
+against the meta and writes the meta alone (rv, node, and the binding's time), leaving
+the blob as it was, and its event carries no object. Every read (:meth:`Store.get`,
+:meth:`Store.list`, :meth:`Store.snapshot`, informers) applies the meta to the blob, so
+a bound pod reads exactly as if the whole object had been rewritten; the next full write
+of the pod stores the whole object again.
+
+Trade-off for the other writes: Lua cannot merge msgpack safely, so Python computes every
+new object. Writes that depend on the current state (update, apply, update_pod_status) read
+the object, build the new one, and the script refuses it if the stored rv moved since that
+read; Python then re-reads and retries up to ``retries`` times. That costs one read round
+trip per such write and a retry under contention, and keeps objects bit-exact.
 
 resourceVersion semantics: ``update`` with a non-empty metadata.resourceVersion is optimistic
 (stale -> :class:`Conflict`); an empty one means an unconditional replace of the current
@@ -44,13 +51,19 @@ from distsched.store.codec import (
     CLUSTER_SCOPED,
     DEFAULT_NAMESPACE,
     KINDS,
+    Meta,
     Obj,
+    check_node_name,
     decode_object,
     node_name_of,
+    nominated_of,
     object_key,
     pack_with_rv_slot,
+    parse_meta,
     rfc3339,
     rv_of,
+    set_condition,
+    stored_object,
     uid_of,
     with_rv,
 )
@@ -66,9 +79,13 @@ from distsched.store.errors import (
 
 DEFAULT_MAX_EVENTS = 1_000_000
 DEFAULT_RETRIES = 8
+EVENTS_WITH_OLD = frozenset({"Pod", "Node"})
+"""Kinds whose MODIFIED events carry the previous object: the queue's event handlers
+compare old and new pods and nodes and have no copy of their own (informers keep theirs,
+so other kinds' updates ship the new object only)."""
 
 BindStatus = Literal[
-    "bound", "already-bound", "conflict", "not-found", "uid-mismatch", "stale", "unreserved"
+    "bound", "already-bound", "conflict", "not-found", "uid-mismatch", "unreserved"
 ]
 ApplyAction = Literal["created", "configured", "unchanged"]
 
@@ -83,7 +100,7 @@ class BindResult(str):
     """Outcome of one binding: the status string itself (so ``result == "bound"`` works),
     plus details. ``node`` is the pod's node afterwards ("" if not found or uid-mismatch);
     ``rv`` the pod's new resourceVersion when bound; ``detail`` the current uid
-    (uid-mismatch) or rv (stale)."""
+    (uid-mismatch)."""
 
     pod_key: str
     node: str
@@ -124,8 +141,6 @@ class BindResult(str):
             return NotFound("Pod", self.pod_key)
         if self == "uid-mismatch":
             return UidMismatch("Pod", self.pod_key, uid or "", self.detail)
-        if self == "stale":
-            return Conflict("Pod", self.pod_key, "", self.detail)
         return None
 
 
@@ -138,22 +153,14 @@ class Snapshot:
     epoch: str
 
 
-def _set_condition(conditions: list[Obj], cond: Mapping[str, Any], now: str) -> list[Obj]:
-    """``conditions`` with ``cond`` set (by type); lastTransitionTime moves only when the
-    status changes. Returns the same list object when nothing changes."""
-    for i, existing in enumerate(conditions):
-        if existing.get("type") != cond["type"]:
-            continue
-        same_status = existing.get("status") == cond["status"]
-        if same_status and all(existing.get(f) == cond.get(f) for f in ("reason", "message")):
-            return conditions
-        merged = {k: v for k, v in cond.items() if v is not None}
-        kept = existing.get("lastTransitionTime") if same_status else None
-        merged["lastTransitionTime"] = kept or now
-        return [*conditions[:i], merged, *conditions[i + 1 :]]
-    added = {k: v for k, v in cond.items() if v is not None}
-    added["lastTransitionTime"] = now
-    return [*conditions, added]
+def _bound_meta(raw: bytes | None) -> Meta | None:
+    """The meta of a pod whose blob predates its binding (None for every other object)."""
+    if raw is None:
+        return None
+    parts = raw.split(b"|", 3)  # (a JSON meta of an older version never has a binding)
+    if len(parts) < 4 or not parts[2] or raw.startswith(b"{"):
+        return None
+    return Meta(parts[0].decode(), parts[1].decode(), parts[2].decode(), parts[3].decode())
 
 
 class Store:
@@ -185,8 +192,51 @@ class Store:
 
     # --- reads ------------------------------------------------------------------------
     def get(self, kind: str, key: str) -> Obj | None:
-        blob = self._client.hget(self._keys.objects(kind), key)
-        return None if blob is None else decode_object(blob)
+        if kind != "Pod":  # only pods are bound, so only their meta may add to the blob
+            blob = self._client.hget(self._keys.objects(kind), key)
+            return None if blob is None else decode_object(blob)
+        return self.get_many(kind, [key])[0]
+
+    def get_many(self, kind: str, keys: Sequence[str]) -> builtins.list[Obj | None]:
+        """Objects of ``kind`` by key (None where absent), read in one MULTI."""
+        return [
+            None if blob is None else stored_object(blob, meta)
+            for blob, meta in self._raw(kind, keys)
+        ]
+
+    def _raw(
+        self, kind: str, keys: Sequence[str]
+    ) -> builtins.list[tuple[bytes | None, Meta | None]]:
+        """(blob, meta) of each key, read together (the meta is what a bind wrote)."""
+        if not keys:
+            return []
+        pipe = self._client.pipeline(transaction=True)
+        pipe.hmget(self._keys.objects(kind), keys)
+        pipe.hmget(self._keys.store_meta(kind), keys)
+        blobs, metas = pipe.execute()
+        return [
+            (blob, None if meta is None else parse_meta(meta))
+            for blob, meta in zip(blobs, metas, strict=True)
+        ]
+
+    def binding_states(
+        self, bindings: Sequence[tuple[str, int, str]]
+    ) -> builtins.list[tuple[Obj | None, Obj | None]]:
+        """For readers without a copy of a pod from before its binding event (pod key,
+        rv, node): (previous object, object after the binding), one pair per binding.
+        While the pod is still as that binding left it, both exactly (the blob is the
+        previous object); once it moved on, (None, its current state) if it is still on
+        that node, else (None, None): deleted or re-created since, as a later event says."""
+        out: builtins.list[tuple[Obj | None, Obj | None]] = []
+        keys = [key for key, _, _ in bindings]
+        for (_, rv, node), (blob, meta) in zip(bindings, self._raw("Pod", keys), strict=True):
+            if blob is None or meta is None or meta.node != node:
+                out.append((None, None))
+            elif meta.rv == str(rv) and meta.bound_at:
+                out.append((decode_object(blob), stored_object(blob, meta)))
+            else:
+                out.append((None, stored_object(blob, meta)))
+        return out
 
     def resource_version(self) -> int:
         return int(self._client.get(self._keys.resource_version) or 0)
@@ -208,13 +258,19 @@ class Store:
         pipe = self._client.pipeline(transaction=True)
         for kind in kinds:
             pipe.hgetall(self._keys.objects(kind))
+            if kind == "Pod":
+                pipe.hgetall(self._keys.store_meta(kind))
         pipe.get(self._keys.resource_version)
         pipe.get(self._keys.store_epoch)
-        *hashes, rv, epoch = pipe.execute()
-        objects = {
-            kind: {k.decode(): decode_object(v) for k, v in h.items()}
-            for kind, h in zip(kinds, hashes, strict=True)
-        }
+        replies = iter(pipe.execute())
+        objects: dict[str, dict[str, Obj]] = {}
+        for kind in kinds:
+            blobs: dict[bytes, bytes] = next(replies)
+            metas: dict[bytes, bytes] = next(replies) if kind == "Pod" else {}
+            objects[kind] = {
+                k.decode(): stored_object(v, _bound_meta(metas.get(k))) for k, v in blobs.items()
+            }
+        rv, epoch = next(replies), next(replies)
         return Snapshot(objects, int(rv or 0), epoch.decode() if epoch else "")
 
     # --- create -----------------------------------------------------------------------
@@ -242,7 +298,9 @@ class Store:
                 slot = slots[kind] = len(slots) + 1
                 keys += [self._keys.objects(kind), self._keys.store_meta(kind)]
             prefix, suffix = pack_with_rv_slot(new)
-            argv += [slot, kind, key, uid_of(new), node_name_of(new), prefix, suffix]
+            node = node_name_of(new)
+            check_node_name(node, f"{kind} {key}")
+            argv += [slot, kind, key, uid_of(new), node, nominated_of(new), prefix, suffix]
             prepared.append((kind, key, new))
         status, value = self._scripts.get("store_create")(keys=keys, args=argv)
         if status != b"ok":
@@ -360,6 +418,8 @@ class Store:
 
     def _replace(self, kind: str, key: str, current: Obj, new: Obj) -> Obj | None:
         """Write ``new`` if ``current`` is still stored; None when it moved (retry)."""
+        node = node_name_of(new)
+        check_node_name(node, f"{kind} {key}")
         prefix, suffix = pack_with_rv_slot(new)
         reply = self._scripts.get("store_update")(
             keys=[
@@ -376,7 +436,9 @@ class Store:
                 key,
                 rv_of(current),
                 uid_of(new),
-                node_name_of(new),
+                node,
+                nominated_of(new),
+                "1" if kind in EVENTS_WITH_OLD else "",
                 prefix,
                 suffix,
             ],
@@ -416,7 +478,7 @@ class Store:
                 now = rfc3339(self._clock.now_ms())
                 merged = list(status.get("conditions") or [])
                 for cond in conditions:
-                    merged = _set_condition(merged, cond, now)
+                    merged = set_condition(merged, cond, now)
                 status["conditions"] = merged
             if status == (current.get("status") or {}):
                 return current
@@ -446,7 +508,7 @@ class Store:
             raise NotFound(kind, key)
         if reply[0] == b"uid-mismatch":
             raise UidMismatch(kind, key, uid or "", reply[1].decode())
-        return with_rv(decode_object(reply[2]), reply[1])
+        return with_rv(stored_object(reply[2], _bound_meta(reply[3])), reply[1])
 
     # --- bind -------------------------------------------------------------------------
     def bind(
@@ -468,93 +530,53 @@ class Store:
         *,
         reservations: Mapping[str, str] | None = None,
     ) -> builtins.list[BindResult]:
-        """Bind a batch in one script call per attempt; one :class:`BindResult` per binding,
-        in order. Pods whose rv moved between our read and the script are re-read and retried.
+        """Bind a batch in one script call; one :class:`BindResult` per binding, in order.
+        The script checks each pod's uid and node against its meta and writes the meta
+        alone (see the module docstring): no read, no rebuilt object, no retry.
 
         ``reservations`` (pod key -> token) is the binder's mode: a pod is bound only while
         the ledger still holds that reservation on that node ("unreserved" otherwise), and
-        the reservation is confirmed in the same script."""
+        the reservation is confirmed in the same script (also for a pod already bound
+        there: a killed job's leftover). :class:`InvalidObject` (nothing written) for an
+        empty node name or one holding ``|``."""
         items = [Binding(*b) for b in bindings]
-        results: builtins.list[BindResult | None] = [None] * len(items)
-        pending = list(range(len(items)))
-        for _ in range(self._retries):
-            if not pending:
-                break
-            pending = self._bind_attempt(items, pending, results, reservations)
-        for i in pending:
-            results[i] = BindResult(items[i].pod_key, "stale", "", None, "(changed on every retry)")
-        return [r for r in results if r is not None]
-
-    def _bind_attempt(
-        self,
-        items: builtins.list[Binding],
-        pending: builtins.list[int],
-        results: builtins.list[BindResult | None],
-        reservations: Mapping[str, str] | None,
-    ) -> builtins.list[int]:
-        blobs = self._client.hmget(self._keys.objects("Pod"), [items[i].pod_key for i in pending])
-        now = rfc3339(self._clock.now_ms())
-        writes: builtins.list[int] = []
-        argv: builtins.list[Any] = [self._max_events, secrets.token_hex(8), 0]
-        for i, blob in zip(pending, blobs, strict=True):
-            b = items[i]
-            if blob is None:
-                results[i] = BindResult(b.pod_key, "not-found")
-                continue
-            pod = decode_object(blob)
-            node = node_name_of(pod)
-            if b.uid and uid_of(pod) != b.uid:
-                results[i] = BindResult(b.pod_key, "uid-mismatch", node, None, uid_of(pod))
-            elif node == b.node_name and reservations is None:
-                results[i] = BindResult(b.pod_key, "already-bound", node)
-            elif node and node != b.node_name:
-                results[i] = BindResult(b.pod_key, "conflict", node)
-            else:
-                # Unbound, or (reservation mode) already bound here: the script answers
-                # "already-bound" then, and confirms the reservation a killed job left.
-                prefix, suffix = pack_with_rv_slot(self._bound_pod(pod, b.node_name, now))
-                argv += [b.pod_key, b.uid or "", b.node_name, rv_of(pod), prefix, suffix]
-                if reservations is not None:
-                    argv.append(reservations.get(b.pod_key, ""))
-                writes.append(i)
-        if not writes:
+        if not items:
             return []
-        argv[2] = len(writes)
+        argv: builtins.list[Any] = [
+            self._max_events,
+            secrets.token_hex(8),
+            rfc3339(self._clock.now_ms()),
+            len(items),
+        ]
+        for b in items:
+            if not b.node_name:
+                raise InvalidObject(f"binding of pod {b.pod_key}: empty node name")
+            check_node_name(b.node_name, f"binding of pod {b.pod_key}")
+            argv += [b.pod_key, b.uid or "", b.node_name]
+            if reservations is not None:
+                argv.append(reservations.get(b.pod_key, ""))
         keys = [
             self._keys.resource_version,
             self._keys.events,
             self._keys.store_epoch,
-            self._keys.objects("Pod"),
             self._keys.store_meta("Pod"),
         ]
         if reservations is not None:
             keys += [self._keys.ledger_pods, self._keys.ledger_assumed, self._keys.info]
         reply = self._scripts.get("store_bind")(keys=keys, args=argv)
-        retry: builtins.list[int] = []
-        for n, i in enumerate(writes):
+        results: builtins.list[BindResult] = []
+        for n, b in enumerate(items):
             status, detail = reply[2 * n].decode(), reply[2 * n + 1].decode()
-            key, wanted = items[i].pod_key, items[i].node_name
-            if status == "stale":
-                retry.append(i)
-            elif status == "bound":
-                results[i] = BindResult(key, "bound", wanted, int(detail))
+            if status == "bound":
+                results.append(BindResult(b.pod_key, "bound", b.node_name, int(detail)))
             elif status == "already-bound":
-                results[i] = BindResult(key, "already-bound", wanted)
+                results.append(BindResult(b.pod_key, "already-bound", b.node_name))
             elif status == "conflict":
-                results[i] = BindResult(key, "conflict", detail)
+                results.append(BindResult(b.pod_key, "conflict", detail))
             elif status == "uid-mismatch":
-                results[i] = BindResult(key, "uid-mismatch", "", None, detail)
+                results.append(BindResult(b.pod_key, "uid-mismatch", "", None, detail))
             elif status == "unreserved":
-                results[i] = BindResult(key, "unreserved")
+                results.append(BindResult(b.pod_key, "unreserved"))
             else:
-                results[i] = BindResult(key, "not-found")
-        return retry
-
-    @staticmethod
-    def _bound_pod(pod: Obj, node_name: str, now: str) -> Obj:
-        status = dict(pod.get("status") or {})
-        conditions = list(status.get("conditions") or [])
-        status["conditions"] = _set_condition(
-            conditions, {"type": "PodScheduled", "status": "True"}, now
-        )
-        return {**pod, "spec": {**(pod.get("spec") or {}), "nodeName": node_name}, "status": status}
+                results.append(BindResult(b.pod_key, "not-found"))
+        return results

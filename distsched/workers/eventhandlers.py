@@ -38,7 +38,15 @@ from distsched.framework.podinfo import PodInfo
 from distsched.model import HostPort, Node, Pod
 from distsched.model.objects import DEFAULT_SCHEDULER_NAME
 from distsched.queue_types import ACTIVE, BACKOFF, GATED, PodEntry, SchedulingQueue
-from distsched.store import ADDED, DELETED, Event, decode_event, object_key
+from distsched.store import (
+    ADDED,
+    DELETED,
+    Event,
+    ObjectRef,
+    Store,
+    Unresolved,
+    decode_event,
+)
 from distsched.workers import prechecks
 
 log = logging.getLogger(__name__)
@@ -83,6 +91,18 @@ def required_affinity_terms(pod: Pod) -> tuple[AffinityTerm, ...]:
         return compile_terms(affinity.pod_affinity.required, pod.metadata.namespace)
     except InvalidSelector:
         return ()
+
+
+def _objects(batch: Iterable[Event]) -> list[dict[str, Any]]:
+    """The objects of events, skipping bindings whose pod is gone (a later event, or one
+    another worker already handled, says so)."""
+    out = []
+    for event in batch:
+        try:
+            out.append(event.obj)
+        except Unresolved:
+            log.info("%s %s: gone since its binding at rv %d", event.kind, event.key, event.rv)
+    return out
 
 
 def _labels(obj: dict[str, Any]) -> dict[str, Any]:
@@ -156,15 +176,17 @@ class QueueEventHandlers:
         Pending adds are flushed before any delete or update so that the order of events
         on one pod is kept (a pod deleted and created again within one batch stays queued).
         Pods are read from their dicts where a few fields suffice; typed parsing (which
-        validates, ~40 us a pod) is left to the worker that schedules the pod. An event
+        validates, ~40 us a pod) is left to the worker that schedules the pod. Objects
+        are decoded only when needed: a binding (which carries none) needs its pod only
+        if the ledger does not hold it there yet or a parked pod's hint asks. An event
         that cannot be handled is logged and skipped, so one bad object cannot block the
         stream for everyone.
         """
         now = self.now_ms()
         adds: list[PodEntry] = []
-        newly_bound: list[dict[str, Any]] = []
+        newly_bound: list[Event] = []
         relabelled: list[tuple[dict[str, Any], dict[str, Any]]] = []
-        deleted: list[dict[str, Any]] = []
+        deleted: list[Event] = []
         for event in batch:
             try:
                 if event.kind == "Node":
@@ -173,32 +195,36 @@ class QueueEventHandlers:
                     continue
                 if event.kind != "Pod":
                     continue
-                obj, old = event.obj, event.old
-                spec = obj.get("spec") or {}
                 if event.type == DELETED:
                     self._flush_adds(adds, now)
                     # A pod bound and then deleted within this batch must not be recorded
                     # as bound after its release (the ledger would keep it forever).
-                    newly_bound = [o for o in newly_bound if object_key(o)[1] != event.key]
+                    newly_bound = [e for e in newly_bound if e.key != event.key]
                     # An unassigned pod may be assumed (reserved, not bound): release it too.
                     # Its room is free again, so this is an AssignedPodDelete as well (kube:
                     # RejectWaitingPod, or the binding's failure, moves the waiting pods).
                     released = self.ledger.pod_deleted(event.key)
                     self.queue.delete([event.key], now_ms=now)
-                    if released and not spec.get("nodeName"):
+                    if released and not event.node:
                         self._reject_waiting(event.key)
-                    if spec.get("nodeName") or released:
-                        deleted.append(obj)
+                    if event.node or released:
+                        deleted.append(event)
                     continue
-                if spec.get("nodeName"):
+                if event.node:
+                    if event.binding:
+                        newly_bound.append(event)
+                        continue
+                    old = event.old
                     if old is None or not (old.get("spec") or {}).get("nodeName"):
-                        newly_bound.append(obj)
-                    elif _labels(old) != _labels(obj):
-                        relabelled.append((old, obj))
+                        newly_bound.append(event)
+                    elif _labels(old) != _labels(event.obj):
+                        relabelled.append((old, event.obj))
                     continue
+                obj = event.obj
                 if not self.responsible_for(obj):
                     continue
                 entry = pod_entry(event.key, obj, gated=self.pre_enqueue_rejects(obj))
+                old = event.old
                 if event.type == ADDED or old is None:
                     adds.append(entry)
                 elif pod_spec_changed(old, obj):
@@ -216,10 +242,12 @@ class QueueEventHandlers:
         self._flush_adds(adds, now)
         if newly_bound:
             self._record_bound(newly_bound)
-            self._assigned_pods_added(newly_bound)
+            self._assigned_pods_added(lambda: _objects(newly_bound))
         if relabelled:
             self._assigned_pods_added(
-                [new for _, new in relabelled], events.ASSIGNED_POD_LABEL_CHANGE, relabelled
+                lambda: [new for _, new in relabelled],
+                events.ASSIGNED_POD_LABEL_CHANGE,
+                relabelled,
             )
         if deleted:
             self._assigned_pods_deleted(deleted, now)
@@ -241,16 +269,14 @@ class QueueEventHandlers:
                 metrics.queue_incoming_pods.labels(queue, "PodAdd").inc(added)
         adds.clear()
 
-    def _record_bound(self, objs: list[dict[str, Any]]) -> None:
+    def _record_bound(self, bound: list[Event]) -> None:
         """Newly bound pods the ledger does not hold on that node yet (bound by someone
         else, or created bound) are added as bound. Pods our binders bound are already
-        there: the binder's bind script confirms them in the same call."""
-        keys = [object_key(obj)[1] for obj in objs]
-        nodes = self.ledger.pod_nodes(keys)
+        there: the binder's bind script confirms them in the same call, so their objects
+        are never needed here."""
+        nodes = self.ledger.pod_nodes([e.key for e in bound])
         unknown = [
-            self.parse(obj)
-            for key, obj in zip(keys, objs, strict=True)
-            if nodes.get(key) != obj["spec"]["nodeName"]
+            self.parse(obj) for obj in _objects([e for e in bound if nodes.get(e.key) != e.node])
         ]
         for pod in unknown:
             record_bound_pod(self.ledger, pod)
@@ -259,7 +285,7 @@ class QueueEventHandlers:
 
     def _assigned_pods_added(
         self,
-        objs: list[dict[str, Any]],
+        objs: Callable[[], list[dict[str, Any]]],
         event: ClusterEvent = events.ASSIGNED_POD_ADD,
         updates: list[tuple[dict[str, Any], dict[str, Any]]] | None = None,
     ) -> None:
@@ -268,14 +294,15 @@ class QueueEventHandlers:
         pods; with QueueingHints each rejecting plugin's hint decides, the seed's rule
         standing in for plugins without one. The move request is recorded even when no
         pod qualifies (kube's movePodsToActiveOrBackoffQueue sets moveRequestCycle
-        unconditionally): a pod in flight meanwhile goes to backoffQ."""
+        unconditionally): a pod in flight meanwhile goes to backoffQ. ``objs`` gives the
+        new pods' objects, asked for only when some parked pod needs them."""
         now = self.now_ms()
         parsed: list[Pod] | None = None
 
         def new_pods() -> list[Pod]:
             nonlocal parsed
             if parsed is None:
-                parsed = [self.parse(obj) for obj in objs]
+                parsed = [self.parse(obj) for obj in objs()]
             return parsed
 
         def seed_rule(pod: Pod) -> bool:
@@ -294,14 +321,15 @@ class QueueEventHandlers:
             ]
             self._move(event, now, matching)
             return
-        pairs: list[tuple[Any, Any]] = (
-            [(self.parse(old), self.parse(new)) for old, new in updates]
-            if updates
-            else [(None, p) for p in new_pods()]
-        )
+
+        def pairs() -> list[tuple[Any, Any]]:
+            if updates:
+                return [(self.parse(old), self.parse(new)) for old, new in updates]
+            return [(None, p) for p in new_pods()]
+
         self._move(event, now, self._hinted([event], pairs, seed_rule), decided=True)
 
-    def _assigned_pods_deleted(self, objs: list[dict[str, Any]], now: int) -> None:
+    def _assigned_pods_deleted(self, deleted: list[Event], now: int) -> None:
         """AssignedPodDelete (also for a reserved pod deleted before its binding). The
         seed moves every pod some interested plugin rejected; with QueueingHints the
         rejecting plugins' hints decide, the seed's rule standing in where there is none."""
@@ -309,22 +337,33 @@ class QueueEventHandlers:
         if self.hint is None:
             self._move(event, now, None)
             return
-        pairs: list[tuple[Any, Any]] = [(self.parse(obj), None) for obj in objs]
+
+        def pairs() -> list[tuple[Any, Any]]:
+            return [(self.parse(obj), None) for obj in _objects(deleted)]
+
         self._move(event, now, self._hinted([event], pairs, lambda _pod: True), decided=True)
 
     def _hinted(
         self,
         changes: Sequence[ClusterEvent],
-        pairs: Sequence[tuple[Any, Any]],
+        pairs_of: Callable[[], Sequence[tuple[Any, Any]]],
         seed_rule: Callable[[Pod], bool],
     ) -> list[str]:
         """kube's movePodsToActiveOrBackoffQueue with QueueingHints: the unschedulable
         pods that one of their rejecting plugins, interested in one of ``changes``, says
-        to queue for one of the (old, new) object ``pairs``. A plugin without a hint falls
+        to queue for one of the (old, new) object pairs ``pairs_of()`` gives (asked once,
+        and only if some parked pod has a hint to ask). A plugin without a hint falls
         back to the seed: ``seed_rule(pod)``. A pod with no recorded plugin takes the
         seed's rule too (the seed moves such pods on every event it pre-checks)."""
         assert self.hint is not None
         interested = [(change, self.interested(change)) for change in changes]
+        got: list[Sequence[tuple[Any, Any]]] = []
+
+        def pairs() -> Sequence[tuple[Any, Any]]:
+            if not got:
+                got.append(pairs_of())
+            return got[0]
+
         keys: list[str] = []
         for key, plugins in self.queue.unschedulable_pods():
             pod = self.pod_lookup(key)
@@ -341,7 +380,7 @@ class QueueEventHandlers:
                 for plugin in sorted(plugins):
                     if names is not None and plugin not in names:
                         continue
-                    verdicts = [self.hint(pod, plugin, change, old, new) for old, new in pairs]
+                    verdicts = [self.hint(pod, plugin, change, old, new) for old, new in pairs()]
                     if any(v is True for v in verdicts):
                         queue = True
                         break
@@ -409,8 +448,7 @@ class QueueEventHandlers:
             )
 
         if self.hint is not None:
-            pairs = [(old, node)]
-            keys = self._hinted(changes or [event], pairs, pre_check)
+            keys = self._hinted(changes or [event], lambda: [(old, node)], pre_check)
             self._move(event, now, keys, decided=True)
             return
         keys = []
@@ -424,7 +462,11 @@ class QueueEventHandlers:
 
 
 class EventConsumer:
-    """Reads the store's event stream through the consumer group; ack after handling."""
+    """Reads the store's event stream through the consumer group; ack after handling.
+
+    Events are decoded lazily (:class:`~distsched.store.Event`). A binding carries no
+    object: it is rebuilt from an earlier entry of the same batch if there is one, else,
+    if a handler asks for it, from ``store`` in one read for the whole batch."""
 
     def __init__(
         self,
@@ -433,6 +475,7 @@ class EventConsumer:
         consumer: str,
         handlers: QueueEventHandlers,
         *,
+        store: Store | None = None,
         batch: int = 500,
         claim_idle_ms: int = 30_000,
     ) -> None:
@@ -440,6 +483,7 @@ class EventConsumer:
         self.stream = stream
         self.consumer = consumer
         self.handlers = handlers
+        self.store = store
         self.batch = batch
         self.claim_idle_ms = claim_idle_ms
         self._reread = False
@@ -491,12 +535,38 @@ class EventConsumer:
 
     def _handle(self, entries: Iterable[tuple[bytes, dict[bytes, bytes]]]) -> int:
         ids = []
-        events = []
+        batch = []
         for entry_id, fields in entries:
             ids.append(entry_id)
             if fields:  # a trimmed entry comes back empty
-                events.append(decode_event(fields))
-        self.handlers.handle(events)
+                batch.append(fields)
+        self.handlers.handle(self.decode(batch))
         if ids:
             self.client.xack(self.stream, GROUP, *ids)
         return len(ids)
+
+    def decode(self, batch: Sequence[dict[bytes, bytes]]) -> list[Event]:
+        """Events of a batch of entries, nothing decoded yet; bindings without an earlier
+        entry in the batch are looked up in the store together, on first use."""
+        copies: dict[tuple[str, str], ObjectRef] = {}
+        missing: list[tuple[str, int, str]] = []
+        found: dict[tuple[str, int], tuple[Any, Any]] = {}
+
+        def fetch(key: str, rv: int) -> tuple[Any, Any]:
+            if not found and missing and self.store is not None:
+                states = self.store.binding_states(missing)
+                found.update(((k, r), s) for (k, r, _), s in zip(missing, states, strict=True))
+            return found.get((key, rv), (None, None))
+
+        out = []
+        for fields in batch:
+            at = (fields[b"kind"].decode(), fields[b"key"].decode())
+            event = decode_event(fields, copies.get(at), fetch)
+            if event.binding and at not in copies:
+                missing.append((event.key, event.rv, event.node))
+            if event.type == DELETED:
+                copies.pop(at, None)
+            else:
+                copies[at] = event.new
+            out.append(event)
+        return out

@@ -26,7 +26,7 @@ from distsched.framework.plugins.helpers.pdbs import BUDGETS
 from distsched.framework.snapshot import Snapshot
 from distsched.keys import Keys
 from distsched.model import Node, Pod
-from distsched.store import FuncHandler, Informer, Store
+from distsched.store import FuncHandler, Informer, ObjectRef, Store
 
 Obj = dict
 
@@ -86,7 +86,8 @@ class ClusterView:
             add=self._on_pod_add, update=self._on_pod_update, delete=self._on_pod_delete
         )
         self.informer.add_handler("Node", node_handler)
-        self.informer.add_handler("Pod", pod_handler)
+        # Lazy: most pod events are pending pods, which only the nominator may care about.
+        self.informer.add_handler("Pod", pod_handler, lazy=True)
         self.informer.add_handler("Namespace", namespace_handler())
         self.informer.add_handler(
             "PodDisruptionBudget",
@@ -156,14 +157,12 @@ class ClusterView:
         self.node_states.pop(name, None)
         self._pods_generation.pop(name, None)
 
-    def _on_pod_add(self, obj: Obj, _initial: bool) -> None:
-        spec, status = obj.get("spec") or {}, obj.get("status") or {}
-        if not spec.get("nodeName") and not status.get("nominatedNodeName"):
-            # A pending pod: parsed only when a worker pops it, not by every informer.
-            meta = obj.get("metadata") or {}
-            self.nominator.delete(f"{meta.get('namespace', 'default')}/{meta.get('name')}")
+    def _on_pod_add(self, ref: ObjectRef, _initial: bool) -> None:
+        if not ref.node and not ref.nominated:
+            # A pending pod: not decoded, parsed only when a worker pops it.
+            self.nominator.delete(ref.key)
             return
-        pod = self.pod_from(obj)
+        pod = self.pod_from(ref.get())
         if pod.spec.node_name:
             self.nominator.delete(pod.key)
             self.snapshot.add_pod(pod)
@@ -172,14 +171,13 @@ class ClusterView:
         else:
             self.nominator.delete(pod.key)
 
-    def _on_pod_update(self, _old: Obj, new: Obj) -> None:
+    def _on_pod_update(self, _old: ObjectRef, new: ObjectRef) -> None:
         self._on_pod_add(new, False)
 
-    def _on_pod_delete(self, obj: Obj, _unknown: bool) -> None:
-        key = f"{obj['metadata'].get('namespace', 'default')}/{obj['metadata']['name']}"
-        self.snapshot.remove_pod(key)
-        self.nominator.delete(key)
-        self._parsed.pop(key, None)
+    def _on_pod_delete(self, ref: ObjectRef, _unknown: bool) -> None:
+        self.snapshot.remove_pod(ref.key)
+        self.nominator.delete(ref.key)
+        self._parsed.pop(ref.key, None)
 
     # ------------------------------------------------------------------ ledger → snapshot
     def refresh_from_ledger(self) -> int:

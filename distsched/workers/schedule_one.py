@@ -211,7 +211,9 @@ class SchedulingWorker:
             reject_waiting=lambda key: permit.reject(client, keys, key, "", "pod deleted"),
             hint=self._queueing_hint if self.config.queueing_hints else None,
         )
-        self.consumer = EventConsumer(client, keys.events, self.name, self.handlers)
+        self.consumer = EventConsumer(
+            client, keys.events, self.name, self.handlers, store=self.store
+        )
         self.bind_queue = bind_queue(client, keys)
         self.periodic = Periodic(client, keys)
         self.topology_locks = TopologyLocks(client, keys)

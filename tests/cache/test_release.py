@@ -355,7 +355,7 @@ def test_reaper_confirms_a_pod_the_store_already_bound(
     capacity the bound pod uses)."""
     reserve(r, keys, clock, ledger, "ns/bound", "n1", epoch=1, requests={"cpu": 700})
     reserve(r, keys, clock, ledger, "ns/unbound", "n1", epoch=2, requests={"cpu": 300})
-    r.hset(keys.store_meta("Pod"), "ns/bound", '{"rv":"9","uid":"uid-ns/bound","node":"n1"}')
+    r.hset(keys.store_meta("Pod"), "ns/bound", "9|n1|2024-01-01T00:00:00Z|uid-ns/bound")
     clock.step(TTL)
     assert ledger.reap_expired_assumed() == ["ns/unbound"]
     assert ledger.assumed_pods() == {}

@@ -27,7 +27,7 @@ from distsched.framework.podinfo import PodInfo
 from distsched.keys import Keys
 from distsched.model import Node, Pod
 from distsched.queue_redis import RedisQueue
-from distsched.store import Store
+from distsched.store import Store, parse_meta
 
 LEASE_MS = 2_000
 ASSUME_TTL_MS = 4_000
@@ -108,7 +108,7 @@ def bound_nodes(client: redis.Redis) -> dict[str, str]:
     meta = cast(dict[bytes, bytes], client.hgetall(KEYS.store_meta("Pod")))
     out = {}
     for key, raw in meta.items():
-        node = json.loads(raw).get("node")
+        node = parse_meta(raw).node
         if node:
             out[key.decode()] = node
     return out

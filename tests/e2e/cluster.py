@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable
 from typing import Any
@@ -10,6 +9,7 @@ from typing import Any
 import redis
 
 from distsched.keys import Keys
+from distsched.store import parse_meta
 
 Obj = dict[str, Any]
 ZONE = "topology.kubernetes.io/zone"
@@ -50,7 +50,7 @@ def bound_nodes(client: redis.Redis, keys: Keys) -> dict[str, str]:
     """ns/name -> node of every bound pod, from the store's meta hash (one HGETALL)."""
     out = {}
     for key, raw in client.hgetall(keys.store_meta("Pod")).items():
-        node_name = json.loads(raw).get("node")
+        node_name = parse_meta(raw).node
         if node_name:
             out[key.decode()] = node_name
     return out

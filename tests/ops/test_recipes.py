@@ -52,7 +52,7 @@ EXPECTED = {
     "XLEN": [],  # checked as a number below
     "XRANGE '{ds:default}:store:events' - + COUNT 3": ["ADDED", "node-00"],
     "XINFO GROUPS": ["queue-handlers"],
-    "HGET '{ds:default}:store:meta:Pod' demo/demo-000": ['"node":"node-'],
+    "HGET '{ds:default}:store:meta:Pod' demo/demo-000": ["|node-"],
     "HGETALL '{ds:default}:cache:node:node-00'": ["alloc:cpu", "8000", "req:cpu", "gen"],
     "SMEMBERS '{ds:default}:cache:nodepods:node-00'": ["demo/demo-"],
     "HGET '{ds:default}:cache:pods' demo/demo-000": ["node-", "cpu=", "pods=1"],

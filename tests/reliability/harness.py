@@ -7,7 +7,6 @@ named by ``DISTSCHED_RELIABILITY_LOG`` when set, so docs/reliability.md can quot
 
 from __future__ import annotations
 
-import json
 import os
 import statistics
 import threading
@@ -23,7 +22,7 @@ from distsched.bench.binder_pool import node_manifest, pod_manifest
 from distsched.bench.procs import ProcessGroup
 from distsched.connection import RedisOptions, connect, is_sentinel_url
 from distsched.keys import Keys
-from distsched.store import AlreadyExists, Store
+from distsched.store import AlreadyExists, Store, parse_meta
 
 KEYS = Keys("default")  # ProcessGroup's scheduler name
 ROLE_ARGS = ("--lease-ms", "3000", "--assume-ttl-ms", "6000")
@@ -159,7 +158,7 @@ def bound_pods(client: redis.Redis) -> dict[str, str]:
         return {}
     out = {}
     for key, raw in meta.items():
-        node = json.loads(raw).get("node")
+        node = parse_meta(raw).node
         if node:
             out[key.decode()] = node
     return out
@@ -247,7 +246,7 @@ class BindTracker:
         now = time.monotonic()
         bound = 0
         for key, raw in meta.items():
-            if json.loads(raw).get("node"):
+            if parse_meta(raw).node:
                 bound += 1
                 self.first_bound.setdefault(key.decode(), now)
         self.samples.append((now, bound))

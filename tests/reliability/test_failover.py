@@ -17,7 +17,6 @@ Run with ``-s`` to see the figures (quoted in docs/reliability.md).
 
 from __future__ import annotations
 
-import json
 import re
 import shutil
 import signal
@@ -37,7 +36,7 @@ from distsched.bench.procs import ProcessGroup
 from distsched.connection import RedisOptions, connect
 from distsched.keys import Keys
 from distsched.replication import AckPolicy, NotReplicated, set_policy
-from distsched.store import Store
+from distsched.store import Store, parse_meta
 from tests.cli.test_tls_acl import _cert, _key, _write_cert, _write_key
 from tests.reliability.harness import (
     KEYS,
@@ -99,7 +98,7 @@ def run_primary_kill(
         had = {
             k.decode()
             for k, raw in new.client().hgetall(KEYS.store_meta("Pod")).items()
-            if json.loads(raw).get("node")
+            if parse_meta(raw).node
         }
         # The lost machine comes back (or is replaced) as a replica of the new primary:
         # with --min-replicas-ack 1, nothing is acknowledged until one is online.

@@ -7,6 +7,7 @@ from typing import Any, cast
 import redis
 
 from distsched.keys import Keys
+from distsched.store import Event, decode_stream
 
 
 def make_pod(name: str, namespace: str = "default", **spec: Any) -> dict[str, Any]:
@@ -41,3 +42,9 @@ def entries(r: redis.Redis, keys: Keys) -> list[tuple[bytes, dict[bytes, bytes]]
 def events(r: redis.Redis, keys: Keys) -> list[dict[bytes, bytes]]:
     """Raw fields of every entry in the event stream, oldest first."""
     return [fields for _, fields in entries(r, keys)]
+
+
+def decoded(r: redis.Redis, keys: Keys) -> list[Event]:
+    """Every event of the stream, decoded in order as a reader does (bindings, which carry
+    no object, rebuilt from the earlier entries)."""
+    return list(decode_stream(entries(r, keys)))

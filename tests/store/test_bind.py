@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pickle
+from typing import Any
 
 import msgpack
 import pytest
@@ -12,8 +13,16 @@ from distsched.cache.ledger_types import encode_record
 from distsched.clock import FakeClock
 from distsched.keys import Keys
 from distsched.queue_types import encode_info
-from distsched.store import BindConflict, Binding, NotFound, Store, UidMismatch
-from tests.store.helpers import events, make_pod
+from distsched.store import (
+    BindConflict,
+    Binding,
+    InvalidObject,
+    NotFound,
+    Store,
+    UidMismatch,
+    decode_event,
+)
+from tests.store.helpers import decoded, events, make_pod
 
 
 def test_bind_sets_node_name_and_pod_scheduled(store: Store, r: redis.Redis, keys: Keys) -> None:
@@ -32,8 +41,18 @@ def test_bind_sets_node_name_and_pod_scheduled(store: Store, r: redis.Redis, key
     ]
     ev = events(r, keys)[-1]
     assert ev[b"type"] == b"MODIFIED"
-    assert msgpack.unpackb(ev[b"old"])["spec"].get("nodeName") is None
-    assert msgpack.unpackb(ev[b"obj"]) == bound
+    # A binding's entry is compact: no object, the node and the binding's time.
+    assert b"obj" not in ev and b"old" not in ev
+    assert (ev[b"node"], ev[b"bound"]) == (b"n1", b"2023-11-14T22:13:20Z")
+    event = decoded(r, keys)[-1]
+    assert event.binding and event.node == "n1"
+    assert event.old is not None and event.old["spec"].get("nodeName") is None
+    assert event.obj == bound
+    # The store wrote the meta alone; its blob is still the unbound pod.
+    assert r.hget(keys.store_meta("Pod"), "default/a") == (
+        f"3|n1|2023-11-14T22:13:20Z|{pod['metadata']['uid']}".encode()
+    )
+    assert msgpack.unpackb(r.hget(keys.objects("Pod"), "default/a")) == event.old
 
 
 def test_bind_same_node_twice_is_one_event(store: Store, r: redis.Redis, keys: Keys) -> None:
@@ -114,21 +133,30 @@ def test_bind_many_same_pod_twice_in_a_batch(store: Store) -> None:
 def _race_before_script(
     monkeypatch: pytest.MonkeyPatch, store: Store, action: object, times: int = 1
 ) -> list[str]:
-    """Run ``action()`` between ``store``'s bind read and its script, ``times`` times."""
-    original = Store._bound_pod
+    """Run ``action()`` right before ``store``'s bind script, ``times`` times; returns one
+    entry per script call."""
+    scripts = store._scripts
+    original = scripts.get
     seen: list[str] = []
 
-    def racing(pod: dict, node_name: str, now: str) -> dict:
-        seen.append(pod["metadata"]["resourceVersion"])
-        if len(seen) <= times:
-            action()  # type: ignore[operator]
-        return original(pod, node_name, now)
+    def get(name: str) -> Any:
+        script = original(name)
+        if name != "store_bind":
+            return script
 
-    monkeypatch.setattr(store, "_bound_pod", racing)
+        def racing(**kw: Any) -> Any:
+            seen.append(name)
+            if len(seen) <= times:
+                action()  # type: ignore[operator]
+            return script(**kw)
+
+        return racing
+
+    monkeypatch.setattr(scripts, "get", get)
     return seen
 
 
-def test_bind_retries_when_the_pod_changed_after_the_read(
+def test_a_write_just_before_the_bind_is_kept(
     store: Store, r: redis.Redis, keys: Keys, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     store.create(make_pod("a"))
@@ -137,7 +165,7 @@ def test_bind_retries_when_the_pod_changed_after_the_read(
         monkeypatch, store, lambda: other.update_pod_status("default/a", nominated_node_name="n5")
     )
     assert store.bind("default/a", None, "n1") == "bound"
-    assert seen == ["1", "2"], "stale in the script, re-read, bound on the second attempt"
+    assert len(seen) == 1, "a bind reads nothing first, so nothing to retry"
     pod = store.get("Pod", "default/a")
     assert pod is not None
     assert pod["spec"]["nodeName"] == "n1"
@@ -167,8 +195,54 @@ def test_the_script_itself_refuses_binds_that_lost_a_race(
     with pytest.raises(error):
         store.bind("default/a", pod["metadata"]["uid"], "n1")
     assert len(seen) == 1, "refused by the script, no retry"
-    for ev in events(r, keys):
-        assert msgpack.unpackb(ev[b"obj"])["spec"].get("nodeName") != "n1"
+    for ev in decoded(r, keys):
+        assert ev.node != "n1"
+
+
+def test_bad_node_names_are_refused_before_any_write(
+    store: Store, r: redis.Redis, keys: Keys
+) -> None:
+    store.create_many([make_pod("a"), make_pod("b")])
+    for node in ("", "n|1"):
+        with pytest.raises(InvalidObject):
+            store.bind_many([("default/a", None, "n1"), ("default/b", None, node)])
+    assert store.resource_version() == 2
+    assert len(events(r, keys)) == 2
+
+
+def test_update_and_delete_after_a_bind_keep_the_binding(
+    store: Store, r: redis.Redis, keys: Keys, clock: FakeClock
+) -> None:
+    """The blob predates the binding until the next full write: every reader applies the
+    meta, and the events of later writes carry what readers need to do the same."""
+    clock.set(1_700_000_000_000)
+    pod = store.create(make_pod("a"))
+    store.bind("default/a", None, "n1")
+    bound = store.get("Pod", "default/a")
+    assert bound is not None
+    assert store.list("Pod")[0] == [bound]
+    assert store.snapshot().objects["Pod"]["default/a"] == bound
+    assert store.get_many("Pod", ["default/a", "default/x"]) == [bound, None]
+    updated = store.update_pod_status("default/a", nominated_node_name="n1")
+    assert updated["spec"]["nodeName"] == "n1"
+    assert updated["status"]["conditions"] == bound["status"]["conditions"]
+    assert store.get("Pod", "default/a") == updated
+    meta = r.hget(keys.store_meta("Pod"), "default/a")
+    assert meta == f"3|n1||{pod['metadata']['uid']}".encode(), "whole again: no bound_at"
+    update_event = decoded(r, keys)[-1]
+    assert (update_event.old, update_event.obj) == (bound, updated)
+    assert update_event.nominated == "n1"
+
+    store.create(make_pod("b"))
+    store.bind("default/b", None, "n2")
+    bound_b = store.get("Pod", "default/b")
+    assert bound_b is not None
+    last = store.delete("Pod", "default/b")
+    assert last == {**bound_b, "metadata": {**bound_b["metadata"], "resourceVersion": "6"}}
+    raw = events(r, keys)[-1]
+    assert raw[b"node"] == b"n2" and b"objmeta" in raw
+    deleted = decode_event(raw)
+    assert deleted.obj == last, "a DELETED entry is decodable on its own"
 
 
 def test_bind_result_is_its_status_string_and_pickles(store: Store) -> None:

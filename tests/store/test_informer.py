@@ -248,3 +248,76 @@ def test_threaded_informer_delivers_events(store: Store, r: redis.Redis, keys: K
             informer.start()
     finally:
         informer.stop()
+
+
+class ObjectRecorder:
+    """An EventHandler that keeps what it was given (objects, or refs when lazy)."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[Any, ...]] = []
+
+    def on_add(self, obj: Any, initial_list: bool) -> None:
+        self.calls.append(("add", obj, initial_list))
+
+    def on_update(self, old: Any, new: Any) -> None:
+        self.calls.append(("update", old, new))
+
+    def on_delete(self, obj: Any, final_state_unknown: bool) -> None:
+        self.calls.append(("delete", obj, final_state_unknown))
+
+
+def test_a_binding_is_delivered_as_the_previous_object_and_the_bound_one(
+    store: Store, r: redis.Redis, keys: Keys
+) -> None:
+    """A binding's entry carries no object: the handlers still get (old, new) as if the
+    whole pod had been shipped, equal to what the store reads before and after."""
+    store.create(make_pod("a"))
+    informer = Informer(r, keys)
+    seen = ObjectRecorder()
+    informer.add_handler("Pod", seen)
+    informer.poll_once()
+    before = store.get("Pod", "default/a")
+    store.bind("default/a", None, "n1")
+    after = store.get("Pod", "default/a")
+    store.update_pod_status("default/a", nominated_node_name="n1")
+    informer.poll_once()
+    assert seen.calls[1] == ("update", before, after)
+    assert seen.calls[2] == ("update", after, store.get("Pod", "default/a"))
+    assert informer.get("Pod", "default/a") == store.get("Pod", "default/a")
+
+
+def test_a_lazy_handler_gets_refs_and_pending_pods_stay_undecoded(
+    store: Store, r: redis.Redis, keys: Keys
+) -> None:
+    informer = Informer(r, keys)
+    lazy = ObjectRecorder()
+    informer.add_handler("Pod", lazy, lazy=True)
+    informer.poll_once()
+    store.create_many([make_pod("pending"), make_pod("bound")])
+    store.update_pod_status("default/pending", nominated_node_name="n2")
+    store.bind("default/bound", None, "n1")
+    informer.poll_once()
+    (_, pending, _), (_, bound_add, _), (_, _, nominated), (_, old, new) = lazy.calls
+    assert (pending.key, pending.node, pending.nominated) == ("default/pending", "", "")
+    assert (nominated.nominated, new.node, old.node) == ("n2", "n1", "")
+    assert not any(ref.decoded for ref in (pending, bound_add, nominated, old, new))
+    assert new.get() == store.get("Pod", "default/bound")
+    assert old.decoded, "the bound pod is built from the previous copy"
+    assert informer.get("Pod", "default/pending") == store.get("Pod", "default/pending")
+
+
+def test_a_binding_of_a_pod_the_informer_has_no_copy_of_reads_the_store(
+    store: Store, r: redis.Redis, keys: Keys
+) -> None:
+    store.create_many([make_pod("a"), make_pod("b")])
+    informer = Informer(r, keys)
+    seen = ObjectRecorder()
+    informer.add_handler("Pod", seen)
+    informer.poll_once()
+    before = store.get("Pod", "default/a")
+    informer._indexer["Pod"].clear()  # as if it had missed them (not expected in practice)
+    store.bind_many([("default/a", None, "n1"), ("default/b", None, "n1")])
+    store.delete("Pod", "default/b")
+    informer.poll_once()
+    assert seen.calls[2] == ("update", before, store.get("Pod", "default/a"))
+    assert [c[0] for c in seen.calls[3:]] == ["delete"], "b: gone, only its delete"

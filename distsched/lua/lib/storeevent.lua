@@ -1,0 +1,24 @@
+-- The store scripts' shared tail (included with "--!include storeevent"): the history
+-- epoch and the event append. Every store script has KEYS[1] rv counter, KEYS[2] event
+-- stream, KEYS[3] epoch, ARGV[1] stream cap, ARGV[2] epoch candidate.
+
+local epoch_value = nil
+
+-- The store's epoch, set to the candidate ARGV[2] by the first write ever.
+local function store_epoch()
+  if not epoch_value then
+    epoch_value = redis.call('GET', KEYS[3])
+    if not epoch_value then
+      epoch_value = ARGV[2]
+      redis.call('SET', KEYS[3], epoch_value)
+    end
+  end
+  return epoch_value
+end
+
+-- Append the event of rv (a decimal string): id "<rv>-0", then type, kind, key, rv,
+-- epoch and the field/value pairs given after rv.
+local function store_event(etype, kind, key, rv, ...)
+  redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[1], rv .. '-0',
+    'type', etype, 'kind', kind, 'key', key, 'rv', rv, 'epoch', store_epoch(), ...)
+end
