@@ -10,6 +10,7 @@ whose fields are listed in :data:`INFO_FIELDS`. In Redis it is one line of text
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -75,6 +76,9 @@ def encode_info(info: Mapping[str, Any]) -> str:
 def decode_info(key: str, raw: str | bytes) -> dict[str, Any]:
     """The info dict of a stored record (``m`` derived, ``u`` present only when set)."""
     text = raw.decode() if isinstance(raw, bytes) else raw
+    if text.startswith("{"):  # JSON, written before this layout (an in-place upgrade)
+        legacy = json.loads(text)
+        text = encode_info({**{f: 0 for f in _NUMERIC}, "pl": "", "uid": "", **legacy})
     parts = text.split("|", len(RECORD_FIELDS) - 1)
     if len(parts) != len(RECORD_FIELDS):
         raise ValueError(f"not a queue record for {key}: {text!r}")

@@ -9,6 +9,7 @@ A topology domain is the string ``"<topologyKey>=<value>"`` (see :func:`domain`)
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
@@ -255,6 +256,18 @@ def encode_record(
 
 def decode_record(pod_key: str, raw: str | bytes, deadline: float | None) -> PodRecord:
     text = raw.decode() if isinstance(raw, bytes) else raw
+    if text.startswith("{"):  # JSON, written before this layout (an in-place upgrade)
+        legacy = json.loads(text)
+        text = " ".join(
+            (
+                legacy["node"],
+                str(legacy.get("token", "")),
+                encode_requests(legacy.get("req") or {}),
+                str(legacy.get("ports", "")),
+                str(legacy.get("ak", "")),
+                str(legacy.get("uid", "")),
+            )
+        )
     parts = text.split(" ", 5)
     if len(parts) != 6:
         raise ValueError(f"not a ledger record for {pod_key}: {text!r}")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 import redis
 
@@ -10,6 +12,7 @@ from distsched.cache.ledger_types import domain
 from distsched.clock import FakeClock
 from distsched.keys import Keys
 from distsched.lua import ScriptSet
+from distsched.queue_redis import RedisQueue
 from tests.cache.ledger_helpers import (
     SMALL,
     ZONE,
@@ -456,3 +459,37 @@ def test_claim_renews_assumed_reservations_and_names_the_others(
     assert r.zscore(keys.ledger_assumed, "ns/b") is None
     assert r.zscore(keys.ledger_assumed, "ns/c") is None
     assert ledger.claim([]) == []
+
+
+def test_records_written_as_json_before_the_line_layout_still_work(
+    r: redis.Redis, keys: Keys, clock: FakeClock, ledger: Ledger
+) -> None:
+    """A deployment upgraded in place keeps its JSON queue and ledger records: they are
+    read as before and rewritten in the line layout on their next move."""
+    queue = RedisQueue(r, keys)
+    now = clock.now_ms()
+    old_info = {"uid": "u-a", "p": 5, "ts": now, "its": now, "a": 0, "w": "active"}
+    old_info |= {"m": f"{now:013d}|ns/a", "pl": "", "cy": 0, "e": 0, "d": 0, "bo": 0}
+    r.hset(keys.info, "ns/a", json.dumps(old_info))
+    r.zadd(keys.active, {f"{now:013d}|ns/a": -5})
+    assert queue.info("ns/a") == {**old_info}
+    [popped] = queue.pop(1, now_ms=now)
+    assert (popped.key, popped.uid, popped.priority, popped.attempts) == ("ns/a", "u-a", 5, 1)
+    assert r.hget(keys.info, "ns/a").startswith(b"inflight|")  # type: ignore[union-attr]
+    # an inflight pod whose record is still JSON is assumed all the same
+    r.hset(keys.info, "ns/b", json.dumps({**old_info, "w": "inflight", "e": 9, "uid": "u-b"}))
+    r.zadd(keys.inflight, {"ns/b": now + 10_000})
+    [result] = ledger.reserve_batch([decision("ns/b", "n1", epoch=9, uid="u-b")])
+    assert isinstance(result, Reserved)
+    assert info_of(r, keys, "ns/b")["w"] == "assumed"  # type: ignore[index]
+    # an old JSON ledger record is released and read like a new one
+    old_record = {"node": "n2", "uid": "u-c", "req": {"cpu": 300, "pods": 1}, "ports": ""}
+    r.hset(keys.ledger_pods, "ns/c", json.dumps({**old_record, "token": "4", "ak": ""}))
+    r.zadd(keys.ledger_assumed, {"ns/c": now + 1000})
+    r.hset(keys.ledger_node("n2"), mapping={"req:cpu": 300, "req:pods": 1})
+    r.sadd(keys.ledger_node_pods("n2"), "ns/c")
+    record = ledger.pod("ns/c")
+    assert record is not None and (record.node, record.requests) == ("n2", {"cpu": 300, "pods": 1})
+    assert ledger.release("ns/c", "4")
+    assert ledger.node_state(["n2"])["n2"].requested == {}
+    assert ledger.check_consistency() == []

@@ -26,6 +26,18 @@ end
 -- {node, token, req (text), ports (text), ak (text), uid}, or nil when not a record.
 local function led_decode(text)
   if not text then return nil end
+  if string.byte(text, 1) == 123 then  -- '{': JSON, written before this layout
+    local ok, j = pcall(cjson.decode, text)
+    if not ok or type(j) ~= 'table' or type(j.node) ~= 'string' then return nil end
+    local req = {}
+    for res, amt in pairs(type(j.req) == 'table' and j.req or {}) do
+      req[#req + 1] = res .. '=' .. string.format('%d', amt)
+    end
+    table.sort(req)
+    return { node = j.node, token = tostring(j.token or ''), req = table.concat(req, ','),
+             ports = type(j.ports) == 'string' and j.ports or '',
+             ak = type(j.ak) == 'string' and j.ak or '', uid = tostring(j.uid or '') }
+  end
   local node, token, req, ports, ak, uid = string.match(text, LEDGER_PATTERN)
   if not node then return nil end
   return { node = node, token = token, req = req, ports = ports, ak = ak, uid = uid }

@@ -24,9 +24,21 @@
 
 local REC_PATTERN = '^(%l*)|(%d+)|(%d+)|(%d+)|(%d+)|([01])|(%-?%d+)|(%d+)|(%d+)|(%d+)|([^|]*)|(.*)$'
 
+-- A record written as JSON by versions before this layout (a deployment upgraded in
+-- place): the same fields, "m" aside.
+local function rec_from_json(text)
+  local ok, j = pcall(cjson.decode, text)
+  if not ok or type(j) ~= 'table' or type(j.w) ~= 'string' then return nil end
+  return { w = j.w, e = tonumber(j.e) or 0, cy = tonumber(j.cy) or 0, a = tonumber(j.a) or 0,
+           d = tonumber(j.d) or 0, u = tonumber(j.u) or 0, p = tonumber(j.p) or 0,
+           ts = tonumber(j.ts) or 0, its = tonumber(j.its) or 0, bo = tonumber(j.bo) or 0,
+           pl = type(j.pl) == 'string' and j.pl or '', uid = type(j.uid) == 'string' and j.uid or '' }
+end
+
 -- The record as a table, or nil when the text is not a record.
 local function rec_decode(text)
   if not text then return nil end
+  if string.byte(text, 1) == 123 then return rec_from_json(text) end  -- '{'
   local w, e, cy, a, d, u, p, ts, its, bo, pl, uid = string.match(text, REC_PATTERN)
   if not w then return nil end
   return { w = w, e = tonumber(e), cy = tonumber(cy), a = tonumber(a), d = tonumber(d),
@@ -48,6 +60,7 @@ local UID_PATTERN = '^(%l*)|(%d+)|[^|]*|[^|]*|[^|]*|[^|]*|[^|]*|[^|]*|[^|]*|[^|]
 -- (delivered max_deliveries times), or nil when the text is not a record.
 local function rec_pop(text, cycle, epoch, max_deliveries)
   if not text then return nil end
+  if string.byte(text, 1) == 123 then text = rec_encode(rec_from_json(text) or {}) end
   local w, e, cy, a, d, rest = string.match(text, HEAD_PATTERN)
   if not w then return nil end
   if tonumber(d) >= max_deliveries then
@@ -60,6 +73,11 @@ end
 -- The record's place, lease epoch and uid, read without decoding the rest.
 local function rec_fencing(text)
   if not text then return nil end
+  if string.byte(text, 1) == 123 then
+    local r = rec_from_json(text)
+    if not r then return nil end
+    return r.w, r.e, r.uid
+  end
   local w, e, uid = string.match(text, UID_PATTERN)
   if not w then return nil end
   return w, tonumber(e), uid
@@ -73,6 +91,11 @@ local function rec_assume_text(text, epoch, uid)
   if w ~= 'inflight' then return nil, 'pod is not inflight' end
   if e ~= epoch then return nil, 'lease epoch ' .. epoch .. ' is not current' end
   if have_uid ~= '' and have_uid ~= uid then return nil, 'pod uid changed' end
+  if string.byte(text, 1) == 123 then
+    local r = rec_from_json(text)
+    r.w = 'assumed'
+    return rec_encode(r)
+  end
   return 'assumed' .. string.sub(text, 9)
 end
 
