@@ -24,6 +24,19 @@ T:q:move_cycle            string  scheduling cycle of the last move request
 T:q:epoch                 string  lease epoch counter (fencing tokens)
 T:q:wake                  list    wake-up tokens for blocking pops
 T:q:explain               hash    ns/name -> JSON diagnosis of the last failed attempt
+T:q:events                stream  the store events the queue's Python handlers must see (the
+                                  workers' consumer group "queue-handlers" reads it): the
+                                  entries of T:store:events, same id and fields, but for the
+                                  moves a write script made itself (a pending pod's create
+                                  enqueued, a reserved pod's bind with nothing unschedulable)
+                                  and for kinds the handlers ignore
+T:q:added                 hash    ``active`` / ``gated`` -> pods the store's create script
+                                  enqueued there (a counter, cluster-wide)
+T:q:profiles              hash    schedulerName -> how a pending pod of that profile enters
+                                  the queue: ``g`` gated iff spec.schedulingGates, ``n``
+                                  never gated (both: the store's create script enqueues it),
+                                  ``p`` the workers' PreEnqueue plugins decide (written by
+                                  every worker at start)
 T:store:rv                string  global resourceVersion, +1 per object written
 T:store:obj:<Kind>        hash    key -> msgpack of the whole object, resourceVersion
                                   included; a bind does not rewrite it: while the meta has a
@@ -150,6 +163,18 @@ class Keys:
     @property
     def explain(self) -> str:
         return self._k("q", "explain")
+
+    @property
+    def queue_events(self) -> str:
+        return self._k("q", "events")
+
+    @property
+    def profiles(self) -> str:
+        return self._k("q", "profiles")
+
+    @property
+    def added(self) -> str:
+        return self._k("q", "added")
 
     # --- store ("API server") ---------------------------------------------------------
     @property

@@ -22,7 +22,7 @@ from prometheus_client import (
     disable_created_metrics,
     start_http_server,
 )
-from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from distsched.explain_record import decode_explanations, queue_read_explanations
@@ -179,7 +179,7 @@ class QueueCollector(Collector):
         self._client = client
         self._keys = keys
 
-    def collect(self) -> Iterable[GaugeMetricFamily]:
+    def collect(self) -> Iterable[GaugeMetricFamily | CounterMetricFamily]:
         pending = GaugeMetricFamily(
             f"{PREFIX}_pending_pods", "Pods waiting in each scheduling sub-queue.", labels=["queue"]
         )
@@ -189,8 +189,16 @@ class QueueCollector(Collector):
             "Pods in the unschedulable set, counted once per plugin that rejected them.",
             labels=["plugin", "profile"],
         )
+        added = CounterMetricFamily(
+            f"{PREFIX}_queue_store_added_pods",
+            "Pods the store's create script put straight into the queue (cluster-wide): a "
+            "pending pod whose profile gates only on schedulingGates never reaches the "
+            "workers' handlers, so queue_incoming_pods_total{event='PodAdd'} misses it.",
+            labels=["queue"],
+        )
         try:
             counts, per_plugin = self._read()
+            raw_added = self._client.hgetall(self._keys.added)
         except redis.RedisError as exc:
             log.warning("metrics: cannot read queue sizes from Redis: %s", exc)
             return
@@ -200,9 +208,12 @@ class QueueCollector(Collector):
         dead.add_metric([], counts[DEAD])
         for (plugin, profile), count in sorted(per_plugin.items()):
             unschedulable.add_metric([plugin, profile], count)
+        for queue in ("active", "gated"):
+            added.add_metric([queue], int(raw_added.get(queue.encode(), raw_added.get(queue, 0))))
         yield pending
         yield dead
         yield unschedulable
+        yield added
 
     def _read(self) -> tuple[dict[str, int], Tally[tuple[str, str]]]:
         keys = self._keys

@@ -164,13 +164,22 @@ class MemoryQueue:
                 self._to_active(entry.key, info)
             return info["w"]
 
-    def delete(self, keys: Sequence[str], *, now_ms: int | None = None) -> int:
-        """Remove pods from wherever they are. ``now_ms`` is accepted for symmetry only."""
+    def delete(
+        self,
+        keys: Sequence[str],
+        *,
+        now_ms: int | None = None,
+        uids: Sequence[str] | None = None,
+    ) -> int:
+        """Remove pods from wherever they are (with ``uids``: only a record of that uid).
+        ``now_ms`` is accepted for symmetry only."""
         with self._cond:
             deleted = 0
-            for key in keys:
-                info = self._infos.pop(key, None)
-                if info is not None:
+            wanted = uids if uids is not None else [""] * len(keys)
+            for key, uid in zip(keys, wanted, strict=True):
+                info = self._infos.get(key)
+                if info is not None and uid in ("", info["uid"]):
+                    del self._infos[key]
                     self._detach(key, info)
                     deleted += 1
             return deleted

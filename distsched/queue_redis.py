@@ -134,13 +134,21 @@ class RedisQueue:
         keys = [k.info, k.active, k.backoff, k.unschedulable, k.gated, k.wake]
         return _text(self._run("update", keys, args))
 
-    def delete(self, keys: Sequence[str], *, now_ms: int | None = None) -> int:
-        """Remove pods from wherever they are. ``now_ms`` is accepted for symmetry only."""
+    def delete(
+        self,
+        keys: Sequence[str],
+        *,
+        now_ms: int | None = None,
+        uids: Sequence[str] | None = None,
+    ) -> int:
+        """Remove pods from wherever they are (with ``uids``: only a record of that uid).
+        ``now_ms`` is accepted for symmetry only."""
         if not keys:
             return 0
         k = self._keys
         script_keys = [k.info, k.active, k.backoff, k.unschedulable, k.gated, k.inflight, k.dead]
-        return int(self._run("delete", script_keys, keys))
+        pairs = zip(keys, uids if uids is not None else [""] * len(keys), strict=True)
+        return int(self._run("delete", script_keys, [x for pair in pairs for x in pair]))
 
     def pop(self, max_pods: int, *, now_ms: int) -> list[QueuedPod]:
         if max_pods < 1:

@@ -295,7 +295,7 @@ def wait_for(
 
 def _consumers(client: redis.Redis, keys: Keys) -> int:
     try:
-        return len(client.xinfo_consumers(keys.events, GROUP))
+        return len(client.xinfo_consumers(keys.queue_events, GROUP))
     except redis.ResponseError:
         return 0  # no stream or group yet
 

@@ -427,9 +427,10 @@ class Ledger:
         False when there was nothing to release. The caller requeues the pod."""
         return bool(self._release("forget", [pod_key], token=token or ""))
 
-    def pod_deleted(self, pod_key: str) -> bool:
-        """The pod was deleted: release it whether assumed or bound."""
-        return bool(self._release("delete", [pod_key]))
+    def pod_deleted(self, pod_key: str, uid: str = "") -> bool:
+        """The pod was deleted: release it whether assumed or bound (with ``uid``: only a
+        record of that uid, not one of a pod re-created under the same name since)."""
+        return bool(self._release("delete", [pod_key], token=uid))
 
     def reap_expired_assumed(self, now_ms: int | None = None) -> list[str]:
         """Release the assumed pods whose deadline passed and requeue them (backoffQ for

@@ -2,7 +2,8 @@
 
 Modes (ARGV[2]):
   forget  assumed pods only, and only when ARGV[3] is "" or equals the record's token
-  delete  assumed or bound pods (the pod object was deleted)
+  delete  assumed or bound pods (the pod object was deleted); only the record of uid
+          ARGV[3] when it is not "" (a pod re-created under the name keeps its own)
   expire  assumed pods whose assume deadline <= ARGV[1]; each one whose queue record still
           says assumed with the same uid is requeued through the queue's hand-off
           (lib/queue_record.lua rec_requeue_released: backoffQ for the backoff of its
@@ -32,7 +33,7 @@ KEYS[n-3] hash  store meta of pods: ns/name -> "<rv>|<node>|<bound_at>|<uid>" (e
 KEYS[n-2] hash  cache:usage, KEYS[n-1] zset cache:feed, KEYS[n] string cache:feedver
 ARGV[1]  integer  now (ms since epoch)
 ARGV[2]  string   mode: forget | delete | expire
-ARGV[3]  string   token required by forget ("" = any)
+ARGV[3]  string   token required by forget, uid required by delete ("" = any)
 ARGV[4]  integer  initial backoff (ms)
 ARGV[5]  integer  maximum backoff (ms)
 ARGV[6]  integer  longest the wake list may grow
@@ -123,7 +124,7 @@ for a = 8 + n_nodes, #ARGV do
     local deadline = tonumber(redis.call('ZSCORE', KEYS[2], key))
     local take
     if mode == 'delete' then
-      take = true
+      take = token == '' or rec.uid == token
     elseif mode == 'forget' then
       take = deadline ~= nil and (token == '' or rec.token == token)
     else

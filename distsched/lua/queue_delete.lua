@@ -1,4 +1,6 @@
 -- queue_delete: remove pods from whichever sub-queue holds them and drop their record.
+-- A pod given with a uid is removed only while its record has that uid: a deleted pod's
+-- handler must not remove the record of a pod re-created under the same name since.
 --
 -- KEYS[1]  hash  info           ns/name -> queue record (lib/queue_record.lua)
 -- KEYS[2]  zset  activeQ        member "<ts:013d>|ns/name"
@@ -7,24 +9,27 @@
 -- KEYS[5]  zset  gated          member ns/name
 -- KEYS[6]  zset  inflight       member ns/name
 -- KEYS[7]  zset  dead           member ns/name
--- ARGV[1..n]  str  pod keys (ns/name)
+-- ARGV[2i-1]  str  pod key (ns/name)
+-- ARGV[2i]    str  its uid, or "" for whatever pod holds the name
 -- Returns: integer, the number of pods that were known and are now gone.
 
 --!include queue_record
 
+if #ARGV % 2 ~= 0 then return redis.error_reply('queue_delete: expects key, uid pairs') end
 local set_of = {backoff = KEYS[3], unschedulable = KEYS[4], gated = KEYS[5],
                 inflight = KEYS[6], dead = KEYS[7]}
 local deleted = 0
-for i = 1, #ARGV do
-  local raw = redis.call('HGET', KEYS[1], ARGV[i])
-  if raw then
-    local r = rec_decode(raw)
+for i = 1, #ARGV, 2 do
+  local key, uid = ARGV[i], ARGV[i + 1]
+  local raw = redis.call('HGET', KEYS[1], key)
+  local r = raw and rec_decode(raw)
+  if raw and (uid == '' or not r or r.uid == uid) then
     if r and r.w == 'active' then
-      redis.call('ZREM', KEYS[2], active_member(r.ts, ARGV[i]))
+      redis.call('ZREM', KEYS[2], active_member(r.ts, key))
     elseif r and set_of[r.w] then
-      redis.call('ZREM', set_of[r.w], ARGV[i])
+      redis.call('ZREM', set_of[r.w], key)
     end
-    redis.call('HDEL', KEYS[1], ARGV[i])
+    redis.call('HDEL', KEYS[1], key)
     deleted = deleted + 1
   end
 end

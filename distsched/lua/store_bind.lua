@@ -3,11 +3,15 @@
 -- KEYS[1]  string  global resourceVersion counter
 -- KEYS[2]  stream  event stream
 -- KEYS[3]  string  store epoch (set to ARGV[2] if missing)
--- KEYS[4]  hash    pod meta: "ns/name" -> "<rv>|<node>|<bound_at>|<uid>"
--- Reservation mode (the binder's), when 7 KEYS are given:
--- KEYS[5]  hash    ledger cache:pods: "ns/name" -> ledger record (lib/ledger_record.lua)
--- KEYS[6]  zset    ledger cache:assumed: "ns/name" -> assume deadline (ms)
--- KEYS[7]  hash    queue info: "ns/name" -> queue record (lib/queue_record.lua)
+-- KEYS[4]  stream  the queue handlers' events (q:events)
+-- KEYS[5]  hash    pod meta: "ns/name" -> "<rv>|<node>|<bound_at>|<uid>"
+-- Reservation mode (the binder's), when 11 KEYS are given:
+-- KEYS[6]  hash    ledger cache:pods: "ns/name" -> ledger record (lib/ledger_record.lua)
+-- KEYS[7]  zset    ledger cache:assumed: "ns/name" -> assume deadline (ms)
+-- KEYS[8]  hash    queue info: "ns/name" -> queue record (lib/queue_record.lua)
+-- KEYS[9]  string  queue cycle (scheduling cycle counter)
+-- KEYS[10] string  queue move_cycle (set to the cycle: every binding is a move request)
+-- KEYS[11] zset    queue unschedulable
 --
 -- ARGV[1]  int     stream cap (XADD MAXLEN ~)
 -- ARGV[2]  string  epoch candidate (a fresh random id; used only if KEYS[3] is missing)
@@ -35,7 +39,11 @@
 --   "bound", new_rv | "already-bound", "" | "conflict", current_node | "not-found", "" |
 --   "uid-mismatch", current_uid | "unreserved", ""
 -- Each "bound" appends a MODIFIED event without obj/old: fields type, kind, key, rv,
--- epoch, node, and bound = the time (the marker of a binding).
+-- epoch, node, and bound = the time (the marker of a binding). In reservation mode, while
+-- no pod waits in the unschedulable set, the binding's queue moves are all made here (the
+-- reservation confirmed, the pod forgotten, kube's AssignedPodAdd move request recorded:
+-- move_cycle = cycle), so its event does not go to q:events; otherwise it does, for the
+-- handlers to decide which parked pods it helps.
 
 --!include storemeta
 --!include storeevent
@@ -45,12 +53,14 @@
 local at = ARGV[3]
 local n = tonumber(ARGV[4])
 local out = {}
-local reserving = #KEYS == 7
+local reserving = #KEYS == 11
 local stride = reserving and 4 or 3
+local to_queue = true
+if reserving and redis.call('ZCARD', KEYS[11]) == 0 then to_queue = false end
 
 -- ---- reservation check / confirm: the ledger's and the queue's hand-off
 -- (lib/ledger_record.lua, lib/queue_record.lua)
-local LEDGER_PODS, LEDGER_ASSUMED, QUEUE_INFO = KEYS[5], KEYS[6], KEYS[7]
+local LEDGER_PODS, LEDGER_ASSUMED, QUEUE_INFO = KEYS[6], KEYS[7], KEYS[8]
 
 -- The ledger record of ``key`` when it holds a reservation on ``node`` under ``token``.
 local function reservation(key, node, token)
@@ -68,11 +78,12 @@ local function confirm(key, rec)
 end
 -- ---- end of the reservation block -----------------------------------------------------
 
+local bound_any = false
 for i = 0, n - 1 do
   local base = 5 + stride * i
   local key = ARGV[base]
   local node = ARGV[base + 2]
-  local meta_raw = redis.call('HGET', KEYS[4], key)
+  local meta_raw = redis.call('HGET', KEYS[5], key)
   local status, detail = nil, ''
   local rv, cur_node, uid = nil, nil, nil
   if meta_raw then
@@ -98,11 +109,15 @@ for i = 0, n - 1 do
   if rec and (not status or status == 'already-bound') then confirm(key, rec) end
   if not status then
     local new_rv = string.format('%d', redis.call('INCR', KEYS[1]))
-    redis.call('HSET', KEYS[4], key, meta_string(new_rv, node, at, uid))
-    store_event('MODIFIED', 'Pod', key, new_rv, 'node', node, 'bound', at)
+    redis.call('HSET', KEYS[5], key, meta_string(new_rv, node, at, uid))
+    store_event(to_queue, 'MODIFIED', 'Pod', key, new_rv, 'node', node, 'bound', at)
     status, detail = 'bound', new_rv
+    bound_any = true
   end
   out[#out + 1] = status
   out[#out + 1] = detail
+end
+if bound_any and not to_queue then
+  redis.call('SET', KEYS[10], redis.call('GET', KEYS[9]) or '0')
 end
 return out

@@ -1,15 +1,27 @@
--- store_create.lua: create one or more objects, all or nothing.
+-- store_create.lua: create one or more objects, all or nothing; pending pods enter the
+-- scheduling queue in the same step when their profile lets the store decide (q:profiles).
 --
 -- KEYS[1]        string  global resourceVersion counter
 -- KEYS[2]        stream  event stream
 -- KEYS[3]        string  store epoch (set to ARGV[2] if missing)
--- KEYS[2+2s]     hash    objects of kind slot s (s = 1, 2, ...): key -> msgpack blob
--- KEYS[3+2s]     hash    meta of kind slot s: key -> "<rv>|<node>|<bound_at>|<uid>"
+-- KEYS[4]        stream  the queue handlers' events (q:events)
+-- KEYS[5]        hash    q:profiles: schedulerName -> "g" | "n" | "p"
+-- KEYS[6]        hash    queue info: ns/name -> queue record (lib/queue_record.lua)
+-- KEYS[7]        zset    activeQ: "<ts:013d>|ns/name" -> -priority
+-- KEYS[8]        zset    gated: ns/name -> queue timestamp (ms)
+-- KEYS[9]        list    wake tokens for blocking pops
+-- KEYS[10..13]   zset    backoffQ, unschedulable, inflight, dead (where a leftover record
+--                        of another uid may sit)
+-- KEYS[14]       hash    q:added: "active" / "gated" -> pods enqueued here (counters)
+-- KEYS[13+2s]    hash    objects of kind slot s (s = 1, 2, ...): key -> msgpack blob
+-- KEYS[14+2s]    hash    meta of kind slot s: key -> "<rv>|<node>|<bound_at>|<uid>"
 --
 -- ARGV[1]        int     stream cap (XADD MAXLEN ~)
 -- ARGV[2]        string  epoch candidate (a fresh random id; used only if KEYS[3] is missing)
 -- ARGV[3]        int     n, the number of objects
--- then 8 ARGV per object i (0-based), from ARGV[4 + 8i]:
+-- ARGV[4]        int     now (ms): the queue timestamp of pods enqueued here
+-- ARGV[5]        int     wake cap: longest the wake list may grow
+-- then 11 ARGV per object i (0-based), from ARGV[6 + 11i]:
 --   slot         int     kind slot s of this object (selects its two hashes)
 --   kind         string  "Pod", "Node", ... (any kind the store keeps)
 --   key          string  "ns/name" for namespaced kinds, "name" for cluster-scoped ones
@@ -18,9 +30,20 @@
 --   nominated    string  status.nominatedNodeName ("" when none or not a pod)
 --   prefix       bytes   msgpack of the object up to its metadata.resourceVersion value
 --   suffix       bytes   msgpack of the object after that value
+--   scheduler    string  spec.schedulerName of a pod ("" for other kinds)
+--   priority     string  spec.priority of a pod (an int32; "" for other kinds)
+--   gates        0|1     the pod has spec.schedulingGates
 --
 -- The stored blob is prefix .. msgpack-str(rv) .. suffix: a complete msgpack object whose
 -- metadata.resourceVersion is the rv assigned here (Python packed a placeholder there).
+--
+-- A pending pod whose scheduler's profile is registered "g" or "n" is enqueued here
+-- exactly as the queue handlers' add would (gated when "g" and it has scheduling gates,
+-- else activeQ; a pod the queue knows under this uid is left alone), and its event does
+-- not go to q:events. A queue record under another uid is what a deleted pod of the same
+-- name left, its delete not handled yet (the handler's delete then matches uids): it is
+-- taken out of its sub-queue and replaced. Every other Pod and Node event goes to
+-- q:events; other kinds' do not.
 --
 -- Returns {"ok", first_rv}: object i got resourceVersion first_rv + i, and one ADDED event
 --         with stream id "<rv>-0" (obj = the blob; pods also node, and nom when set);
@@ -29,14 +52,16 @@
 
 --!include storemeta
 --!include storeevent
+--!include queue_record
 
 local n = tonumber(ARGV[3])
+local now, wake_cap = tonumber(ARGV[4]), tonumber(ARGV[5])
 local seen = {}
 for i = 0, n - 1 do
-  local base = 4 + 8 * i
+  local base = 6 + 11 * i
   local slot = tonumber(ARGV[base])
   local key = ARGV[base + 2]
-  local meta_key = KEYS[3 + 2 * slot]
+  local meta_key = KEYS[14 + 2 * slot]
   if redis.call('HEXISTS', meta_key, key) == 1 then
     return {'exists', i + 1}
   end
@@ -47,25 +72,95 @@ for i = 0, n - 1 do
   seen[id] = true
 end
 
+-- How a pending pod of this scheduler enters the queue ("g", "n"; false: not here).
+local modes = {}
+local function mode_of(scheduler)
+  local mode = modes[scheduler]
+  if mode == nil then
+    mode = redis.call('HGET', KEYS[5], scheduler)
+    if mode ~= 'g' and mode ~= 'n' then mode = false end
+    modes[scheduler] = mode
+  end
+  return mode
+end
+
+local function int32(text)
+  local p = tonumber(text)
+  if p and p == math.floor(p) and p >= -2147483648 and p <= 2147483647 then return p end
+  return nil
+end
+
+-- The sub-queue sets a record's place names (activeQ's member is derived).
+local QUEUE_SETS = { backoff = KEYS[10], unschedulable = KEYS[11], inflight = KEYS[12],
+                     dead = KEYS[13], gated = KEYS[8] }
+
+local function leave_queue(key, r)
+  if r.w == 'active' then
+    redis.call('ZREM', KEYS[7], active_member(r.ts, key))
+  elseif QUEUE_SETS[r.w] then
+    redis.call('ZREM', QUEUE_SETS[r.w], key)
+  end
+end
+
+-- HSET / ZADD of a long flat list, in slices Lua's unpack can take.
+local function in_slices(command, key, flat)
+  for first = 1, #flat, 2000 do
+    redis.call(command, key, unpack(flat, first, math.min(first + 1999, #flat)))
+  end
+end
+
 local last = redis.call('INCRBY', KEYS[1], n)
 local first = last - n + 1
+local infos, gated, activated = {}, {}, 0
 
 for i = 0, n - 1 do
-  local base = 4 + 8 * i
+  local base = 6 + 11 * i
   local slot = tonumber(ARGV[base])
   local kind = ARGV[base + 1]
   local key = ARGV[base + 2]
   local node = ARGV[base + 4]
   local rv = string.format('%d', first + i)
   local blob = ARGV[base + 6] .. string.char(0xa0 + #rv) .. rv .. ARGV[base + 7]
-  redis.call('HSET', KEYS[2 + 2 * slot], key, blob)
-  redis.call('HSET', KEYS[3 + 2 * slot], key, meta_string(rv, node, '', ARGV[base + 3]))
+  redis.call('HSET', KEYS[13 + 2 * slot], key, blob)
+  redis.call('HSET', KEYS[14 + 2 * slot], key, meta_string(rv, node, '', ARGV[base + 3]))
   if kind ~= 'Pod' then
-    store_event('ADDED', kind, key, rv, 'obj', blob)
-  elseif ARGV[base + 5] == '' then
-    store_event('ADDED', kind, key, rv, 'obj', blob, 'node', node)
+    store_event(queue_kind(kind), 'ADDED', kind, key, rv, 'obj', blob)
   else
-    store_event('ADDED', kind, key, rv, 'obj', blob, 'node', node, 'nom', ARGV[base + 5])
+    local enqueued = false
+    local mode = node == '' and mode_of(ARGV[base + 8])
+    local priority = mode and int32(ARGV[base + 9])
+    if priority and not string.find(key, '|', 1, true) then
+      enqueued = true
+      local known = rec_decode(redis.call('HGET', KEYS[6], key))
+      if known and known.uid ~= ARGV[base + 3] then
+        leave_queue(key, known)
+        known = nil
+      end
+      if not known then
+        local r = rec_new(ARGV[base + 3], priority, now)
+        if mode == 'g' and ARGV[base + 10] == '1' then
+          r.w = 'gated'
+          gated[#gated + 1] = now
+          gated[#gated + 1] = key
+        else
+          to_active(key, r, KEYS[7])
+          activated = activated + 1
+        end
+        infos[#infos + 1] = key
+        infos[#infos + 1] = rec_encode(r)
+      end
+    end
+    if ARGV[base + 5] == '' then
+      store_event(not enqueued, 'ADDED', kind, key, rv, 'obj', blob, 'node', node)
+    else
+      store_event(not enqueued, 'ADDED', kind, key, rv, 'obj', blob, 'node', node,
+        'nom', ARGV[base + 5])
+    end
   end
 end
+in_slices('HSET', KEYS[6], infos)
+in_slices('ZADD', KEYS[8], gated)
+wake(KEYS[9], activated, wake_cap)
+if activated > 0 then redis.call('HINCRBY', KEYS[14], 'active', activated) end
+if #gated > 0 then redis.call('HINCRBY', KEYS[14], 'gated', #gated / 2) end
 return {'ok', first}

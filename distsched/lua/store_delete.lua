@@ -3,8 +3,9 @@
 -- KEYS[1]  string  global resourceVersion counter
 -- KEYS[2]  stream  event stream
 -- KEYS[3]  string  store epoch (set to ARGV[2] if missing)
--- KEYS[4]  hash    objects of the kind: key -> msgpack blob
--- KEYS[5]  hash    meta of the kind: key -> "<rv>|<node>|<bound_at>|<uid>"
+-- KEYS[4]  stream  the queue handlers' events (q:events): this event too, for pods and nodes
+-- KEYS[5]  hash    objects of the kind: key -> msgpack blob
+-- KEYS[6]  hash    meta of the kind: key -> "<rv>|<node>|<bound_at>|<uid>"
 --
 -- ARGV[1]  int     stream cap (XADD MAXLEN ~)
 -- ARGV[2]  string  epoch candidate (a fresh random id; used only if KEYS[3] is missing)
@@ -20,7 +21,7 @@
 --!include storemeta
 --!include storeevent
 
-local meta_raw = redis.call('HGET', KEYS[5], ARGV[4])
+local meta_raw = redis.call('HGET', KEYS[6], ARGV[4])
 if not meta_raw then
   return {'notfound'}
 end
@@ -29,10 +30,10 @@ if ARGV[5] ~= '' and uid ~= ARGV[5] then
   return {'uid-mismatch', uid or ''}
 end
 
-local old = redis.call('HGET', KEYS[4], ARGV[4])
+local old = redis.call('HGET', KEYS[5], ARGV[4])
 local rv = string.format('%d', redis.call('INCR', KEYS[1]))
-redis.call('HDEL', KEYS[4], ARGV[4])
 redis.call('HDEL', KEYS[5], ARGV[4])
+redis.call('HDEL', KEYS[6], ARGV[4])
 local extra = {'obj', old}
 if bound_at and bound_at ~= '' then
   extra[#extra + 1] = 'objmeta'
@@ -42,5 +43,5 @@ if ARGV[3] == 'Pod' then
   extra[#extra + 1] = 'node'
   extra[#extra + 1] = node or ''
 end
-store_event('DELETED', ARGV[3], ARGV[4], rv, unpack(extra))
+store_event(queue_kind(ARGV[3]), 'DELETED', ARGV[3], ARGV[4], rv, unpack(extra))
 return {'ok', tonumber(rv), old, meta_raw}

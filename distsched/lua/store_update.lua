@@ -3,8 +3,9 @@
 -- KEYS[1]  string  global resourceVersion counter
 -- KEYS[2]  stream  event stream
 -- KEYS[3]  string  store epoch (set to ARGV[2] if missing)
--- KEYS[4]  hash    objects of the kind: key -> msgpack blob
--- KEYS[5]  hash    meta of the kind: key -> "<rv>|<node>|<bound_at>|<uid>"
+-- KEYS[4]  stream  the queue handlers' events (q:events): this event too, for pods and nodes
+-- KEYS[5]  hash    objects of the kind: key -> msgpack blob
+-- KEYS[6]  hash    meta of the kind: key -> "<rv>|<node>|<bound_at>|<uid>"
 --
 -- ARGV[1]  int     stream cap (XADD MAXLEN ~)
 -- ARGV[2]  string  epoch candidate (a fresh random id; used only if KEYS[3] is missing)
@@ -32,7 +33,7 @@
 --!include storemeta
 --!include storeevent
 
-local meta_raw = redis.call('HGET', KEYS[5], ARGV[4])
+local meta_raw = redis.call('HGET', KEYS[6], ARGV[4])
 if not meta_raw then
   return {'notfound'}
 end
@@ -46,7 +47,7 @@ local blob = ARGV[10] .. string.char(0xa0 + #rv) .. rv .. ARGV[11]
 local extra = {'obj', blob}
 if ARGV[9] == '1' then
   extra[#extra + 1] = 'old'
-  extra[#extra + 1] = redis.call('HGET', KEYS[4], ARGV[4])
+  extra[#extra + 1] = redis.call('HGET', KEYS[5], ARGV[4])
   if bound_at ~= '' then
     extra[#extra + 1] = 'oldmeta'
     extra[#extra + 1] = meta_raw
@@ -60,7 +61,7 @@ if ARGV[3] == 'Pod' then
     extra[#extra + 1] = ARGV[8]
   end
 end
-redis.call('HSET', KEYS[4], ARGV[4], blob)
-redis.call('HSET', KEYS[5], ARGV[4], meta_string(rv, ARGV[7], '', ARGV[6]))
-store_event('MODIFIED', ARGV[3], ARGV[4], rv, unpack(extra))
+redis.call('HSET', KEYS[5], ARGV[4], blob)
+redis.call('HSET', KEYS[6], ARGV[4], meta_string(rv, ARGV[7], '', ARGV[6]))
+store_event(queue_kind(ARGV[3]), 'MODIFIED', ARGV[3], ARGV[4], rv, unpack(extra))
 return {'ok', tonumber(rv)}

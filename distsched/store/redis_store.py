@@ -44,6 +44,8 @@ import redis
 from distsched.clock import SYSTEM_CLOCK, Clock
 from distsched.keys import Keys
 from distsched.lua import ScriptSet
+from distsched.model.objects import DEFAULT_SCHEDULER_NAME
+from distsched.queue_types import WAKE_CAP
 from distsched.replication import acknowledged
 from distsched.store.codec import (
     ALL_KINDS,
@@ -163,6 +165,18 @@ def _bound_meta(raw: bytes | None) -> Meta | None:
     return Meta(parts[0].decode(), parts[1].decode(), parts[2].decode(), parts[3].decode())
 
 
+def queue_fields(pod: Obj) -> builtins.list[Any]:
+    """What store_create needs to enqueue a pending pod itself: scheduler name, priority
+    (as given; the script enqueues only an int32) and whether it has scheduling gates."""
+    spec = pod.get("spec") or {}
+    priority = spec.get("priority")
+    return [
+        str(spec.get("schedulerName") or DEFAULT_SCHEDULER_NAME),
+        "0" if priority is None else str(priority),
+        1 if spec.get("schedulingGates") else 0,
+    ]
+
+
 class Store:
     """Pods, nodes and the other kinds of ``ALL_KINDS`` in Redis. Objects are
     Kubernetes-shaped dicts; returned objects are new dicts but may share nested values
@@ -189,6 +203,12 @@ class Store:
     @property
     def keys(self) -> Keys:
         return self._keys
+
+    def _write_keys(self) -> builtins.list[str]:
+        """The KEYS every write script starts with: rv counter, event stream, epoch, and
+        the queue handlers' stream (lib/storeevent.lua)."""
+        k = self._keys
+        return [k.resource_version, k.events, k.store_epoch, k.queue_events]
 
     # --- reads ------------------------------------------------------------------------
     def get(self, kind: str, key: str) -> Obj | None:
@@ -285,10 +305,20 @@ class Store:
         (or a key repeats in the batch) :class:`AlreadyExists` and nothing is written."""
         if not objs:
             return []
-        now = rfc3339(self._clock.now_ms())
+        now_ms = self._clock.now_ms()
+        now = rfc3339(now_ms)
         slots: dict[str, int] = {}
-        keys = [self._keys.resource_version, self._keys.events, self._keys.store_epoch]
-        argv: builtins.list[Any] = [self._max_events, secrets.token_hex(8), len(objs)]
+        k = self._keys
+        keys = self._write_keys()
+        keys += [k.profiles, k.info, k.active, k.gated, k.wake]
+        keys += [k.backoff, k.unschedulable, k.inflight, k.dead, k.added]
+        argv: builtins.list[Any] = [
+            self._max_events,
+            secrets.token_hex(8),
+            len(objs),
+            now_ms,
+            WAKE_CAP,
+        ]
         prepared: builtins.list[tuple[str, str, Obj]] = []
         for obj in objs:
             kind, key = object_key(obj)
@@ -301,6 +331,7 @@ class Store:
             node = node_name_of(new)
             check_node_name(node, f"{kind} {key}")
             argv += [slot, kind, key, uid_of(new), node, nominated_of(new), prefix, suffix]
+            argv += queue_fields(new) if kind == "Pod" else ["", "", 0]
             prepared.append((kind, key, new))
         status, value = self._scripts.get("store_create")(keys=keys, args=argv)
         if status != b"ok":
@@ -422,13 +453,7 @@ class Store:
         check_node_name(node, f"{kind} {key}")
         prefix, suffix = pack_with_rv_slot(new)
         reply = self._scripts.get("store_update")(
-            keys=[
-                self._keys.resource_version,
-                self._keys.events,
-                self._keys.store_epoch,
-                self._keys.objects(kind),
-                self._keys.store_meta(kind),
-            ],
+            keys=[*self._write_keys(), self._keys.objects(kind), self._keys.store_meta(kind)],
             args=[
                 self._max_events,
                 secrets.token_hex(8),
@@ -495,13 +520,7 @@ class Store:
         if kind not in ALL_KINDS:
             raise InvalidObject(f"kind must be one of {', '.join(ALL_KINDS)}, got {kind!r}")
         reply = self._scripts.get("store_delete")(
-            keys=[
-                self._keys.resource_version,
-                self._keys.events,
-                self._keys.store_epoch,
-                self._keys.objects(kind),
-                self._keys.store_meta(kind),
-            ],
+            keys=[*self._write_keys(), self._keys.objects(kind), self._keys.store_meta(kind)],
             args=[self._max_events, secrets.token_hex(8), kind, key, uid or ""],
         )
         if reply[0] == b"notfound":
@@ -555,14 +574,11 @@ class Store:
             argv += [b.pod_key, b.uid or "", b.node_name]
             if reservations is not None:
                 argv.append(reservations.get(b.pod_key, ""))
-        keys = [
-            self._keys.resource_version,
-            self._keys.events,
-            self._keys.store_epoch,
-            self._keys.store_meta("Pod"),
-        ]
+        k = self._keys
+        keys = [*self._write_keys(), k.store_meta("Pod")]
         if reservations is not None:
-            keys += [self._keys.ledger_pods, self._keys.ledger_assumed, self._keys.info]
+            keys += [k.ledger_pods, k.ledger_assumed, k.info, k.cycle, k.move_cycle]
+            keys.append(k.unschedulable)
         reply = self._scripts.get("store_bind")(keys=keys, args=argv)
         results: builtins.list[BindResult] = []
         for n, b in enumerate(items):

@@ -47,6 +47,7 @@ from distsched.store import (
     Unresolved,
     decode_event,
 )
+from distsched.store.codec import uid_of
 from distsched.workers import prechecks
 
 log = logging.getLogger(__name__)
@@ -203,8 +204,11 @@ class QueueEventHandlers:
                     # An unassigned pod may be assumed (reserved, not bound): release it too.
                     # Its room is free again, so this is an AssignedPodDelete as well (kube:
                     # RejectWaitingPod, or the binding's failure, moves the waiting pods).
-                    released = self.ledger.pod_deleted(event.key)
-                    self.queue.delete([event.key], now_ms=now)
+                    # Only the deleted pod's own records: the store's create script may have
+                    # queued (even reserved) a pod re-created under the name since.
+                    uid = uid_of(event.obj)
+                    released = self.ledger.pod_deleted(event.key, uid)
+                    self.queue.delete([event.key], now_ms=now, uids=[uid])
                     if released and not event.node:
                         self._reject_waiting(event.key)
                     if event.node or released:

@@ -212,7 +212,7 @@ class SchedulingWorker:
             hint=self._queueing_hint if self.config.queueing_hints else None,
         )
         self.consumer = EventConsumer(
-            client, keys.events, self.name, self.handlers, store=self.store
+            client, keys.queue_events, self.name, self.handlers, store=self.store
         )
         self.bind_queue = bind_queue(client, keys)
         self.periodic = Periodic(client, keys)
@@ -267,9 +267,22 @@ class SchedulingWorker:
         while not self.informer.has_synced:
             self.informer.poll_once(0)
         self.consumer.ensure_group()
+        for name, mode in self.profile_modes().items():
+            self.client.hset(self.keys.profiles, name, mode)
         if self.client.set(self.keys.lock("resync"), self.name, nx=True, px=60_000):
             self.resync()
         self.view.refresh_from_ledger()
+
+    def profile_modes(self) -> dict[str, str]:
+        """How the store's create script may enqueue a pending pod of each profile
+        (``q:profiles``): "n" when the profile has no PreEnqueue plugin, "g" when its only
+        one is SchedulingGates (gated iff spec.schedulingGates), else "p": the event
+        handlers run the profile's PreEnqueue plugins."""
+        modes = {}
+        for name, fw in self.profiles.items():
+            plugins = [p.name for p in fw.pre_enqueue_plugins]
+            modes[name] = "n" if not plugins else "g" if plugins == ["SchedulingGates"] else "p"
+        return modes
 
     def resync(self) -> int:
         """Make the ledger and the queue agree with the store (events before the consumer
@@ -414,7 +427,7 @@ class SchedulingWorker:
         pod = self.view.pod(queued.key)
         now = self.clock.now_ms()
         if pod is None:
-            self.queue.delete([queued.key], now_ms=now)
+            self.queue.delete([queued.key], now_ms=now, uids=[queued.uid])
             return None
         if pod.spec.node_name:
             self.queue.done(queued.key, epoch=queued.epoch)
@@ -422,7 +435,7 @@ class SchedulingWorker:
             return None
         fw = self.profiles.for_pod(pod)
         if fw is None:
-            self.queue.delete([queued.key], now_ms=now)
+            self.queue.delete([queued.key], now_ms=now, uids=[queued.uid])
             return None
         return Attempt(queued, pod, fw)
 

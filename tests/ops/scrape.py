@@ -73,5 +73,7 @@ def exposed_families(client: redis.Redis) -> dict[str, str]:
     text = generate_latest(metrics.REGISTRY).decode()
     types = dict(re.findall(r"^# TYPE (\S+) (\S+)$", text, re.M))
     for family in metrics.QueueCollector(client, Keys("test")).collect():
-        types[family.name] = family.type
+        # the exposition names a counter's series (and its TYPE line) with "_total"
+        name = family.name + "_total" if family.type == "counter" else family.name
+        types[name] = family.type
     return types

@@ -50,7 +50,7 @@ def _wait_consuming(client: redis.Redis, keys: Keys, timeout_s: float = 20.0) ->
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         try:
-            groups = client.xinfo_groups(keys.events)
+            groups = client.xinfo_groups(keys.queue_events)
         except redis.ResponseError:  # no stream yet
             groups = []
         if any(g["consumers"] for g in groups):
@@ -128,11 +128,11 @@ def test_worker_and_binder_metrics(processes: ProcessGroup, private_client: redi
     assert worker.value("distsched_pending_pods", queue="unschedulable") == 1
     assert worker.value("distsched_dead_lettered_pods") == 0
     assert worker.total("distsched_unschedulable_pods", plugin="NodeResourcesFit") == 1
-    # One worker handles every event: each pod entered activeQ once, by PodAdd.
-    assert (
-        worker.value("distsched_queue_incoming_pods_total", queue="active", event="PodAdd")
-        == PODS + 1
-    )
+    # Each pod entered activeQ once, straight from the store's create script (the default
+    # profile gates only on schedulingGates): the handlers added none of them.
+    assert worker.value("distsched_queue_store_added_pods_total", queue="active") == PODS + 1
+    assert worker.value("distsched_queue_store_added_pods_total", queue="gated") == 0
+    assert worker.total("distsched_queue_incoming_pods_total", event="PodAdd") == 0
     assert worker.types["distsched_reserve_conflicts_total"] == "counter"
     assert worker.value("distsched_lease_reclaims_total", kind="inflight") == 0
     assert worker.value("distsched_lease_reclaims_total", kind="assumed") == 0

@@ -65,6 +65,8 @@ def _prepare_queue(client: redis.Redis) -> None:
     from distsched.store import Store
 
     keys = Keys()
+    # The queue moves below are made by hand: the store must not enqueue the pods itself.
+    client.delete(keys.profiles)
     Store(client, keys).create_many(
         [pod(n, namespace="demo") for n in ("extra-0", "extra-1", "extra-2", "extra-3", "held")]
         + [pod("crasher", namespace="demo")]

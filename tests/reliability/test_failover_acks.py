@@ -152,12 +152,12 @@ def test_after_an_outage_a_consumer_rereads_what_it_was_delivered_but_never_acke
     idle time (30 s); run_worker calls reread_pending() when Redis is back."""
     keys = Keys("reread")
     recorder = _Recorder()
-    consumer = EventConsumer(r, keys.events, "w1", recorder)  # type: ignore[arg-type]
+    consumer = EventConsumer(r, keys.queue_events, "w1", recorder)  # type: ignore[arg-type]
     Store(r, keys).create(pod_manifest("lost-move"))
-    r.xreadgroup(GROUP, "w1", {keys.events: ">"}, count=10)  # delivered, moves "lost"
+    r.xreadgroup(GROUP, "w1", {keys.queue_events: ">"}, count=10)  # delivered, moves "lost"
     assert consumer.poll(None) == 0 and recorder.keys == []  # ">" never returns it again
     consumer.reread_pending()
     assert consumer.poll(None) == 1
     assert recorder.keys == ["default/lost-move"]
-    assert r.xpending(keys.events, GROUP)["pending"] == 0  # handled and acknowledged
+    assert r.xpending(keys.queue_events, GROUP)["pending"] == 0  # handled and acknowledged
     assert consumer.poll(None) == 0  # back to new events only

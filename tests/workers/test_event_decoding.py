@@ -62,11 +62,13 @@ def test_pods_bound_by_someone_else_are_read_once_per_batch(
 def test_a_binding_in_the_same_batch_as_its_pod_needs_no_store_read(
     r: redis.Redis, keys: Keys, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """The pod's add comes through the queue handlers' stream (another scheduler's pod:
+    the store's create script does not enqueue it), then its binding by that scheduler."""
     cluster = InProcessCluster(r, keys, clock)
     cluster.create(node("n1"))
     cluster.handle_events()
     reads = _count_store_reads(monkeypatch, cluster.worker.store)
-    cluster.create(pod("a", cpu="100m"))
+    cluster.create(pod("a", cpu="100m", schedulerName="other-scheduler"))
     cluster.store.bind("default/a", None, "n1")
     cluster.handle_queue_events()
     assert reads == []

@@ -1,6 +1,7 @@
 -- The store scripts' shared tail (included with "--!include storeevent"): the history
 -- epoch and the event append. Every store script has KEYS[1] rv counter, KEYS[2] event
--- stream, KEYS[3] epoch, ARGV[1] stream cap, ARGV[2] epoch candidate.
+-- stream, KEYS[3] epoch, KEYS[4] the queue handlers' stream (q:events), ARGV[1] stream
+-- cap, ARGV[2] epoch candidate.
 
 local epoch_value = nil
 
@@ -17,8 +18,20 @@ local function store_epoch()
 end
 
 -- Append the event of rv (a decimal string): id "<rv>-0", then type, kind, key, rv,
--- epoch and the field/value pairs given after rv.
-local function store_event(etype, kind, key, rv, ...)
+-- epoch and the field/value pairs given after rv. With to_queue the same entry goes to
+-- the queue handlers' stream too: the write made no queue move itself that the workers'
+-- Python handlers would have made (a script that did leaves it out).
+local function store_event(to_queue, etype, kind, key, rv, ...)
+  local epoch = store_epoch()
   redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[1], rv .. '-0',
-    'type', etype, 'kind', kind, 'key', key, 'rv', rv, 'epoch', store_epoch(), ...)
+    'type', etype, 'kind', kind, 'key', key, 'rv', rv, 'epoch', epoch, ...)
+  if to_queue then
+    redis.call('XADD', KEYS[4], 'MAXLEN', '~', ARGV[1], rv .. '-0',
+      'type', etype, 'kind', kind, 'key', key, 'rv', rv, 'epoch', epoch, ...)
+  end
+end
+
+-- Whether the queue's handlers look at events of this kind at all.
+local function queue_kind(kind)
+  return kind == 'Pod' or kind == 'Node'
 end
