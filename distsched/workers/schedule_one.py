@@ -288,10 +288,12 @@ class SchedulingWorker:
     def _pre_enqueue_rejects(self, obj: dict[str, Any]) -> bool:
         """Whether the PreEnqueue plugins of the pod's profile keep it gated (kube's
         runPreEnqueuePlugins: any status but success gates it). A pod that does not parse
-        is not gated here: its scheduling attempt reports why it cannot be scheduled."""
+        is not gated here: its scheduling attempt reports why it cannot be scheduled.
+        Plugins that can tell from the raw object (SchedulingGates: no gates) spare the
+        parse; the pod is then parsed only by the worker that pops it."""
         name = (obj.get("spec") or {}).get("schedulerName") or DEFAULT_SCHEDULER_NAME
         fw = self.profiles.get(name)
-        if fw is None or not fw.pre_enqueue_plugins:
+        if fw is None or fw.pre_enqueue_admits_object(obj):
             return False
         try:
             pod = self.view.pod_from(obj)
