@@ -10,6 +10,7 @@ every replica reports the same cluster-wide figure (aggregate them with ``max``,
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 from collections import Counter as Tally
@@ -160,6 +161,25 @@ replica_ack_failures = Counter(
     namespace=PREFIX,
     registry=REGISTRY,
 )
+
+
+@functools.cache
+def attempt_series(result: str, profile: str) -> tuple[Counter, Histogram]:
+    """schedule_attempts and scheduling_attempt_duration_seconds of one (result, profile),
+    bound once: ``labels(...)`` validates the values and takes a lock on every call, and
+    the worker records every pod's attempt. Few series: three results per profile."""
+    return (
+        schedule_attempts.labels(result, profile),
+        scheduling_attempt_duration.labels(result, profile),
+    )
+
+
+@functools.cache
+def series(metric: Counter, *labels: str) -> Counter:
+    """``metric.labels(*labels)`` bound once, for counters with few label values that are
+    updated per pod or per batch on a hot path."""
+    return metric.labels(*labels)
+
 
 # Series that exist from the start, so that rate() and alerts see a 0 before the first event.
 for _kind in ("inflight", "assumed"):

@@ -27,6 +27,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
@@ -573,7 +574,7 @@ class SchedulingWorker:
     def _note_conflict(self, result: Rejected) -> None:
         """Count a refused reservation and take the node's current state from it."""
         self.conflicts += 1
-        metrics.reserve_conflicts.labels(metrics.conflict_reason(result.reason)).inc()
+        metrics.series(metrics.reserve_conflicts, metrics.conflict_reason(result.reason)).inc()
         if result.node_state is not None:
             self.view.apply_states({result.node_state.name: result.node_state})
 
@@ -581,6 +582,7 @@ class SchedulingWorker:
         if not reserved:
             return
         bindings: list[Binding] = []
+        scheduled: Counter[str] = Counter()  # per profile: one counter update per batch
         for attempt in reserved:
             fw = attempt.framework
             status, waits = fw.run_permit_plugins(attempt.state, attempt.pod, attempt.node)
@@ -613,11 +615,11 @@ class SchedulingWorker:
                     state={} if batch_bindable(fw) else attempt.state.to_wire(),
                 )
             )
-            elapsed = time.perf_counter() - attempt.started
-            metrics.schedule_attempts.labels("scheduled", fw.profile_name).inc()
-            metrics.scheduling_attempt_duration.labels("scheduled", fw.profile_name).observe(
-                elapsed
-            )
+            _, duration = metrics.attempt_series("scheduled", fw.profile_name)
+            duration.observe(time.perf_counter() - attempt.started)
+            scheduled[fw.profile_name] += 1
+        for profile, count in scheduled.items():
+            metrics.attempt_series("scheduled", profile)[0].inc(count)
         self._pending_bindings.extend(bindings)
 
     # ------------------------------------------------------------------ the one failure path
@@ -635,11 +637,10 @@ class SchedulingWorker:
         )
         result = "error" if error else "unschedulable"
         profile = attempt.framework.profile_name
-        metrics.schedule_attempts.labels(result, profile).inc()
-        metrics.scheduling_attempt_duration.labels(result, profile).observe(
-            time.perf_counter() - attempt.started
-        )
-        metrics.queue_incoming_pods.labels(where, "ScheduleAttemptFailure").inc()
+        attempts, duration = metrics.attempt_series(result, profile)
+        attempts.inc()
+        duration.observe(time.perf_counter() - attempt.started)
+        metrics.series(metrics.queue_incoming_pods, where, "ScheduleAttemptFailure").inc()
         record_failure(
             self.client,
             self.keys,
