@@ -30,13 +30,14 @@ T:q:events                stream  the store events the queue's Python handlers m
                                   moves a write script made itself (a pending pod's create
                                   enqueued, a reserved pod's bind with nothing unschedulable)
                                   and for kinds the handlers ignore
-T:q:added                 hash    ``active`` / ``gated`` -> pods the store's create script
-                                  enqueued there (a counter, cluster-wide)
+T:q:added                 hash    ``active`` -> pods the store's create script put into
+                                  activeQ itself (a counter, cluster-wide)
 T:q:profiles              hash    schedulerName -> how a pending pod of that profile enters
-                                  the queue: ``g`` gated iff spec.schedulingGates, ``n``
-                                  never gated (both: the store's create script enqueues it),
-                                  ``p`` the workers' PreEnqueue plugins decide (written by
-                                  every worker at start)
+                                  the queue: ``n`` (no PreEnqueue plugin) and ``g`` (only
+                                  SchedulingGates) for a pod without gates: the store's
+                                  create script puts it into activeQ; otherwise (``p``, or a
+                                  pod with gates) the workers' handlers run PreEnqueue
+                                  (written by every worker at start)
 T:store:rv                string  global resourceVersion, +1 per object written
 T:store:obj:<Kind>        hash    key -> msgpack of the whole object, resourceVersion
                                   included; a bind does not rewrite it: while the meta has a

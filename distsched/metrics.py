@@ -10,6 +10,7 @@ every replica reports the same cluster-wide figure (aggregate them with ``max``,
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections import Counter as Tally
 from collections.abc import Iterable
@@ -161,6 +162,25 @@ replica_ack_failures = Counter(
     registry=REGISTRY,
 )
 
+
+@functools.cache
+def attempt_series(result: str, profile: str) -> tuple[Counter, Histogram]:
+    """schedule_attempts and scheduling_attempt_duration_seconds of one (result, profile),
+    bound once: ``labels(...)`` validates the values and takes a lock on every call, and
+    the worker records every pod's attempt. Few series: three results per profile."""
+    return (
+        schedule_attempts.labels(result, profile),
+        scheduling_attempt_duration.labels(result, profile),
+    )
+
+
+@functools.cache
+def series(metric: Counter, *labels: str) -> Counter:
+    """``metric.labels(*labels)`` bound once, for counters with few label values that are
+    updated per pod or per batch on a hot path."""
+    return metric.labels(*labels)
+
+
 # Series that exist from the start, so that rate() and alerts see a 0 before the first event.
 for _kind in ("inflight", "assumed"):
     lease_reclaims.labels(_kind)
@@ -191,10 +211,9 @@ class QueueCollector(Collector):
         )
         added = CounterMetricFamily(
             f"{PREFIX}_queue_store_added_pods",
-            "Pods the store's create script put straight into the queue (cluster-wide): a "
-            "pending pod whose profile gates only on schedulingGates never reaches the "
-            "workers' handlers, so queue_incoming_pods_total{event='PodAdd'} misses it.",
-            labels=["queue"],
+            "Pods the store's create script put straight into activeQ (cluster-wide): such "
+            "a pending pod never reaches the workers' handlers, so "
+            "queue_incoming_pods_total{event='PodAdd'} misses it.",
         )
         try:
             counts, per_plugin = self._read()
@@ -208,8 +227,7 @@ class QueueCollector(Collector):
         dead.add_metric([], counts[DEAD])
         for (plugin, profile), count in sorted(per_plugin.items()):
             unschedulable.add_metric([plugin, profile], count)
-        for queue in ("active", "gated"):
-            added.add_metric([queue], int(raw_added.get(queue.encode(), raw_added.get(queue, 0))))
+        added.add_metric([], int(raw_added.get(b"active", raw_added.get("active", 0))))
         yield pending
         yield dead
         yield unschedulable

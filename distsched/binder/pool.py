@@ -25,7 +25,7 @@ from multiprocessing.process import BaseProcess
 
 from rq import SimpleWorker
 
-from distsched import metrics
+from distsched import gc_tuning, metrics
 from distsched.binder.cycle import JOB_FUNCTIONS, BinderSettings, configure
 from distsched.binder.jobs import bind_queue
 from distsched.binder.safety import MsgpackSerializer, allow_list_job_class
@@ -75,6 +75,9 @@ def run_one_binder(
     worker = SimpleWorker(
         [queue], connection=client, serializer=MsgpackSerializer, job_class=job_class
     )
+    # A binder has no initial list: what it froze is its modules, config and profiles.
+    gc_tuning.tune()
+    gc_tuning.freeze_initial_state()
     log.info("%s ready (rq worker %s)", mp.current_process().name, worker.name)
     retry_redis(
         lambda: worker.work(with_scheduler=False, logging_level="WARNING"),

@@ -24,6 +24,7 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
+from distsched import gc_tuning
 from distsched.connection import Backoff, RedisOptions, connect
 from distsched.controllers.workload import WorkloadController
 from distsched.keys import Keys
@@ -71,6 +72,7 @@ def run_controller(
     lease_ms: int = DEFAULT_LEASE_MS,
     stop: threading.Event | None = None,
 ) -> None:
+    gc_tuning.tune()
     stop = stop or threading.Event()
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, lambda *_: stop.set())
@@ -92,8 +94,10 @@ def run_controller(
                 continue
             if controller is None:
                 log.info("controller %s is the leader", lease.identity)
+                gc_tuning.unfreeze()  # a previous leadership's state may be garbage now
                 controller = WorkloadController(client, keys)
                 controller.catch_up()
+                gc_tuning.freeze_initial_state()
                 controller.collect_orphans()
             controller.sync(block_ms=block_ms)
             backoff.reset()

@@ -15,7 +15,7 @@ Status with Code.ERROR naming the plugin.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -143,6 +143,16 @@ class Plugin:
 class PreEnqueuePlugin(Plugin):
     def pre_enqueue(self, pod: Pod) -> Status | None:
         raise NotImplementedError
+
+    def admits_object(self, obj: Mapping[str, Any]) -> bool:
+        """Optional fast path: True when ``pre_enqueue`` surely succeeds for the pod that
+        the raw store object ``obj`` parses to (or when it does not parse: such a pod is
+        not gated), told from the object alone. Every new or updated pending pod passes
+        through PreEnqueue, and parsing it (validation, tens of µs) only to read one
+        field was the worker's largest cost. False means "cannot tell": the framework
+        parses the pod and calls ``pre_enqueue``. The default never tells; a plugin
+        overrides it only with a check that never answers True for a pod it rejects."""
+        return False
 
 
 class QueueSortPlugin(Plugin):

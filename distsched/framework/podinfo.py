@@ -9,9 +9,16 @@ peak, sidecars count, overhead on top; a container naming no cpu/memory request 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from distsched.framework.cycle_state import CycleState
-from distsched.model.objects import Pod, PodAffinityTerm, ResourceList, WeightedPodAffinityTerm
+from distsched.model.objects import (
+    Pod,
+    PodAffinityTerm,
+    PodSpec,
+    ResourceList,
+    WeightedPodAffinityTerm,
+)
 from distsched.model.quantity import CPU, EPHEMERAL_STORAGE, MEMORY, PODS
 from distsched.model.resources import (
     DEFAULT_HOST_IP,
@@ -55,25 +62,10 @@ class PodInfo:
 
     @classmethod
     def of(cls, pod: Pod) -> PodInfo:
-        affinity = pod.spec.affinity
-        pod_affinity = affinity.pod_affinity if affinity else None
-        anti_affinity = affinity.pod_anti_affinity if affinity else None
-        cpu, memory = pod_nonzero_requests(pod)
+        meta = pod.metadata
+        facts = _spec_facts(pod)
         return cls(
-            pod=pod,
-            key=pod.key,
-            uid=pod.metadata.uid,
-            namespace=pod.metadata.namespace,
-            labels=pod.metadata.labels,
-            priority=pod_priority(pod),
-            requests=pod_requests(pod),
-            nonzero_cpu=cpu,
-            nonzero_memory=memory,
-            host_ports=tuple(pod_host_ports(pod)),
-            required_affinity_terms=pod_affinity.required if pod_affinity else (),
-            required_anti_affinity_terms=anti_affinity.required if anti_affinity else (),
-            preferred_affinity_terms=pod_affinity.preferred if pod_affinity else (),
-            preferred_anti_affinity_terms=anti_affinity.preferred if anti_affinity else (),
+            pod, f"{meta.namespace}/{meta.name}", meta.uid, meta.namespace, meta.labels, *facts
         )
 
     @property
@@ -87,6 +79,68 @@ class PodInfo:
     @property
     def has_required_anti_affinity(self) -> bool:
         return bool(self.required_anti_affinity_terms)
+
+
+class _SpecFacts(NamedTuple):
+    """What PodInfo derives from the spec alone, in PodInfo's field order."""
+
+    priority: int
+    requests: ResourceList
+    nonzero_cpu: int
+    nonzero_memory: int
+    host_ports: tuple[HostPort, ...]
+    required_affinity_terms: tuple[PodAffinityTerm, ...]
+    required_anti_affinity_terms: tuple[PodAffinityTerm, ...]
+    preferred_affinity_terms: tuple[WeightedPodAffinityTerm, ...]
+    preferred_anti_affinity_terms: tuple[WeightedPodAffinityTerm, ...]
+
+
+def _compute_facts(pod: Pod) -> _SpecFacts:
+    affinity = pod.spec.affinity
+    pod_affinity = affinity.pod_affinity if affinity else None
+    anti_affinity = affinity.pod_anti_affinity if affinity else None
+    cpu, memory = pod_nonzero_requests(pod)
+    return _SpecFacts(
+        pod_priority(pod),
+        pod_requests(pod),
+        cpu,
+        memory,
+        tuple(pod_host_ports(pod)),
+        pod_affinity.required if pod_affinity else (),
+        anti_affinity.required if anti_affinity else (),
+        pod_affinity.preferred if pod_affinity else (),
+        anti_affinity.preferred if anti_affinity else (),
+    )
+
+
+# Spec facts by the identity of the spec parts they come from. Pods parsed from one
+# template share those parts (the decoder's spec cache; a bound pod's spec differs from
+# its template only in nodeName), so the second pod of a template costs a lookup. Each
+# entry holds the spec, which keeps the identities it is keyed by from being reused.
+_FACTS_SIZE = 1024
+_facts: dict[tuple[int | None, ...], tuple[PodSpec, _SpecFacts]] = {}
+
+
+def _spec_facts(pod: Pod) -> _SpecFacts:
+    spec = pod.spec
+    key = (
+        id(spec.containers),
+        id(spec.init_containers),
+        id(spec.overhead),
+        id(spec.resources),
+        id(spec.affinity),
+        spec.priority,
+    )
+    entry = _facts.get(key)
+    if entry is not None:
+        return entry[1]
+    facts = _compute_facts(pod)
+    if len(_facts) >= _FACTS_SIZE:
+        for oldest in _facts:
+            _facts.pop(oldest, None)
+            break
+    _facts[key] = (spec, facts)
+    return facts
 
 
 # CycleState key under which the pod being scheduled has its PodInfo.

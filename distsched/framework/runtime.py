@@ -250,6 +250,20 @@ class Framework:
     def has_score_plugins(self) -> bool:
         return bool(self.score_plugins)
 
+    def pre_enqueue_admits_object(self, obj: Mapping[str, Any]) -> bool:
+        """Whether every PreEnqueue plugin admits the raw store object without the typed
+        pod (:meth:`PreEnqueuePlugin.admits_object`); False: parse the pod and call
+        :meth:`run_pre_enqueue_plugins`, which decides. A plugin whose check raises
+        cannot tell."""
+        for plugin in self.pre_enqueue_plugins:
+            try:
+                if not plugin.admits_object(obj):
+                    return False
+            except Exception:
+                log.debug("%s: admits_object raised", plugin.name, exc_info=True)
+                return False
+        return True
+
     def run_pre_enqueue_plugins(self, pod: Pod) -> Status:
         for plugin in self.pre_enqueue_plugins:
             status = _call(plugin, plugin.pre_enqueue, pod)

@@ -12,7 +12,7 @@
 -- KEYS[9]        list    wake tokens for blocking pops
 -- KEYS[10..13]   zset    backoffQ, unschedulable, inflight, dead (where a leftover record
 --                        of another uid may sit)
--- KEYS[14]       hash    q:added: "active" / "gated" -> pods enqueued here (counters)
+-- KEYS[14]       hash    q:added: "active" -> pods enqueued here (a counter)
 -- KEYS[13+2s]    hash    objects of kind slot s (s = 1, 2, ...): key -> msgpack blob
 -- KEYS[14+2s]    hash    meta of kind slot s: key -> "<rv>|<node>|<bound_at>|<uid>"
 --
@@ -37,13 +37,14 @@
 -- The stored blob is prefix .. msgpack-str(rv) .. suffix: a complete msgpack object whose
 -- metadata.resourceVersion is the rv assigned here (Python packed a placeholder there).
 --
--- A pending pod whose scheduler's profile is registered "g" or "n" is enqueued here
--- exactly as the queue handlers' add would (gated when "g" and it has scheduling gates,
--- else activeQ; a pod the queue knows under this uid is left alone), and its event does
+-- A pending pod whose scheduler's profile is registered "n", or "g" when the pod has no
+-- scheduling gates, is put into activeQ here exactly as the queue handlers' add would (a
+-- pod the queue knows under this uid is left alone), and its event does
 -- not go to q:events. A queue record under another uid is what a deleted pod of the same
 -- name left, its delete not handled yet (the handler's delete then matches uids): it is
 -- taken out of its sub-queue and replaced. Every other Pod and Node event goes to
--- q:events; other kinds' do not.
+-- q:events (a pod with gates among them: the handlers' PreEnqueue validates its gates);
+-- other kinds' do not.
 --
 -- Returns {"ok", first_rv}: object i got resourceVersion first_rv + i, and one ADDED event
 --         with stream id "<rv>-0" (obj = the blob; pods also node, and nom when set);
@@ -72,16 +73,17 @@ for i = 0, n - 1 do
   seen[id] = true
 end
 
--- How a pending pod of this scheduler enters the queue ("g", "n"; false: not here).
+-- Whether a pending pod of this scheduler, with (gates = '1') or without scheduling gates,
+-- goes straight into activeQ: its profile has no PreEnqueue plugin ("n"), or only
+-- SchedulingGates ("g") and the pod has no gates.
 local modes = {}
-local function mode_of(scheduler)
+local function enqueue_here(scheduler, gates)
   local mode = modes[scheduler]
   if mode == nil then
-    mode = redis.call('HGET', KEYS[5], scheduler)
-    if mode ~= 'g' and mode ~= 'n' then mode = false end
+    mode = redis.call('HGET', KEYS[5], scheduler) or ''
     modes[scheduler] = mode
   end
-  return mode
+  return mode == 'n' or (mode == 'g' and gates ~= '1')
 end
 
 local function int32(text)
@@ -102,7 +104,7 @@ local function leave_queue(key, r)
   end
 end
 
--- HSET / ZADD of a long flat list, in slices Lua's unpack can take.
+-- HSET of a long flat list, in slices Lua's unpack can take.
 local function in_slices(command, key, flat)
   for first = 1, #flat, 2000 do
     redis.call(command, key, unpack(flat, first, math.min(first + 1999, #flat)))
@@ -111,7 +113,7 @@ end
 
 local last = redis.call('INCRBY', KEYS[1], n)
 local first = last - n + 1
-local infos, gated, activated = {}, {}, 0
+local infos, activated = {}, 0
 
 for i = 0, n - 1 do
   local base = 6 + 11 * i
@@ -127,8 +129,8 @@ for i = 0, n - 1 do
     store_event(queue_kind(kind), 'ADDED', kind, key, rv, 'obj', blob)
   else
     local enqueued = false
-    local mode = node == '' and mode_of(ARGV[base + 8])
-    local priority = mode and int32(ARGV[base + 9])
+    local priority = node == '' and enqueue_here(ARGV[base + 8], ARGV[base + 10])
+      and int32(ARGV[base + 9])
     if priority and not string.find(key, '|', 1, true) then
       enqueued = true
       local known = rec_decode(redis.call('HGET', KEYS[6], key))
@@ -138,14 +140,8 @@ for i = 0, n - 1 do
       end
       if not known then
         local r = rec_new(ARGV[base + 3], priority, now)
-        if mode == 'g' and ARGV[base + 10] == '1' then
-          r.w = 'gated'
-          gated[#gated + 1] = now
-          gated[#gated + 1] = key
-        else
-          to_active(key, r, KEYS[7])
-          activated = activated + 1
-        end
+        to_active(key, r, KEYS[7])
+        activated = activated + 1
         infos[#infos + 1] = key
         infos[#infos + 1] = rec_encode(r)
       end
@@ -159,8 +155,6 @@ for i = 0, n - 1 do
   end
 end
 in_slices('HSET', KEYS[6], infos)
-in_slices('ZADD', KEYS[8], gated)
 wake(KEYS[9], activated, wake_cap)
 if activated > 0 then redis.call('HINCRBY', KEYS[14], 'active', activated) end
-if #gated > 0 then redis.call('HINCRBY', KEYS[14], 'gated', #gated / 2) end
 return {'ok', first}

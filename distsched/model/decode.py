@@ -10,7 +10,11 @@ namespaces are cleared. Everything else keeps its zero value; pod priority stays
 
 from __future__ import annotations
 
+from dataclasses import fields, replace
+from operator import attrgetter
 from typing import Any
+
+import msgpack
 
 from distsched.model import names
 from distsched.model.decode_common import (
@@ -88,7 +92,7 @@ def pod_from_dict(data: Any) -> Pod:
         status = root.get_obj("status")
         return Pod(
             metadata=decode_meta(meta, namespaced=True),
-            spec=_decode_pod_spec(spec),
+            spec=_pod_spec(spec),
             status=_decode_pod_status(status) if status is not None else PodStatus(),
         )
     except ManifestError as exc:
@@ -110,6 +114,88 @@ def node_from_dict(data: Any) -> Node:
         )
     except ManifestError as exc:
         raise exc.located(kind="Node", name=describe(data, "Node")) from None
+
+
+class SpecCache:
+    """Pod specs already decoded, by the msgpack bytes of their JSON without nodeName.
+
+    Pods made from one template (a Deployment's, a Job's, a benchmark's) carry the same
+    spec; validating it again for every pod was most of a scheduling worker's CPU. Only
+    successes are kept, so an invalid spec fails every time with the same error; the
+    least recently used entry goes when ``size`` entries are held, and specs larger than
+    ``max_bytes`` are not kept. Equal bytes mean equal decoding: msgpack keeps every
+    distinction the decoder makes (str, int, bool, float, null, list, map; tuples pack
+    as lists, which the decoder also takes alike); a spec msgpack cannot pack is decoded
+    every time.
+
+    The cached PodSpec is shared by every pod of its template: like every parsed
+    object it must not be mutated (its dict fields are plain dicts).
+    """
+
+    def __init__(self, size: int = 1024, max_bytes: int = 32 * 1024) -> None:
+        self.size = size
+        self.max_bytes = max_bytes
+        self._specs: dict[bytes, PodSpec] = {}
+        self.hits = 0
+        self.misses = 0
+
+    def clear(self) -> None:
+        self._specs.clear()
+        self.hits = self.misses = 0
+
+    def __len__(self) -> int:
+        return len(self._specs)
+
+    def decode(self, f: Fields) -> PodSpec:
+        """``_decode_pod_spec(f)``, from the cache when the spec was seen before."""
+        data = f.data
+        template = data
+        if "nodeName" in data:  # a bound pod: its template is the spec without nodeName
+            template = {k: v for k, v in data.items() if k != "nodeName"}
+        try:
+            key = msgpack.packb(template, use_bin_type=True)
+        except (TypeError, ValueError, OverflowError):  # not msgpack-able (a YAML date...)
+            return _decode_pod_spec(f)
+        specs = self._specs
+        cached = specs.pop(key, None)
+        if cached is None:
+            self.misses += 1
+            spec = _decode_pod_spec(f)  # raises for an invalid spec: nothing is cached
+            if len(key) <= self.max_bytes:
+                specs[key] = replace(spec, node_name="") if spec.node_name else spec
+                if len(specs) > self.size:
+                    for oldest in specs:  # the least recently used
+                        specs.pop(oldest, None)
+                        break
+            return spec
+        self.hits += 1
+        specs[key] = cached  # most recently used last
+        # The rest of the spec is valid, so nodeName is the only field left to check
+        # (the one error _decode_pod_spec would report for this spec).
+        node_name = f.get_str("nodeName")
+        if not node_name:
+            return cached
+        f.check_str("nodeName", node_name, names.dns1123_subdomain)
+        return spec_with_node_name(cached, node_name)
+
+
+_SPEC_FIELDS = tuple(f.name for f in fields(PodSpec))
+_NODE_NAME_AT = _SPEC_FIELDS.index("node_name")
+_spec_values = attrgetter(*_SPEC_FIELDS)
+
+
+def spec_with_node_name(spec: PodSpec, node_name: str) -> PodSpec:
+    """``replace(spec, node_name=node_name)`` at half the cost (bound pods in the informer)."""
+    values = list(_spec_values(spec))
+    values[_NODE_NAME_AT] = node_name
+    return PodSpec(*values)
+
+
+SPEC_CACHE = SpecCache()
+
+
+def _pod_spec(f: Fields) -> PodSpec:
+    return SPEC_CACHE.decode(f)
 
 
 def _decode_pod_spec(f: Fields) -> PodSpec:

@@ -14,8 +14,6 @@ the last refresh, before the pod lists synced after it.
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import redis
 
 from distsched.cache.ledger import DomainGenerations, Ledger
@@ -26,6 +24,7 @@ from distsched.framework.plugins.helpers.pdbs import BUDGETS
 from distsched.framework.snapshot import Snapshot
 from distsched.keys import Keys
 from distsched.model import Node, Pod
+from distsched.model.decode import spec_with_node_name
 from distsched.store import FuncHandler, Informer, ObjectRef, Store
 
 Obj = dict
@@ -123,7 +122,11 @@ class ClusterView:
                 return cached_pod
             node = obj.get("spec", {}).get("nodeName", "")
             if node and not cached_pod.spec.node_name and _same_but_binding(cached_obj, obj):
-                pod = replace(cached_pod, spec=replace(cached_pod.spec, node_name=node))
+                pod = Pod(
+                    cached_pod.metadata,
+                    spec_with_node_name(cached_pod.spec, node),
+                    cached_pod.status,
+                )
                 self._parsed[key] = (rv, obj, pod)
                 return pod
         pod = Pod.from_dict(obj)

@@ -17,7 +17,7 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from distsched import metrics
+from distsched import gc_tuning, metrics
 from distsched.cache.ledger import LedgerConfig
 from distsched.connection import Backoff, RedisOptions, connect
 from distsched.framework.interface import Handle
@@ -53,6 +53,7 @@ def run_worker(
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         sys.exit(2)
+    gc_tuning.tune()
     stop = stop or threading.Event()
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, lambda *_: stop.set())
@@ -86,6 +87,7 @@ def run_worker(
             if not started:
                 worker.start()
                 started = True
+                gc_tuning.freeze_initial_state()  # the initial list lives as long as we do
             worker.run_once()
             if backoff.failures:
                 log.warning("%s: Redis is back", worker.name)

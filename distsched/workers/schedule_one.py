@@ -276,8 +276,9 @@ class SchedulingWorker:
     def profile_modes(self) -> dict[str, str]:
         """How the store's create script may enqueue a pending pod of each profile
         (``q:profiles``): "n" when the profile has no PreEnqueue plugin, "g" when its only
-        one is SchedulingGates (gated iff spec.schedulingGates), else "p": the event
-        handlers run the profile's PreEnqueue plugins."""
+        one is SchedulingGates (the script enqueues a pod without gates; one with gates
+        goes to the handlers, whose typed PreEnqueue also validates the gates), else "p":
+        the event handlers run the profile's PreEnqueue plugins."""
         modes = {}
         for name, fw in self.profiles.items():
             plugins = [p.name for p in fw.pre_enqueue_plugins]
@@ -307,10 +308,12 @@ class SchedulingWorker:
     def _pre_enqueue_rejects(self, obj: dict[str, Any]) -> bool:
         """Whether the PreEnqueue plugins of the pod's profile keep it gated (kube's
         runPreEnqueuePlugins: any status but success gates it). A pod that does not parse
-        is not gated here: its scheduling attempt reports why it cannot be scheduled."""
+        is not gated here: its scheduling attempt reports why it cannot be scheduled.
+        Plugins that can tell from the raw object (SchedulingGates: no gates) spare the
+        parse; the pod is then parsed only by the worker that pops it."""
         name = (obj.get("spec") or {}).get("schedulerName") or DEFAULT_SCHEDULER_NAME
         fw = self.profiles.get(name)
-        if fw is None or not fw.pre_enqueue_plugins:
+        if fw is None or fw.pre_enqueue_admits_object(obj):
             return False
         try:
             pod = self.view.pod_from(obj)
@@ -577,7 +580,7 @@ class SchedulingWorker:
     def _note_conflict(self, result: Rejected) -> None:
         """Count a refused reservation and take the node's current state from it."""
         self.conflicts += 1
-        metrics.reserve_conflicts.labels(metrics.conflict_reason(result.reason)).inc()
+        metrics.series(metrics.reserve_conflicts, metrics.conflict_reason(result.reason)).inc()
         if result.node_state is not None:
             self.view.apply_states({result.node_state.name: result.node_state})
 
@@ -585,6 +588,7 @@ class SchedulingWorker:
         if not reserved:
             return
         bindings: list[Binding] = []
+        scheduled: Counter[str] = Counter()  # per profile: one counter update per batch
         for attempt in reserved:
             fw = attempt.framework
             status, waits = fw.run_permit_plugins(attempt.state, attempt.pod, attempt.node)
@@ -617,11 +621,11 @@ class SchedulingWorker:
                     state={} if batch_bindable(fw) else attempt.state.to_wire(),
                 )
             )
-            elapsed = time.perf_counter() - attempt.started
-            metrics.schedule_attempts.labels("scheduled", fw.profile_name).inc()
-            metrics.scheduling_attempt_duration.labels("scheduled", fw.profile_name).observe(
-                elapsed
-            )
+            _, duration = metrics.attempt_series("scheduled", fw.profile_name)
+            duration.observe(time.perf_counter() - attempt.started)
+            scheduled[fw.profile_name] += 1
+        for profile, count in scheduled.items():
+            metrics.attempt_series("scheduled", profile)[0].inc(count)
         self._pending_bindings.extend(bindings)
 
     # ------------------------------------------------------------------ the one failure path
@@ -639,11 +643,10 @@ class SchedulingWorker:
         )
         result = "error" if error else "unschedulable"
         profile = attempt.framework.profile_name
-        metrics.schedule_attempts.labels(result, profile).inc()
-        metrics.scheduling_attempt_duration.labels(result, profile).observe(
-            time.perf_counter() - attempt.started
-        )
-        metrics.queue_incoming_pods.labels(where, "ScheduleAttemptFailure").inc()
+        attempts, duration = metrics.attempt_series(result, profile)
+        attempts.inc()
+        duration.observe(time.perf_counter() - attempt.started)
+        metrics.series(metrics.queue_incoming_pods, where, "ScheduleAttemptFailure").inc()
         record_failure(
             self.client,
             self.keys,

@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 import numpy as np
 import pytest
 
 from distsched.framework import events as ev
 from distsched.framework.cycle_state import CycleState
 from distsched.framework.diagnosis import SchedulingError
-from distsched.framework.interface import MAX_PERMIT_TIMEOUT_SECONDS
+from distsched.framework.interface import MAX_PERMIT_TIMEOUT_SECONDS, PreEnqueuePlugin
 from distsched.framework.profile import build_profiles, default_config
 from distsched.framework.runtime import Framework, FrameworkError, PluginRef, PluginSet, Profile
 from distsched.framework.status import Code, Status
+from distsched.model.objects import Pod
 from tests.framework.builders import make_node, make_pod, snapshot_of
 from tests.framework.fakes import fake_registry
 
@@ -237,6 +241,31 @@ def test_pre_enqueue_runs_scheduling_gates():
     status = fw.run_pre_enqueue_plugins(make_pod(gates=["g"]))
     assert status.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE
     assert status.plugin == "SchedulingGates"
+
+
+class _Raising(PreEnqueuePlugin):
+    name = "Raising"
+
+    def pre_enqueue(self, pod: Pod) -> Status | None:
+        return None
+
+    def admits_object(self, obj: Mapping[str, Any]) -> bool:
+        raise RuntimeError("boom")
+
+
+def test_pre_enqueue_admits_a_raw_object_only_if_every_plugin_does():
+    fw = default_framework()
+    free = {"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c"}]}}
+    gated = {"metadata": {"name": "p"}, "spec": {"schedulingGates": [{"name": "g"}]}}
+    assert fw.pre_enqueue_admits_object(free)
+    assert not fw.pre_enqueue_admits_object(gated)
+    # A plugin without the fast path (the default) or whose check raises cannot tell.
+    fw.pre_enqueue_plugins.append(PreEnqueuePlugin())
+    assert not fw.pre_enqueue_admits_object(free)
+    fw.pre_enqueue_plugins[-1] = _Raising()
+    assert not fw.pre_enqueue_admits_object(free)
+    fw.pre_enqueue_plugins.clear()
+    assert fw.pre_enqueue_admits_object(gated)  # no PreEnqueue plugin: nothing gates
 
 
 NODE_FILTERS = {

@@ -41,19 +41,19 @@ def test_create_enqueues_pending_pods_of_registered_profiles(
     assert queue.where("default/ready") == "active"
     assert queue.info("default/ready")["p"] == 7  # type: ignore[index]
     assert queue.info("default/ready")["ts"] == clock.now_ms()  # type: ignore[index]
-    assert queue.where("default/gated") == "gated"
     assert queue.where("default/never-gated") == "active"
-    # Left to the handlers: a profile with other PreEnqueue plugins, another scheduler's
-    # pod, a pod created bound, and the node.
-    for key in ("default/custom", "default/other", "default/bound"):
+    # Left to the handlers: a pod with gates (its PreEnqueue validates them), a profile
+    # with other PreEnqueue plugins, another scheduler's pod, a pod created bound, the node.
+    for key in ("default/gated", "default/custom", "default/other", "default/bound"):
         assert queue.info(key) is None
     assert queue_event_keys(r, keys) == [
+        ("ADDED", "default/gated"),
         ("ADDED", "default/custom"),
         ("ADDED", "default/other"),
         ("ADDED", "default/bound"),
         ("ADDED", "n1"),
     ]
-    assert r.hgetall(keys.added) == {b"active": b"2", b"gated": b"1"}
+    assert r.hgetall(keys.added) == {b"active": b"2"}
     assert r.xlen(keys.events) == 7  # informers still see every write
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from distsched.framework.events import POD_SCHEDULING_GATES_ELIMINATED, ClusterEvent
@@ -21,6 +22,13 @@ class SchedulingGates(PreEnqueuePlugin):
         if not gates:
             return None
         return Status.unresolvable(f"waiting for scheduling gates: [{' '.join(gates)}]")
+
+    def admits_object(self, obj: Mapping[str, Any]) -> bool:
+        """No gates in the raw object: absent, null or empty ``spec.schedulingGates``
+        (anything else that is falsy does not parse, and a pod that does not parse is
+        not gated either). A non-empty list goes the typed way, which also validates it."""
+        spec = obj.get("spec")
+        return isinstance(spec, Mapping) and not spec.get("schedulingGates")
 
 
 def new(args: dict[str, Any], handle: Handle) -> SchedulingGates:

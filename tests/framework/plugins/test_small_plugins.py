@@ -16,6 +16,7 @@ from distsched.framework.plugins import (
     scheduling_gates,
 )
 from distsched.framework.status import Code, Status
+from distsched.model.errors import ManifestError
 from distsched.model.objects import Pod, Toleration
 from tests.framework.builders import make_node, make_pod, run_filter, snapshot_of
 
@@ -49,6 +50,45 @@ def test_scheduling_gates():
     assert plugin.pre_enqueue(make_pod()) is None
     status = plugin.pre_enqueue(make_pod(gates=["foo", "bar"]))
     assert status == Status.unresolvable("waiting for scheduling gates: [foo bar]")
+
+
+RAW_GATES: list[object] = [
+    None,
+    [],
+    [{"name": "example.com/wait"}],
+    [{"name": "a"}, {"name": "b"}],
+    [{"name": "a"}, {"name": "a"}],  # duplicate: the pod does not parse
+    [{"name": "Not a name!"}],
+    [{}],
+    ["a"],
+    "",
+    "a",
+    {},
+    {"name": "a"},
+    0,
+    False,
+]
+
+
+@pytest.mark.parametrize("gates", RAW_GATES)
+def test_scheduling_gates_admits_from_the_raw_object_only_when_pre_enqueue_would(gates):
+    """admits_object says True only where the typed path (parse, then pre_enqueue; a pod
+    that does not parse is not gated) says the pod is not gated."""
+    plugin = scheduling_gates.new({}, Handle())
+    spec: dict[str, object] = {"containers": [{"name": "c"}]}
+    if gates is not None:
+        spec["schedulingGates"] = gates
+    obj = {"metadata": {"name": "p"}, "spec": spec}
+    try:
+        gated = plugin.pre_enqueue(Pod.from_dict(obj)) is not None
+    except ManifestError:
+        gated = False
+    if plugin.admits_object(obj):
+        assert not gated
+    else:
+        assert gates  # only a non-empty value goes the typed way
+    assert plugin.admits_object({"metadata": {"name": "p"}}) is False  # no spec: cannot tell
+    assert plugin.admits_object({"spec": ["not", "a", "map"]}) is False
 
 
 UNSCHEDULABLE = Status.unresolvable(node_unschedulable.ERR_REASON_UNSCHEDULABLE)
