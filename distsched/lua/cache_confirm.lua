@@ -17,6 +17,7 @@ expired or was released).
 
 --!include queue_record
 --!include ledger_record
+--!include bulk
 
 if #KEYS ~= 3 or #ARGV == 0 or #ARGV % 2 ~= 0 then
   return redis.error_reply('ERR cache_confirm: expects 3 keys and (pod key, token) pairs')
@@ -40,6 +41,6 @@ for i = 1, #ARGV, 2 do
     out[#out + 1] = 0
   end
 end
-if #confirmed > 0 then redis.call('ZREM', KEYS[2], unpack(confirmed)) end
-if #drop > 0 then redis.call('HDEL', KEYS[3], unpack(drop)) end
+in_slices('ZREM', KEYS[2], confirmed)
+in_slices('HDEL', KEYS[3], drop)
 return out

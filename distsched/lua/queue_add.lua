@@ -10,6 +10,7 @@
 -- Returns: integer, the number of pods added.
 
 --!include queue_record
+--!include bulk
 
 local now = tonumber(ARGV[1])
 local wake_cap = tonumber(ARGV[2])
@@ -35,7 +36,7 @@ for i = 3, #ARGV, 4 do
 end
 if #keys == 0 then return 0 end
 
-local known = redis.call('HMGET', KEYS[1], unpack(keys))
+local known = hmget_all(KEYS[1], keys)
 local fields, gated, seen = {}, {}, {}
 local activated = 0
 for n, key in ipairs(keys) do
@@ -56,7 +57,7 @@ for n, key in ipairs(keys) do
   end
 end
 if #fields == 0 then return 0 end
-redis.call('HSET', KEYS[1], unpack(fields))
-if #gated > 0 then redis.call('ZADD', KEYS[3], unpack(gated)) end
+in_slices('HSET', KEYS[1], fields)
+in_slices('ZADD', KEYS[3], gated)
 wake(KEYS[4], activated, wake_cap)
 return #fields / 2

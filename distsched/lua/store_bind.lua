@@ -49,6 +49,7 @@
 --!include storeevent
 --!include queue_record
 --!include ledger_record
+--!include bulk
 
 local at = ARGV[3]
 local n = tonumber(ARGV[4])
@@ -61,33 +62,33 @@ if reserving and redis.call('ZCARD', KEYS[11]) == 0 then to_queue = false end
 -- ---- reservation check / confirm: the ledger's and the queue's hand-off
 -- (lib/ledger_record.lua, lib/queue_record.lua)
 local LEDGER_PODS, LEDGER_ASSUMED, QUEUE_INFO = KEYS[6], KEYS[7], KEYS[8]
-
--- The ledger record of ``key`` when it holds a reservation on ``node`` under ``token``.
-local function reservation(key, node, token)
-  local rec = led_decode(redis.call('HGET', LEDGER_PODS, key))
-  if rec and rec.node == node and rec.token == token then return rec end
-  return nil
-end
-
--- assumed -> bound in the ledger; the queue forgets the pod.
-local function confirm(key, rec)
-  redis.call('ZREM', LEDGER_ASSUMED, key)
-  if rec_text_is_assumed(redis.call('HGET', QUEUE_INFO, key), rec.uid) then
-    redis.call('HDEL', QUEUE_INFO, key)
-  end
-end
 -- ---- end of the reservation block -----------------------------------------------------
 
-local bound_any = false
-for i = 0, n - 1 do
-  local base = 5 + stride * i
-  local key = ARGV[base]
+-- Everything is read in bulk first, decided pod by pod (a key bound earlier in this call
+-- counts as bound), then written in bulk; only the events are one XADD per pod.
+local keys = {}
+for i = 0, n - 1 do keys[i + 1] = ARGV[5 + stride * i] end
+
+local metas = hmget_all(KEYS[5], keys)
+local records, queued = {}, {}
+if reserving then
+  records = hmget_all(LEDGER_PODS, keys)
+  queued = hmget_all(QUEUE_INFO, keys)
+end
+
+local now_bound = {}  -- key -> {node, uid} bound earlier in this call
+local confirmed, forgotten, seen_confirm = {}, {}, {}
+local to_bind = {}
+for i = 1, n do
+  local base = 5 + stride * (i - 1)
+  local key = keys[i]
   local node = ARGV[base + 2]
-  local meta_raw = redis.call('HGET', KEYS[5], key)
   local status, detail = nil, ''
   local rv, cur_node, uid = nil, nil, nil
-  if meta_raw then
-    local parsed_rv, parsed_node, _, parsed_uid = meta_parse(meta_raw)
+  if now_bound[key] then
+    rv, cur_node, uid = 'bound', now_bound[key].node, now_bound[key].uid
+  elseif metas[i] then
+    local parsed_rv, parsed_node, _, parsed_uid = meta_parse(metas[i])
     rv, cur_node, uid = parsed_rv, parsed_node, parsed_uid
   end
   if not rv then
@@ -101,23 +102,41 @@ for i = 0, n - 1 do
   end
   -- Reservation mode: without the reservation nothing but a duplicate of our own bind
   -- is reported; the pod belongs to a newer attempt (or is gone), whatever the store says.
-  local rec = nil
   if reserving then
-    rec = reservation(key, node, ARGV[base + 3])
+    local rec = led_decode(records[i])
+    if rec and (rec.node ~= node or rec.token ~= ARGV[base + 3]) then rec = nil end
     if not rec and status ~= 'already-bound' then status, detail = 'unreserved', '' end
+    if rec and (not status or status == 'already-bound') and not seen_confirm[key] then
+      -- assumed -> bound in the ledger; the queue forgets the pod
+      seen_confirm[key] = true
+      confirmed[#confirmed + 1] = key
+      if rec_text_is_assumed(queued[i], rec.uid) then forgotten[#forgotten + 1] = key end
+    end
   end
-  if rec and (not status or status == 'already-bound') then confirm(key, rec) end
   if not status then
-    local new_rv = string.format('%d', redis.call('INCR', KEYS[1]))
-    redis.call('HSET', KEYS[5], key, meta_string(new_rv, node, at, uid))
-    store_event(to_queue, 'MODIFIED', 'Pod', key, new_rv, 'node', node, 'bound', at)
-    status, detail = 'bound', new_rv
-    bound_any = true
+    to_bind[#to_bind + 1] = { i = i, key = key, node = node, uid = uid }
+    now_bound[key] = { node = node, uid = uid }
+    status = 'bound'
   end
-  out[#out + 1] = status
-  out[#out + 1] = detail
+  out[2 * i - 1] = status
+  out[2 * i] = detail
 end
-if bound_any and not to_queue then
-  redis.call('SET', KEYS[10], redis.call('GET', KEYS[9]) or '0')
+
+if #to_bind > 0 then
+  local first_rv = redis.call('INCRBY', KEYS[1], #to_bind) - #to_bind + 1
+  local fields = {}
+  for j, b in ipairs(to_bind) do
+    local rv = string.format('%d', first_rv + j - 1)
+    fields[#fields + 1] = b.key
+    fields[#fields + 1] = meta_string(rv, b.node, at, b.uid)
+    store_event(to_queue, 'MODIFIED', 'Pod', b.key, rv, 'node', b.node, 'bound', at)
+    out[2 * b.i] = rv
+  end
+  in_slices('HSET', KEYS[5], fields)
+  if not to_queue then
+    redis.call('SET', KEYS[10], redis.call('GET', KEYS[9]) or '0')
+  end
 end
+in_slices('ZREM', LEDGER_ASSUMED, confirmed)
+in_slices('HDEL', QUEUE_INFO, forgotten)
 return out

@@ -54,6 +54,7 @@
 --!include storemeta
 --!include storeevent
 --!include queue_record
+--!include bulk
 
 local n = tonumber(ARGV[3])
 local now, wake_cap = tonumber(ARGV[4]), tonumber(ARGV[5])
@@ -101,13 +102,6 @@ local function leave_queue(key, r)
     redis.call('ZREM', KEYS[7], active_member(r.ts, key))
   elseif QUEUE_SETS[r.w] then
     redis.call('ZREM', QUEUE_SETS[r.w], key)
-  end
-end
-
--- HSET of a long flat list, in slices Lua's unpack can take.
-local function in_slices(command, key, flat)
-  for first = 1, #flat, 2000 do
-    redis.call(command, key, unpack(flat, first, math.min(first + 1999, #flat)))
   end
 end
 
