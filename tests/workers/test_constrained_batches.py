@@ -56,27 +56,33 @@ def test_a_worker_that_never_saw_a_zone_anti_affinity_pod_does_not_place_next_to
     )
     cluster.handle_events()
     other.informer.poll_once(0)
-    cluster.create(zone_anti_affinity("db-1"))
+    db1 = zone_anti_affinity("db-1")
+    db1["spec"]["nodeSelector"] = {ZONE: "a"}  # a zone of two nodes: the case that matters
+    cluster.create(db1)
     cluster.handle_events()
     cluster.schedule(cluster.pop())  # worker A reserves db-1; nothing binds it yet
     zone_of = {"a1": "a", "a2": "a", "b1": "b"}
     placed = cluster.worker.ledger.pod("default/db-1")
     assert placed is not None and placed.state == "assumed"
 
-    plain = pod("db-2", labels={"app": "db"})
+    plain = pod("db-2", labels={"app": "db"}, nodeSelector={ZONE: "a"})
     cluster.store.create(plain)
     while other.informer.poll_once(0):
         pass
     other.consumer.poll(None)
-    # B learns the state of every node of db-1's zone, as a refused decision would give
-    # it, but nothing about db-1 itself.
-    other.view.apply_states(other.ledger.node_state(["a1", "a2"]))
+    # B learns the state of the other node of db-1's zone (a refused decision hands it
+    # over), and so its anti-affinity generation, but nothing of db-1's node.
+    neighbour = next(n for n, z in zone_of.items() if z == "a" and n != placed.node)
+    other.view.apply_states(other.ledger.node_state([neighbour]))
     other.view.refresh_from_ledger()
     popped = other.queue.pop(8, now_ms=clock.now_ms())
     assert [p.key for p in popped] == ["default/db-2"]
     other.schedule_one_batch(popped)
-    db2 = other.ledger.pod("default/db-2")
-    assert db2 is not None and zone_of[db2.node] == "b"
+    # db-1 forbids zone a to db-2, which may go nowhere else: it must not be placed
+    # (were B to trust the neighbour's generation, it would take the emptier neighbour).
+    assert zone_of[placed.node] == "a"
+    assert other.ledger.pod("default/db-2") is None
+    assert other.queue.where("default/db-2") in ("unschedulable", "backoff")
     cluster.bind()
     assert check(r, keys) == []
 
