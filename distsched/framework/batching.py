@@ -128,33 +128,27 @@ class _PreFilter(_Replay):
 class _Entry:
     """Cached answers for one signature, per node slot.
 
-    ``known[i]``: slot i's verdict is cached in ``passed[i]`` and, when it passes and
-    PreScore has run for the signature, its scores in ``summed[i]`` / ``raw[name][i]``.
+    Slot i's answers are valid while ``gen[i] == snapshot.generation[i]`` (the slot's
+    generation when they were computed; -1: never): the verdict ``passed[i]`` and, when
+    it passes and PreScore has run for the signature, its scores in ``summed[i]`` and
+    ``raw[name][i]``.
     """
 
     __slots__ = (
-        "known",
+        "gen",
         "normalized",
-        "num_refilter",
         "passed",
         "pre_filter",
         "pre_score",
         "raw",
-        "refilter",
-        "seen_version",
         "summed",
         "summed_plugins",
     )
 
     def __init__(self, snapshot: Snapshot) -> None:
         capacity = snapshot.capacity
-        self.seen_version = snapshot.version
-        self.known = np.zeros(capacity, dtype=bool)
+        self.gen = np.full(capacity, -1, dtype=np.int64)
         self.passed = np.zeros(capacity, dtype=bool)
-        # Slots whose answers were dropped since: refreshed all together with the next
-        # slots the search needs (one plugin call for many, instead of one per pod).
-        self.refilter = np.zeros(capacity, dtype=bool)
-        self.num_refilter = 0  # an upper bound of refilter's count
         self.pre_filter: _PreFilter | None = None
         self.pre_score: _Replay | None = None
         # Set with pre_score: plugins whose NormalizeScore is the identity (their weighted
@@ -164,32 +158,23 @@ class _Entry:
         self.summed = np.zeros(0, dtype=np.int64)
         self.raw: dict[str, np.ndarray] = {}
 
-    def catch_up(self, snapshot: Snapshot) -> None:
-        """Forget the answers for every slot touched since the entry last looked."""
-        if self.seen_version == snapshot.version:
-            return
-        changed = np.flatnonzero(snapshot.generation > self.seen_version)
-        known = self.known
-        dropped = changed[known[changed]]
-        if dropped.size:
-            self.refilter[dropped] = True
-            self.num_refilter += int(dropped.size)
-            known[dropped] = False
-        self.seen_version = snapshot.version
+    def fresh(self, snapshot: Snapshot, where: slice | np.ndarray) -> np.ndarray:
+        """Whether the cached answers of the slots ``where`` selects still hold."""
+        return self.gen[where] == snapshot.generation[where]
 
-    def take_refilter(self, snapshot: Snapshot, limit: int) -> np.ndarray:
-        """Slots to refresh along with the ones the search needs now: those whose answers
-        were dropped and that still hold a node, unless there are more than ``limit``
-        (then the search refreshes only what it reaches)."""
-        if not self.num_refilter:
-            return _NO_NODES
-        mask = self.refilter
-        slots = _NO_NODES
-        if self.num_refilter <= limit:
-            slots = np.flatnonzero(mask & snapshot.valid & ~self.known)
-        mask[:] = False
-        self.num_refilter = 0
-        return slots
+    def with_stale(self, snapshot: Snapshot, slots: np.ndarray, limit: int) -> np.ndarray:
+        """``slots`` (the search needs them now) plus every other slot whose answers went
+        stale, to refresh them all in one plugin call rather than one pod at a time; only
+        ``slots`` when more than ``limit`` others went stale (the search refreshes those it
+        reaches)."""
+        gen = self.gen
+        stale = gen != snapshot.generation
+        stale &= gen >= 0
+        stale &= snapshot.valid
+        if int(np.count_nonzero(stale)) > limit:
+            return slots
+        stale[slots] = True
+        return stale.nonzero()[0]
 
 
 class BatchScheduler:
@@ -246,7 +231,6 @@ class BatchScheduler:
             if len(entries) >= self.max_signatures:
                 del entries[next(iter(entries))]
         entries[signature] = entry  # most recently used last
-        entry.catch_up(snapshot)
         return entry
 
     @staticmethod
@@ -308,7 +292,7 @@ class BatchScheduler:
         fw = self.fw
         want = fw.num_feasible_nodes_to_find(n) if fw.has_score_plugins else 1
         start = fw.next_start_node_index % n
-        known, passed = entry.known, entry.passed
+        passed = entry.passed
         found: list[np.ndarray] = []
         found_count = 0
         done = 0
@@ -316,20 +300,21 @@ class BatchScheduler:
         while done < n and found_count < want:
             size = min(window, n - done)
             candidates = _rotated(nodes, (start + done) % n, size)
-            have = known[candidates]
+            # Usually a run of consecutive slots: then slices instead of gathers.
+            first = int(candidates[0])
+            run = int(candidates[-1]) - first == size - 1
+            have = entry.fresh(snapshot, slice(first, first + size) if run else candidates)
             if not have.all():
-                slots = candidates[~have]
-                extra = entry.take_refilter(snapshot, window)
-                if extra.size:
-                    slots = np.union1d(slots, extra)
+                slots = entry.with_stale(snapshot, candidates[~have], window)
                 self._filter(entry, state, pod, snapshot, slots)
-            positions = np.flatnonzero(passed[candidates])
+            verdicts = passed[first : first + size] if run else passed[candidates]
+            positions = verdicts.nonzero()[0]
             need = want - found_count
             cutoff = size
             if positions.size >= need:
                 positions = positions[:need]
                 cutoff = int(positions[-1]) + 1
-            found.append(candidates[positions])
+            found.append(positions + first if run else candidates[positions])
             found_count += int(positions.size)
             done += cutoff
             window *= 2
@@ -348,7 +333,7 @@ class BatchScheduler:
             self._score(entry, state, pod, snapshot, passing, pre_score)
         entry.passed[slots] = False
         entry.passed[passing] = True
-        entry.known[slots] = True
+        entry.gen[slots] = snapshot.generation[slots]
 
     def _prioritize(
         self, entry: _Entry, state: CycleState, pod: Pod, snapshot: Snapshot, feasible: np.ndarray
@@ -361,9 +346,17 @@ class BatchScheduler:
             return None
         pre.apply(state)
         state.skip_score_plugins = pre.skip
-        total = entry.summed[feasible]
-        for plugin, weight in entry.normalized:
-            scores = plugin.normalize_score(state, pod, entry.raw[plugin.name][feasible])
+        # Copies (NormalizeScore may work in place): slices of a run of slots, else gathers.
+        first = int(feasible[0])
+        if int(feasible[-1]) - first == feasible.size - 1:
+            view = slice(first, first + feasible.size)
+            total = entry.summed[view].copy()
+            raws = [entry.raw[plugin.name][view].copy() for plugin, _ in entry.normalized]
+        else:
+            total = entry.summed[feasible]
+            raws = [entry.raw[plugin.name][feasible] for plugin, _ in entry.normalized]
+        for (plugin, weight), raw in zip(entry.normalized, raws, strict=True):
+            scores = plugin.normalize_score(state, pod, raw)
             if not plugin.scores_in_range and (
                 scores.size and (scores.max() > MAX_NODE_SCORE or scores.min() < MIN_NODE_SCORE)
             ):
@@ -396,7 +389,8 @@ class BatchScheduler:
                 entry.normalized.append((plugin, weight))
                 entry.raw[plugin.name] = np.zeros(capacity, dtype=np.int64)
         entry.summed = np.zeros(capacity, dtype=np.int64)
-        self._score(entry, state, pod, snapshot, np.flatnonzero(entry.known & entry.passed), pre)
+        passing = (entry.fresh(snapshot, slice(None)) & entry.passed).nonzero()[0]
+        self._score(entry, state, pod, snapshot, passing, pre)
         return pre
 
     def _score(

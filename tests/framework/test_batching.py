@@ -17,6 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -450,8 +451,8 @@ def test_batched_scheduling_is_exact(world: World, ops: list[tuple[Any, ...]]) -
 
 
 # ---------------------------------------------------------------------------- it can fail
-def _broken_catch_up(self: _Entry, snapshot: Snapshot) -> None:
-    self.seen_version = snapshot.version
+def _fresh_forever(self: _Entry, snapshot: Snapshot, where: slice | np.ndarray) -> np.ndarray:
+    return self.gen[where] >= 0  # computed once: never invalidated
 
 
 def test_broken_invalidation_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -462,7 +463,7 @@ def test_broken_invalidation_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
     world = World("default", None, True, [kind] * 3, [template], seed=1)
     ops = [("schedule", 0), ("schedule", 0)]
     check(world, ops, BatchScheduler)  # sound as it is
-    monkeypatch.setattr(_Entry, "catch_up", _broken_catch_up)
+    monkeypatch.setattr(_Entry, "fresh", _fresh_forever)
     with pytest.raises(AssertionError, match="batched"):
         check(world, ops, BatchScheduler)
 
