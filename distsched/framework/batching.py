@@ -136,6 +136,7 @@ class _Entry:
 
     __slots__ = (
         "gen",
+        "nonzero",
         "normalized",
         "passed",
         "pre_filter",
@@ -143,6 +144,7 @@ class _Entry:
         "raw",
         "summed",
         "summed_plugins",
+        "zeros_normalized",
     )
 
     def __init__(self, snapshot: Snapshot) -> None:
@@ -157,6 +159,11 @@ class _Entry:
         self.normalized: list[tuple[ScorePlugin, int]] = []
         self.summed = np.zeros(0, dtype=np.int64)
         self.raw: dict[str, np.ndarray] = {}
+        # Per such plugin: how many slots have a non-zero raw score cached (valid or not);
+        # when none has, NormalizeScore sees zeros, and its answer per size is kept here
+        # with whether it is the same for every node (then it cannot change the winner).
+        self.nonzero: dict[str, int] = {}
+        self.zeros_normalized: dict[tuple[str, int], tuple[np.ndarray, bool]] = {}
 
     def fresh(self, snapshot: Snapshot, where: slice | np.ndarray) -> np.ndarray:
         """Whether the cached answers of the slots ``where`` selects still hold."""
@@ -194,16 +201,17 @@ class BatchScheduler:
         self._entries.clear()
 
     def schedule(self, state: CycleState, pod: Pod, snapshot: Snapshot) -> ScheduleResult:
-        entry = self._entry(state, pod, snapshot)
+        entry = None
+        try:
+            entry = self._entry(state, pod, snapshot)
+            result = None if entry is None else self._schedule(entry, state, pod, snapshot)
+        except Exception:  # a plugin failed: schedule_pod says how, exactly
+            log.debug("batched scheduling of %s failed", pod.key, exc_info=True)
+            result = None
+        if result is not None:
+            self.batched += 1
+            return result
         if entry is not None:
-            try:
-                result = self._schedule(entry, state, pod, snapshot)
-            except Exception:  # a plugin failed: schedule_pod says how, exactly
-                log.debug("batched scheduling of %s failed", pod.key, exc_info=True)
-                result = None
-            if result is not None:
-                self.batched += 1
-                return result
             self._undo(entry, state)
         self.full += 1
         return schedule_pod(self.fw, state, pod, snapshot)
@@ -296,20 +304,30 @@ class BatchScheduler:
         found: list[np.ndarray] = []
         found_count = 0
         done = 0
+        position = start
         window = want + want // 4
         while done < n and found_count < want:
-            size = min(window, n - done)
-            candidates = _rotated(nodes, (start + done) % n, size)
-            # Usually a run of consecutive slots: then slices instead of gathers.
+            # Windows never wrap around the end of ``nodes`` (the result does not depend
+            # on where windows end), so a window is a slice of it and, when its slots
+            # are consecutive (the usual case), a slice of the cached arrays too.
+            size = min(window, n - done, n - position)
+            candidates = nodes[position : position + size]
             first = int(candidates[0])
             run = int(candidates[-1]) - first == size - 1
-            have = entry.fresh(snapshot, slice(first, first + size) if run else candidates)
-            if not have.all():
-                slots = entry.with_stale(snapshot, candidates[~have], window)
-                self._filter(entry, state, pod, snapshot, slots)
-            verdicts = passed[first : first + size] if run else passed[candidates]
-            positions = verdicts.nonzero()[0]
+            where: slice | np.ndarray = slice(first, first + size) if run else candidates
+            verdicts = passed[where]
             need = want - found_count
+            fresh = entry.fresh(snapshot, where)
+            if fresh.all():
+                positions = verdicts.nonzero()[0]
+            else:
+                # Stale slots matter only before the cutoff: the need-th passing slot.
+                stale_at = int(fresh.argmin())
+                positions = verdicts[:stale_at].nonzero()[0]
+                if positions.size < need:
+                    slots = entry.with_stale(snapshot, candidates[~fresh], window)
+                    self._filter(entry, state, pod, snapshot, slots)
+                    positions = passed[where].nonzero()[0]
             cutoff = size
             if positions.size >= need:
                 positions = positions[:need]
@@ -317,6 +335,7 @@ class BatchScheduler:
             found.append(positions + first if run else candidates[positions])
             found_count += int(positions.size)
             done += cutoff
+            position = (position + cutoff) % n
             window *= 2
         feasible = found[0] if len(found) == 1 else np.concatenate(found)
         return feasible, done
@@ -348,18 +367,27 @@ class BatchScheduler:
         state.skip_score_plugins = pre.skip
         # Copies (NormalizeScore may work in place): slices of a run of slots, else gathers.
         first = int(feasible[0])
-        if int(feasible[-1]) - first == feasible.size - 1:
-            view = slice(first, first + feasible.size)
-            total = entry.summed[view].copy()
-            raws = [entry.raw[plugin.name][view].copy() for plugin, _ in entry.normalized]
-        else:
-            total = entry.summed[feasible]
-            raws = [entry.raw[plugin.name][feasible] for plugin, _ in entry.normalized]
-        for (plugin, weight), raw in zip(entry.normalized, raws, strict=True):
-            scores = plugin.normalize_score(state, pod, raw)
-            if not plugin.scores_in_range and (
-                scores.size and (scores.max() > MAX_NODE_SCORE or scores.min() < MIN_NODE_SCORE)
-            ):
+        size = int(feasible.size)
+        where = slice(first, first + size) if int(feasible[-1]) - first == size - 1 else feasible
+        total = entry.summed[where]
+        if type(where) is slice:
+            total = total.copy()
+        for plugin, weight in entry.normalized:
+            if entry.nonzero[plugin.name]:
+                scores = plugin.normalize_score(state, pod, entry.raw[plugin.name][where] + 0)
+            else:  # every cached raw score is 0: NormalizeScore of zeros, known per size
+                known = entry.zeros_normalized.get((plugin.name, size))
+                if known is None:
+                    scores = plugin.normalize_score(state, pod, np.zeros(size, dtype=np.int64))
+                    if len(entry.zeros_normalized) >= 64:
+                        entry.zeros_normalized.clear()
+                    constant = bool(scores.min() == scores.max())
+                    entry.zeros_normalized[(plugin.name, size)] = (scores, constant)
+                else:
+                    scores, constant = known
+                if constant and _in_range(plugin, scores):
+                    continue  # the same for every node: no effect on which node wins
+            if not _in_range(plugin, scores):
                 return None  # schedule_pod raises the error
             if weight == 1:
                 total += scores
@@ -388,6 +416,7 @@ class BatchScheduler:
             else:
                 entry.normalized.append((plugin, weight))
                 entry.raw[plugin.name] = np.zeros(capacity, dtype=np.int64)
+                entry.nonzero[plugin.name] = 0
         entry.summed = np.zeros(capacity, dtype=np.int64)
         passing = (entry.fresh(snapshot, slice(None)) & entry.passed).nonzero()[0]
         self._score(entry, state, pod, snapshot, passing, pre)
@@ -418,16 +447,21 @@ class BatchScheduler:
             else:
                 total += scores * weight
         for plugin, _ in entry.normalized:
-            entry.raw[plugin.name][slots] = plugin.score(state, pod, snapshot, slots)
+            raw = entry.raw[plugin.name]
+            scores = plugin.score(state, pod, snapshot, slots)
+            entry.nonzero[plugin.name] += int(np.count_nonzero(scores)) - int(
+                np.count_nonzero(raw[slots])
+            )
+            raw[slots] = scores
         entry.summed[slots] = total
+
+
+def _in_range(plugin: ScorePlugin, scores: np.ndarray) -> bool:
+    """run_score_plugins' check of normalized scores (skipped where in range by design)."""
+    if plugin.scores_in_range or not scores.size:
+        return True
+    return bool(scores.max() <= MAX_NODE_SCORE and scores.min() >= MIN_NODE_SCORE)
 
 
 def _identity_normalize(plugin: ScorePlugin) -> bool:
     return type(plugin).normalize_score is ScorePlugin.normalize_score
-
-
-def _rotated(nodes: np.ndarray, start: int, size: int) -> np.ndarray:
-    end = start + size
-    if end <= nodes.size:
-        return nodes[start:end]
-    return np.concatenate((nodes[start:], nodes[: end - nodes.size]))
