@@ -142,6 +142,7 @@ class _Entry:
         "pre_filter",
         "pre_score",
         "raw",
+        "scanned",
         "summed",
         "summed_plugins",
         "zeros_normalized",
@@ -150,6 +151,7 @@ class _Entry:
     def __init__(self, snapshot: Snapshot) -> None:
         capacity = snapshot.capacity
         self.gen = np.full(capacity, -1, dtype=np.int64)
+        self.scanned = snapshot.version  # with_stale looked at changes up to this version
         self.passed = np.zeros(capacity, dtype=bool)
         self.pre_filter: _PreFilter | None = None
         self.pre_score: _Replay | None = None
@@ -171,17 +173,19 @@ class _Entry:
 
     def with_stale(self, snapshot: Snapshot, slots: np.ndarray, limit: int) -> np.ndarray:
         """``slots`` (the search needs them now) plus every other slot whose answers went
-        stale, to refresh them all in one plugin call rather than one pod at a time; only
-        ``slots`` when more than ``limit`` others went stale (the search refreshes those it
-        reaches)."""
-        gen = self.gen
-        stale = gen != snapshot.generation
-        stale &= gen >= 0
-        stale &= snapshot.valid
-        if int(np.count_nonzero(stale)) > limit:
+        stale since the last call, to refresh them all in one plugin call rather than one
+        pod at a time; only ``slots`` when more than ``limit`` slots changed (the search
+        refreshes those it reaches). Only an economy: freshness is checked where used."""
+        changed = (snapshot.generation > self.scanned).nonzero()[0]
+        if changed.size > limit:
             return slots
-        stale[slots] = True
-        return stale.nonzero()[0]
+        self.scanned = snapshot.version
+        gen = self.gen[changed]
+        known = (gen >= 0) & (gen != snapshot.generation[changed])
+        stale = changed[known & snapshot.valid[changed]]
+        if not stale.size:
+            return slots
+        return np.union1d(slots, stale)
 
 
 class BatchScheduler:
@@ -318,7 +322,7 @@ class BatchScheduler:
             verdicts = passed[where]
             need = want - found_count
             fresh = entry.fresh(snapshot, where)
-            if fresh.all():
+            if _all(fresh):
                 positions = verdicts.nonzero()[0]
             else:
                 # Stale slots matter only before the cutoff: the need-th passing slot.
@@ -454,6 +458,9 @@ class BatchScheduler:
             )
             raw[slots] = scores
         entry.summed[slots] = total
+
+
+_all = np.logical_and.reduce  # ndarray.all without its Python-level wrapper
 
 
 def _in_range(plugin: ScorePlugin, scores: np.ndarray) -> bool:
