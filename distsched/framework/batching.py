@@ -318,9 +318,20 @@ class BatchScheduler:
             candidates = nodes[position : position + size]
             first = int(candidates[0])
             run = int(candidates[-1]) - first == size - 1
+            need = want - found_count
+            if run:
+                # The common case: the next ``need`` slots all pass and are fresh.
+                head = slice(first, first + min(need, size))
+                if _all(passed[head] & entry.fresh(snapshot, head)):
+                    taken = head.stop - first
+                    found.append(np.arange(first, head.stop))
+                    found_count += taken
+                    done += taken
+                    position = (position + taken) % n
+                    window *= 2
+                    continue
             where: slice | np.ndarray = slice(first, first + size) if run else candidates
             verdicts = passed[where]
-            need = want - found_count
             fresh = entry.fresh(snapshot, where)
             if _all(fresh):
                 positions = verdicts.nonzero()[0]
