@@ -319,21 +319,18 @@ class BatchScheduler:
             first = int(candidates[0])
             run = int(candidates[-1]) - first == size - 1
             need = want - found_count
-            if run:
-                # The common case: the next ``need`` slots all pass and are fresh.
-                head = slice(first, first + min(need, size))
-                if _all(passed[head] & entry.fresh(snapshot, head)):
-                    taken = head.stop - first
-                    found.append(np.arange(first, head.stop))
+            where: slice | np.ndarray = slice(first, first + size) if run else candidates
+            verdicts = passed[where]
+            fresh = entry.fresh(snapshot, where)
+            if _all(fresh):
+                if run and _all(verdicts[:need]):  # the usual case: the next slots all pass
+                    taken = min(need, size)
+                    found.append(np.arange(first, first + taken))
                     found_count += taken
                     done += taken
                     position = (position + taken) % n
                     window *= 2
                     continue
-            where: slice | np.ndarray = slice(first, first + size) if run else candidates
-            verdicts = passed[where]
-            fresh = entry.fresh(snapshot, where)
-            if _all(fresh):
                 positions = verdicts.nonzero()[0]
             else:
                 # Stale slots matter only before the cutoff: the need-th passing slot.
@@ -389,7 +386,10 @@ class BatchScheduler:
             total = total.copy()
         for plugin, weight in entry.normalized:
             if entry.nonzero[plugin.name]:
-                scores = plugin.normalize_score(state, pod, entry.raw[plugin.name][where] + 0)
+                raw = entry.raw[plugin.name][where]
+                scores = plugin.normalize_score(
+                    state, pod, raw.copy() if where is not feasible else raw
+                )
             else:  # every cached raw score is 0: NormalizeScore of zeros, known per size
                 known = entry.zeros_normalized.get((plugin.name, size))
                 if known is None:
