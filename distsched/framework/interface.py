@@ -15,7 +15,7 @@ Status with Code.ERROR naming the plugin.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -138,6 +138,31 @@ class Plugin:
     """Base of every plugin; ``name`` is the registry name (the module's NAME)."""
 
     name: str = ""
+
+
+class SignPlugin(Plugin):
+    """kube's SignPlugin: a PreFilter/Filter/PreScore/Score plugin that can say which facts
+    of a pod its answers depend on, so that the framework may reuse them for equal pods
+    (``framework/batching.py``). A pod is signed only when every such plugin of the
+    profile signs it.
+
+    ``sign_pod`` returns a hashable fragment, or None when it cannot sign this pod. By
+    returning a fragment the plugin promises, for any two pods with equal fragments:
+
+    - PreFilter and PreScore give the same result, status, Skip and CycleState writes
+      (for PreScore: for any non-empty ``indices``), as long as the snapshot's resource
+      columns are the same;
+    - Filter's pass/fail and Score's raw (pre-NormalizeScore) score for node N are the
+      same while node N's slot is untouched (``Snapshot.generation``);
+    - NormalizeScore depends only on the scores it is given.
+
+    Anything cluster-wide an answer depends on goes into the fragment (ImageLocality's
+    image spread); a plugin whose answer for node N depends on other nodes' pods
+    (inter-pod affinity, topology spread) returns None for the pods it constrains.
+    """
+
+    def sign_pod(self, pod: Pod, info: PodInfo, snapshot: Snapshot) -> Hashable | None:
+        raise NotImplementedError
 
 
 class PreEnqueuePlugin(Plugin):

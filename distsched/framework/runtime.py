@@ -12,7 +12,7 @@ import functools
 import logging
 import random
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
@@ -45,11 +45,14 @@ from distsched.framework.interface import (
     QueueSortPlugin,
     ReservePlugin,
     ScorePlugin,
+    SignPlugin,
 )
 from distsched.framework.status import Code, PluginError, Status, is_success
 from distsched.model.objects import Pod
 
 if TYPE_CHECKING:
+    from distsched.framework.batching import BatchScheduler
+    from distsched.framework.podinfo import PodInfo
     from distsched.framework.snapshot import Snapshot
 
 log = logging.getLogger(__name__)
@@ -198,6 +201,19 @@ class Framework:
         self.bind_plugins = self._expand(profile, "bind", BindPlugin)
         self.post_bind_plugins = self._expand(profile, "postBind", PostBindPlugin)
         self._interest_cache: dict[ClusterEvent, frozenset[str]] = {}
+        # The plugins a pod signature covers (kube's batchablePlugins), or None when one of
+        # them cannot sign: then the profile signs no pod.
+        self.signers: list[SignPlugin] | None = _signers(
+            [
+                *self.pre_filter_plugins,
+                *self.filter_plugins,
+                *self.pre_score_plugins,
+                *(p for p, _ in self.score_plugins),
+            ]
+        )
+        # This profile's cache of filter/score results per pod signature (batching.py),
+        # made by batch_scheduler() on first use.
+        self.batch_scheduler: BatchScheduler | None = None
         # Plugins that run the framework themselves (DefaultPreemption's dry runs).
         for plugin in self.plugins.values():
             attach = getattr(plugin, "attach_framework", None)
@@ -308,6 +324,27 @@ class Framework:
         except Exception:
             log.exception("queueing hint of %s raised for %s; queueing it", plugin, pod.key)
             return True
+
+    # ------------------------------------------------------------------ signing
+    def sign_pod(self, pod: Pod, info: PodInfo, snapshot: Snapshot) -> tuple[Hashable, ...] | None:
+        """kube's SignPod: the pod's signature for this profile, None when some plugin
+        cannot sign it. Pods with equal signatures get the same PreFilter/PreScore results
+        and the same verdict and raw score on every node whose state is unchanged (see
+        ``SignPlugin``)."""
+        signers = self.signers
+        if signers is None:
+            return None
+        fragments: list[Hashable] = []
+        for plugin in signers:
+            try:
+                fragment = plugin.sign_pod(pod, info, snapshot)
+            except PluginError:
+                log.debug("%s cannot sign %s", plugin.name, pod.key, exc_info=True)
+                return None
+            if fragment is None:
+                return None
+            fragments.append(fragment)
+        return tuple(fragments)
 
     # ------------------------------------------------------------------ filtering
     @_timed("PreFilter")
@@ -562,6 +599,16 @@ def _needed_plugins(profile: Profile) -> list[str]:
             if ref.name not in names:
                 names.append(ref.name)
     return names
+
+
+def _signers(plugins: list[Plugin]) -> list[SignPlugin] | None:
+    unique: list[SignPlugin] = []
+    for plugin in plugins:
+        if not isinstance(plugin, SignPlugin):
+            return None
+        if plugin not in unique:
+            unique.append(plugin)
+    return unique
 
 
 def _dedupe(names: list[str], point: str) -> list[str]:

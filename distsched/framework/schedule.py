@@ -226,7 +226,7 @@ def prioritize_nodes(
 
 def select_host(feasible: np.ndarray, scores: np.ndarray, randrange) -> int:  # type: ignore[no-untyped-def]
     """A node with the highest score, uniformly at random among ties (kube's reservoir)."""
-    best = np.flatnonzero(scores == scores.max())
+    best = (scores == np.maximum.reduce(scores)).nonzero()[0]
     if best.size == 1:
         return int(feasible[best[0]])
     return int(feasible[best[randrange(best.size)]])

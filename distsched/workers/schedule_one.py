@@ -46,6 +46,7 @@ from distsched.clock import SYSTEM_CLOCK, Clock
 from distsched.explain_record import Explanation, record_failure
 from distsched.faults import pause_at  # crash tests only; a no-op unless env set
 from distsched.framework import permit
+from distsched.framework.batching import schedule_pod_batched
 from distsched.framework.cycle_state import CycleState
 from distsched.framework.diagnosis import FitError, SchedulingError
 from distsched.framework.events import ClusterEvent
@@ -53,7 +54,6 @@ from distsched.framework.nominator import NOMINATOR_KEY, PodNominator
 from distsched.framework.podinfo import PodInfo
 from distsched.framework.profile import Profiles, SchedulerConfig
 from distsched.framework.runtime import Framework
-from distsched.framework.schedule import schedule_pod
 from distsched.keys import Keys
 from distsched.model import HostPort, Node, Pod
 from distsched.model.objects import DEFAULT_SCHEDULER_NAME
@@ -448,7 +448,8 @@ class SchedulingWorker:
         attempt.state = CycleState()
         fw, pod = attempt.framework, attempt.pod
         try:
-            result = schedule_pod(fw, attempt.state, pod, self.snapshot)
+            # schedule_pod, reusing equal pods' filter/score answers (same result).
+            result = schedule_pod_batched(fw, attempt.state, pod, self.snapshot)
         except FitError as err:
             self._post_filter(attempt, err)
             self._fail(

@@ -8,6 +8,7 @@ Args: ``resources: [{name, weight}]`` (default cpu and memory).
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from typing import Any
 
 import numpy as np
@@ -19,6 +20,7 @@ from distsched.framework.interface import (
     PluginArgsError,
     PreScorePlugin,
     ScorePlugin,
+    SignPlugin,
 )
 from distsched.framework.plugins.helpers.resource_allocation import (
     DEFAULT_RESOURCES,
@@ -28,7 +30,7 @@ from distsched.framework.plugins.helpers.resource_allocation import (
     parse_resources,
     pod_request_list,
 )
-from distsched.framework.podinfo import cycle_pod_info
+from distsched.framework.podinfo import PodInfo, cycle_pod_info
 from distsched.framework.snapshot import Snapshot
 from distsched.framework.status import Status
 from distsched.model.objects import Pod
@@ -38,12 +40,15 @@ EVENTS: tuple[ClusterEvent, ...] = ()
 _PRE_SCORE_KEY = "PreScore" + NAME
 
 
-class BalancedAllocation(PreScorePlugin, ScorePlugin):
+class BalancedAllocation(PreScorePlugin, ScorePlugin, SignPlugin):
     name = NAME
     scores_in_range = True
 
     def __init__(self, resources: tuple[ResourceSpec, ...]) -> None:
         self.resources = resources
+
+    def sign_pod(self, pod: Pod, info: PodInfo, snapshot: Snapshot) -> Hashable | None:
+        return tuple(info.requests.items())
 
     def pre_score(
         self, state: CycleState, pod: Pod, snapshot: Snapshot, indices: np.ndarray

@@ -7,13 +7,15 @@ image everywhere does not pull every pod to one node); the sum is mapped linearl
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from typing import Any
 
 import numpy as np
 
 from distsched.framework.cycle_state import CycleState
 from distsched.framework.events import ClusterEvent
-from distsched.framework.interface import MAX_NODE_SCORE, Handle, ScorePlugin
+from distsched.framework.interface import MAX_NODE_SCORE, Handle, ScorePlugin, SignPlugin
+from distsched.framework.podinfo import PodInfo
 from distsched.framework.snapshot import Snapshot
 from distsched.model.objects import Pod
 
@@ -32,9 +34,23 @@ def normalized_image_name(name: str) -> str:
     return name
 
 
-class ImageLocality(ScorePlugin):
+class ImageLocality(ScorePlugin, SignPlugin):
     name = NAME
     scores_in_range = True
+
+    def sign_pod(self, pod: Pod, info: PodInfo, snapshot: Snapshot) -> Hashable | None:
+        # A node's score also depends on how many nodes have each image (the spread) and
+        # on the node count: cluster-wide facts, so they are part of the fragment.
+        images = []
+        found = False
+        for container in (*pod.spec.init_containers, *pod.spec.containers):
+            image = normalized_image_name(container.image)
+            having = snapshot.image_num_nodes(image)
+            found = found or having > 0
+            images.append((image, having))
+        if not found:
+            return len(images)  # no image on any node: every node scores 0
+        return tuple(images), snapshot.num_nodes
 
     def score(
         self, state: CycleState, pod: Pod, snapshot: Snapshot, indices: np.ndarray

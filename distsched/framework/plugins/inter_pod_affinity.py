@@ -12,6 +12,7 @@ Args: ``hardPodAffinityWeight`` (0..100, default 1), ``ignorePreferredTermsOfExi
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,6 +35,7 @@ from distsched.framework.interface import (
     PreFilterResult,
     PreScorePlugin,
     ScorePlugin,
+    SignPlugin,
 )
 from distsched.framework.plugins.helpers.label_selector import (
     AffinityTerm,
@@ -149,7 +151,12 @@ class _PreScoreState:
 
 
 class InterPodAffinity(
-    CountingPreFilterExtensions, PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin
+    CountingPreFilterExtensions,
+    PreFilterPlugin,
+    FilterPlugin,
+    PreScorePlugin,
+    ScorePlugin,
+    SignPlugin,
 ):
     pre_filter_state_key = _PRE_FILTER_KEY
 
@@ -161,6 +168,14 @@ class InterPodAffinity(
     ) -> None:
         self.hard_pod_affinity_weight = hard_pod_affinity_weight
         self.ignore_preferred_of_existing = ignore_preferred_of_existing
+
+    def sign_pod(self, pod: Pod, info: PodInfo, snapshot: Snapshot) -> Hashable | None:
+        # Only a pod this plugin has nothing to say about: no (anti-)affinity of its own
+        # and no placed pod with any, so PreFilter and PreScore both Skip. Otherwise a
+        # node's verdict depends on the pods of its whole topology domain.
+        if info.has_affinity or snapshot.pods_with_affinity:
+            return None
+        return ()
 
     # -------------------------------------------------------------- filtering
     def pre_filter(

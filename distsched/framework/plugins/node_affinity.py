@@ -3,6 +3,7 @@ node affinity weights (PreScore, Score). Args: ``addedAffinity`` applied to ever
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from typing import Any
 
 import numpy as np
@@ -18,6 +19,7 @@ from distsched.framework.interface import (
     PreFilterResult,
     PreScorePlugin,
     ScorePlugin,
+    SignPlugin,
 )
 from distsched.framework.plugins.helpers.node_selector import (
     OBJECT_NAME_FIELD,
@@ -30,6 +32,7 @@ from distsched.framework.plugins.helpers.node_selector import (
     terms_mask,
 )
 from distsched.framework.plugins.helpers.normalize import default_normalize_score
+from distsched.framework.podinfo import PodInfo
 from distsched.framework.snapshot import Snapshot
 from distsched.framework.status import PluginError, Status
 from distsched.model.objects import Node, NodeSelectorTerm, Pod, PreferredSchedulingTerm
@@ -43,7 +46,7 @@ ERR_REASON_ENFORCED = "node(s) didn't match scheduler-enforced node affinity"
 ERR_REASON_CONFLICT = "pod affinity terms conflict"
 
 
-class NodeAffinity(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin):
+class NodeAffinity(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin, SignPlugin):
     name = NAME
     scores_in_range = True
 
@@ -54,6 +57,11 @@ class NodeAffinity(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin):
     ) -> None:
         self.added_required = added_required
         self.added_preferred = added_preferred
+
+    def sign_pod(self, pod: Pod, info: PodInfo, snapshot: Snapshot) -> Hashable | None:
+        affinity = pod.spec.affinity
+        node_affinity = affinity.node_affinity if affinity else None
+        return tuple(pod.spec.node_selector.items()), node_affinity
 
     # -------------------------------------------------------------- filtering
     def pre_filter(

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from typing import Any
 
 import numpy as np
 
 from distsched.framework.cycle_state import CycleState
 from distsched.framework.events import NODE_ADD_OR_SCHEDULING_CHANGE, ClusterEvent, EventResource
-from distsched.framework.interface import FilterPlugin, FilterResult, Handle
+from distsched.framework.interface import FilterPlugin, FilterResult, Handle, SignPlugin
+from distsched.framework.podinfo import PodInfo
 from distsched.framework.snapshot import Snapshot
 from distsched.model.objects import Pod
 
@@ -19,8 +21,11 @@ EVENTS: tuple[ClusterEvent, ...] = (
 ERR_REASON = "node(s) didn't match the requested node name"
 
 
-class NodeName(FilterPlugin):
+class NodeName(FilterPlugin, SignPlugin):
     name = NAME
+
+    def sign_pod(self, pod: Pod, info: PodInfo, snapshot: Snapshot) -> Hashable | None:
+        return pod.spec.node_name
 
     def filter(
         self, state: CycleState, pod: Pod, snapshot: Snapshot, indices: np.ndarray

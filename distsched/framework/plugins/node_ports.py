@@ -6,6 +6,7 @@ protocol/port on any address, a specific address with itself and with 0.0.0.0.
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from typing import Any
 
 import numpy as np
@@ -23,8 +24,9 @@ from distsched.framework.interface import (
     Handle,
     PreFilterPlugin,
     PreFilterResult,
+    SignPlugin,
 )
-from distsched.framework.podinfo import cycle_pod_info
+from distsched.framework.podinfo import PodInfo, cycle_pod_info
 from distsched.framework.snapshot import Snapshot
 from distsched.framework.status import Status
 from distsched.model import HostPort, pod_host_ports
@@ -39,8 +41,11 @@ ERR_REASON = "node(s) didn't have free ports for the requested pod ports"
 _STATE_KEY = "PreFilter" + NAME
 
 
-class NodePorts(PreFilterPlugin, FilterPlugin):
+class NodePorts(PreFilterPlugin, FilterPlugin, SignPlugin):
     name = NAME
+
+    def sign_pod(self, pod: Pod, info: PodInfo, snapshot: Snapshot) -> Hashable | None:
+        return info.host_ports
 
     def pre_filter(
         self, state: CycleState, pod: Pod, snapshot: Snapshot

@@ -8,6 +8,7 @@ resources: [{name, weight}], requestedToCapacityRatio: {shape: [{utilization, sc
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from dataclasses import dataclass
 from typing import Any
 
@@ -24,6 +25,7 @@ from distsched.framework.interface import (
     PreFilterResult,
     PreScorePlugin,
     ScorePlugin,
+    SignPlugin,
 )
 from distsched.framework.plugins.helpers.resource_allocation import (
     DEFAULT_RESOURCES,
@@ -80,7 +82,7 @@ class _FitRequest:
     unknown: tuple[str, ...]  # requested resources no node has: never satisfiable
 
 
-class NodeResourcesFit(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin):
+class NodeResourcesFit(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin, SignPlugin):
     name = NAME
     scores_in_range = True
 
@@ -100,6 +102,11 @@ class NodeResourcesFit(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugi
         self.weights = [r.weight for r in resources]
         self.shape = shape
         self._requests_cache: dict[tuple[object, ...], _FitRequest] = {}
+
+    def sign_pod(self, pod: Pod, info: PodInfo, snapshot: Snapshot) -> Hashable | None:
+        # Requests (containers, init containers, pod-level resources, overhead) and the
+        # non-zero cpu/memory that scoring uses.
+        return tuple(info.requests.items()), info.nonzero_cpu, info.nonzero_memory
 
     # -------------------------------------------------------------- filtering
     def _ignored(self, resource: str) -> bool:

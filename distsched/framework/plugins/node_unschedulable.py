@@ -3,18 +3,20 @@
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from typing import Any
 
 import numpy as np
 
 from distsched.framework.cycle_state import CycleState
 from distsched.framework.events import NODE_ADD_OR_SCHEDULING_CHANGE, ClusterEvent, EventResource
-from distsched.framework.interface import FilterPlugin, FilterResult, Handle
+from distsched.framework.interface import FilterPlugin, FilterResult, Handle, SignPlugin
 from distsched.framework.plugins.helpers.taints import (
     NO_SCHEDULE,
     TAINT_NODE_UNSCHEDULABLE,
     tolerations_tolerate,
 )
+from distsched.framework.podinfo import PodInfo
 from distsched.framework.snapshot import Snapshot
 from distsched.model.objects import Node, Pod, Taint
 
@@ -27,8 +29,11 @@ ERR_REASON_UNSCHEDULABLE = "node(s) were unschedulable"
 _UNSCHEDULABLE_TAINT = Taint(TAINT_NODE_UNSCHEDULABLE, NO_SCHEDULE)
 
 
-class NodeUnschedulable(FilterPlugin):
+class NodeUnschedulable(FilterPlugin, SignPlugin):
     name = NAME
+
+    def sign_pod(self, pod: Pod, info: PodInfo, snapshot: Snapshot) -> Hashable | None:
+        return tolerations_tolerate(pod.spec.tolerations, _UNSCHEDULABLE_TAINT)
 
     def filter(
         self, state: CycleState, pod: Pod, snapshot: Snapshot, indices: np.ndarray

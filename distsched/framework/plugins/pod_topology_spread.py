@@ -16,6 +16,7 @@ so the default selector is always empty and kube itself would skip them.
 from __future__ import annotations
 
 import math
+from collections.abc import Hashable
 from dataclasses import dataclass
 from typing import Any
 
@@ -33,6 +34,7 @@ from distsched.framework.interface import (
     PreFilterResult,
     PreScorePlugin,
     ScorePlugin,
+    SignPlugin,
 )
 from distsched.framework.plugins.helpers.label_selector import (
     NOTHING,
@@ -173,7 +175,12 @@ class _PreScoreState:
 
 
 class PodTopologySpread(
-    CountingPreFilterExtensions, PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin
+    CountingPreFilterExtensions,
+    PreFilterPlugin,
+    FilterPlugin,
+    PreScorePlugin,
+    ScorePlugin,
+    SignPlugin,
 ):
     pre_filter_state_key = _PRE_FILTER_KEY
 
@@ -229,6 +236,14 @@ class PodTopologySpread(
                 mask = mask & ~untolerated
             masks.append(mask)
         return masks
+
+    def sign_pod(self, pod: Pod, info: PodInfo, snapshot: Snapshot) -> Hashable | None:
+        # Skew depends on the pods of every domain: a pod with constraints is not
+        # signable. Default constraints never apply here (see the module docstring), so
+        # unlike kube their presence does not stop signing.
+        if pod.spec.topology_spread_constraints:
+            return None
+        return ()
 
     # -------------------------------------------------------------- filtering
     def pre_filter(

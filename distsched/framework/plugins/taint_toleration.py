@@ -3,6 +3,7 @@ nodes by how few PreferNoSchedule taints the pod does not tolerate."""
 
 from __future__ import annotations
 
+from collections.abc import Hashable
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,6 +17,7 @@ from distsched.framework.interface import (
     Handle,
     PreScorePlugin,
     ScorePlugin,
+    SignPlugin,
 )
 from distsched.framework.plugins.helpers.normalize import default_normalize_score
 from distsched.framework.plugins.helpers.taints import (
@@ -24,6 +26,7 @@ from distsched.framework.plugins.helpers.taints import (
     find_untolerated_taint,
     tolerations_tolerate,
 )
+from distsched.framework.podinfo import PodInfo
 from distsched.framework.snapshot import Snapshot
 from distsched.framework.status import Status
 from distsched.model.objects import Node, Pod, Taint, Toleration
@@ -47,7 +50,7 @@ class _Untolerated:
     hits: np.ndarray | None  # int8[capacity]: how many of them each node carries
 
 
-class TaintToleration(FilterPlugin, PreScorePlugin, ScorePlugin):
+class TaintToleration(FilterPlugin, PreScorePlugin, ScorePlugin, SignPlugin):
     name = NAME
     scores_in_range = True
 
@@ -75,6 +78,9 @@ class TaintToleration(FilterPlugin, PreScorePlugin, ScorePlugin):
         entry = _Untolerated(taints, hits)
         _remember(self._filter_cache, key, entry)
         return entry
+
+    def sign_pod(self, pod: Pod, info: PodInfo, snapshot: Snapshot) -> Hashable | None:
+        return pod.spec.tolerations
 
     def filter(
         self, state: CycleState, pod: Pod, snapshot: Snapshot, indices: np.ndarray
