@@ -34,7 +34,14 @@ def _assume_ttl_option(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 @click.command()
 @click.option("--config", type=click.Path(dir_okay=False), help="KubeSchedulerConfiguration YAML.")
-@click.option("--batch", default=64, show_default=True, help="Pods popped per batch.")
+@click.option("--batch", default=256, show_default=True, help="Pods popped per batch (at most).")
+@click.option(
+    "--bind-linger-ms",
+    type=click.IntRange(min=0),
+    default=10,
+    show_default=True,
+    help="How long reserved pods wait for more to share one binding job.",
+)
 @click.option(
     "--lease-ms",
     type=click.IntRange(min=1),
@@ -48,6 +55,7 @@ def _assume_ttl_option(fn: Callable[..., Any]) -> Callable[..., Any]:
 def worker(
     config: str | None,
     batch: int,
+    bind_linger_ms: int,
     lease_ms: int,
     assume_ttl_ms: int,
     metrics_port: int,
@@ -63,6 +71,7 @@ def worker(
         ctx.keys,
         config_path=config,
         batch=batch,
+        bind_linger_ms=bind_linger_ms,
         metrics_port=metrics_port,
         metrics_addr=metrics_addr,
         lease_ms=lease_ms,

@@ -134,12 +134,18 @@ class ClusterView:
         return pod
 
     def pod(self, key: str) -> Pod | None:
-        obj = self.informer.get("Pod", key)
-        if obj is None:
-            obj = self.store.get("Pod", key)
-            if obj is None:
-                return None
-        return self.pod_from(obj)
+        return self.pods([key])[key]
+
+    def pods(self, keys: list[str]) -> dict[str, Pod | None]:
+        """The typed pods of ``keys`` (None: no such pod). A pod the informer has not seen
+        yet (the store's create script queues a pod at once, so a worker may pop it before
+        its informer reads the event) is read from the store: all of them in one call."""
+        objs: dict[str, Obj | None] = {key: self.informer.get("Pod", key) for key in keys}
+        missing = [key for key, obj in objs.items() if obj is None]
+        if missing:
+            for key, obj in zip(missing, self.store.get_many("Pod", missing), strict=True):
+                objs[key] = obj
+        return {key: None if obj is None else self.pod_from(obj) for key, obj in objs.items()}
 
     # ------------------------------------------------------------------ informer -> snapshot
     def _on_node_add(self, obj: Obj, _initial: bool) -> None:

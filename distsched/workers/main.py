@@ -37,7 +37,8 @@ def run_worker(
     keys: Keys,
     *,
     config_path: str | None = None,
-    batch: int = 64,
+    batch: int = 256,
+    bind_linger_ms: int = 10,
     metrics_port: int = 0,
     metrics_addr: str = "127.0.0.1",
     stop: threading.Event | None = None,
@@ -71,7 +72,9 @@ def run_worker(
         profiles=profiles,
         # DISTSCHED_QUEUEING_HINTS=0 is kube's SchedulerQueueingHints=false: seed rules only.
         config=WorkerConfig(
-            batch=batch, queueing_hints=os.environ.get("DISTSCHED_QUEUEING_HINTS", "1") != "0"
+            batch=batch,
+            bind_linger_s=bind_linger_ms / 1000,
+            queueing_hints=os.environ.get("DISTSCHED_QUEUEING_HINTS", "1") != "0",
         ),
         queue_config=QueueConfig(lease_ms=lease_ms) if lease_ms else None,
         ledger_config=LedgerConfig(assume_ttl_ms=assume_ttl_ms) if assume_ttl_ms else None,
@@ -104,4 +107,10 @@ def run_worker(
             delay = backoff.next_delay()
             log.exception("%s: unexpected error; going on in %.1fs", worker.name, delay)
             stop.wait(delay)
+    try:
+        worker.stop()
+    except RETRYABLE:
+        log.warning(
+            "%s: Redis unavailable at stop; the reaper requeues its reserved pods", worker.name
+        )
     log.info("%s stopped after scheduling %d pods", worker.name, worker.scheduled)

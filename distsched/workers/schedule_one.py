@@ -79,10 +79,15 @@ Obj = dict
 
 @dataclass
 class WorkerConfig:
-    batch: int = 64
+    batch: int = 256
     max_reserve_attempts: int = 3
     idle_wait_s: float = 0.2
     event_batches_per_loop: int = 4
+    # Reserved pods wait up to this long for more before they go to the binder pool as
+    # one rq job (or until bind_batch are pending): at a trickle of pods every pop batch
+    # is small, and an rq job costs its binder and Redis ~50 commands whatever its size.
+    bind_linger_s: float = 0.0
+    bind_batch: int = 256
     # QueueingHints (kube's SchedulerQueueingHints, GA in 1.34): the rejecting plugins'
     # hints decide which events move a parked pod; False keeps the seed's rules only.
     queueing_hints: bool = True
@@ -198,6 +203,7 @@ class SchedulingWorker:
         self.informer = self.view.informer
         self.nominator = self.view.nominator
         self._pending_bindings: list[Binding] = []
+        self._pending_since = 0.0
         self.handlers = QueueEventHandlers(
             queue=self.queue,
             ledger=self.ledger,
@@ -357,7 +363,11 @@ class SchedulingWorker:
         self.periodic.tick()
         popped = self.queue.pop(self.config.batch, now_ms=self.clock.now_ms())
         if not popped:
-            self.client.blpop([self.keys.wake], timeout=self.config.idle_wait_s)
+            linger = self._linger_left()
+            wait = min(linger, self.config.idle_wait_s) if self._pending_bindings else None
+            if wait is None or wait > 0:
+                self.client.blpop([self.keys.wake], timeout=wait or self.config.idle_wait_s)
+            self._flush_bindings()
             return 0
         pause_at("pop", [p.key for p in popped])
         self.schedule_one_batch(popped)
@@ -368,8 +378,9 @@ class SchedulingWorker:
         decide each on the snapshot in pop order, reserve them against the ledger, hand
         reserved ones to the binder pool."""
         attempts: list[Attempt] = []
+        pods = self.view.pods([queued.key for queued in popped])
         for queued in popped:
-            attempt = self._prepare(queued)
+            attempt = self._prepare(queued, pods[queued.key])
             if attempt is not None:
                 attempts.append(attempt)
         topology_keys: set[str] = set()
@@ -388,11 +399,28 @@ class SchedulingWorker:
             # round trips would otherwise dominate Redis CPU for those workloads.
             self._flush_bindings()
 
-    def _flush_bindings(self) -> None:
-        if self._pending_bindings:
-            enqueue_bindings(self.bind_queue, self.keys, self._pending_bindings)
-            self.scheduled += len(self._pending_bindings)
-            self._pending_bindings = []
+    def _flush_bindings(self, *, force: bool = False) -> None:
+        """Hand the pending bindings to the binder pool as one rq job, once they waited
+        ``bind_linger_s`` or ``bind_batch`` are pending (or when ``force``)."""
+        if not self._pending_bindings:
+            return
+        short = len(self._pending_bindings) < self.config.bind_batch
+        if not force and short and self._linger_left() > 0:
+            return
+        enqueue_bindings(self.bind_queue, self.keys, self._pending_bindings)
+        self.scheduled += len(self._pending_bindings)
+        self._pending_bindings = []
+
+    def _linger_left(self) -> float:
+        """Seconds the pending bindings may still wait (0: hand them over now)."""
+        if not self._pending_bindings:
+            return 0.0
+        return max(0.0, self._pending_since + self.config.bind_linger_s - time.monotonic())
+
+    def stop(self) -> None:
+        """Hand over what is pending (a worker stopped with reserved pods in hand would
+        leave them to the reaper, after their assume deadline)."""
+        self._flush_bindings(force=True)
 
     def _shared_keys(self, topology_keys: set[str]) -> list[str]:
         """The keys among ``topology_keys`` whose domains span several nodes (zones, not
@@ -426,8 +454,7 @@ class SchedulingWorker:
             self._fail(attempt, plugins=[], message=f"internal error: {exc}", error=True)
             return False
 
-    def _prepare(self, queued: QueuedPod) -> Attempt | None:
-        pod = self.view.pod(queued.key)
+    def _prepare(self, queued: QueuedPod, pod: Pod | None) -> Attempt | None:
         now = self.clock.now_ms()
         if pod is None:
             self.queue.delete([queued.key], now_ms=now, uids=[queued.uid])
@@ -627,6 +654,8 @@ class SchedulingWorker:
             scheduled[fw.profile_name] += 1
         for profile, count in scheduled.items():
             metrics.attempt_series("scheduled", profile)[0].inc(count)
+        if bindings and not self._pending_bindings:
+            self._pending_since = time.monotonic()
         self._pending_bindings.extend(bindings)
 
     # ------------------------------------------------------------------ the one failure path
