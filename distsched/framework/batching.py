@@ -33,6 +33,7 @@ capacity growth, a new resource column, a non-empty nominator.
 from __future__ import annotations
 
 import logging
+import weakref
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -62,12 +63,22 @@ _NO_NODES = np.zeros(0, dtype=np.int64)
 _DELETED = object()
 
 
+_SCHEDULERS: weakref.WeakKeyDictionary[Framework, BatchScheduler] = weakref.WeakKeyDictionary()
+"""Each profile's batching scheduler, kept here rather than on the Framework (the runtime
+knows nothing of batching), for as long as the framework lives."""
+
+
 def batch_scheduler(fw: Framework) -> BatchScheduler:
     """The profile's batching scheduler (its cache lives as long as the framework)."""
-    scheduler = fw.batch_scheduler
+    scheduler = _SCHEDULERS.get(fw)
     if scheduler is None:
-        scheduler = fw.batch_scheduler = BatchScheduler(fw)
+        scheduler = _SCHEDULERS[fw] = BatchScheduler(fw)
     return scheduler
+
+
+def use_batch_scheduler(fw: Framework, scheduler: BatchScheduler) -> None:
+    """Make ``scheduler`` the profile's batching scheduler (tests)."""
+    _SCHEDULERS[fw] = scheduler
 
 
 def schedule_pod_batched(

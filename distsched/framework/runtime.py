@@ -51,7 +51,6 @@ from distsched.framework.status import Code, PluginError, Status, is_success
 from distsched.model.objects import Pod
 
 if TYPE_CHECKING:
-    from distsched.framework.batching import BatchScheduler
     from distsched.framework.podinfo import PodInfo
     from distsched.framework.snapshot import Snapshot
 
@@ -211,9 +210,6 @@ class Framework:
                 *(p for p, _ in self.score_plugins),
             ]
         )
-        # This profile's cache of filter/score results per pod signature (batching.py),
-        # made by batch_scheduler() on first use.
-        self.batch_scheduler: BatchScheduler | None = None
         # Plugins that run the framework themselves (DefaultPreemption's dry runs).
         for plugin in self.plugins.values():
             attach = getattr(plugin, "attach_framework", None)

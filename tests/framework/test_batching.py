@@ -22,7 +22,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from distsched.framework.batching import BatchScheduler, _Entry, batch_scheduler
+from distsched.framework.batching import (
+    BatchScheduler,
+    _Entry,
+    batch_scheduler,
+    use_batch_scheduler,
+)
 from distsched.framework.cycle_state import CycleState
 from distsched.framework.diagnosis import SchedulingError
 from distsched.framework.interface import Handle
@@ -335,7 +340,8 @@ def _side(world: World, batched: type[BatchScheduler] | None) -> Side:
             return schedule_pod(fw, state, pod, snap)
 
     else:
-        scheduler = fw.batch_scheduler = batched(fw)
+        scheduler = batched(fw)
+        use_batch_scheduler(fw, scheduler)
         decide = scheduler.schedule
     return Side(fw, snapshot, nominator, decide)
 
