@@ -16,7 +16,8 @@ allocatable            [N, R] i64   node.status.allocatable per resource column
 requested              [N, R] i64   sum of requests of the pods on the node; the ``pods``
                                     column counts the pods
 free                   [N, R] i64   allocatable - requested (kept up to date, for Filter)
-nonzero_requested      [N, 2] i64   cpu, memory with 100m / 200Mi defaults (scoring only)
+nonzero_requested      [N, 2] i64   cpu, memory with 100m / 200Mi defaults (scoring only;
+                                    with ``usage_from_ledger``, from the ledger too)
 unschedulable          [N] bool     node.spec.unschedulable
 valid                  [N] bool     the slot holds a node
 generation             [N] i64      bumped (from one snapshot-wide counter) on each change
@@ -70,9 +71,9 @@ class Snapshot:
     def __init__(self, *, capacity: int = 256, usage_from_ledger: bool = False) -> None:
         capacity = max(1, capacity)
         # In a scheduling worker the Redis ledger is the truth for requested resources,
-        # pod counts and host ports (it also holds other workers' assumed pods): pods
-        # added here then only feed the pod lists and scoring's nonzero requests, and
-        # set_usage/add_usage keep requested/free/ports.
+        # pod counts, host ports and scoring's non-zero requests (it also holds other
+        # workers' assumed pods): pods added here then only feed the pod lists, and
+        # set_usage/add_usage keep requested/free/ports/nonzero_requested.
         self.usage_from_ledger = usage_from_ledger
         self.resource_names: list[str] = list(_BASE_RESOURCES)
         self.resource_index: dict[str, int] = {n: i for i, n in enumerate(_BASE_RESOURCES)}
@@ -453,13 +454,14 @@ class Snapshot:
         return info
 
     def _account(self, index: int, info: PodInfo, sign: int) -> None:
-        self.nonzero_requested[index, 0] += sign * info.nonzero_cpu
-        self.nonzero_requested[index, 1] += sign * info.nonzero_memory
         if not self.usage_from_ledger:
             self._charge(index, info, sign)
 
     def _charge(self, index: int, info: PodInfo, sign: int) -> None:
-        """requested/free (one pod, its requests) and host ports of one pod, +1 or -1."""
+        """requested/free (one pod, its requests), scoring's non-zero requests and host
+        ports of one pod, +1 or -1."""
+        self.nonzero_requested[index, 0] += sign * info.nonzero_cpu
+        self.nonzero_requested[index, 1] += sign * info.nonzero_memory
         for resource, amount in info.requests.items():
             col = self.resource_index.get(resource)
             if col is None:
@@ -473,10 +475,16 @@ class Snapshot:
             self._account_ports(index, info.host_ports, sign)
 
     def set_usage(
-        self, index: int, requested: dict[str, int], ports: Iterable[tuple[str, str, int]]
+        self,
+        index: int,
+        requested: dict[str, int],
+        ports: Iterable[tuple[str, str, int]],
+        nonzero_extra: tuple[int, int] = (0, 0),
     ) -> None:
         """Replace the node's requested resources (``pods`` = pod count) and used host
-        ports with absolute values from the ledger."""
+        ports with absolute values from the ledger; scoring's non-zero cpu and memory are
+        the requested ones plus ``nonzero_extra`` (what kube's 100m / 200Mi defaults add
+        over the pods' requests)."""
         row = np.zeros(len(self.resource_names), dtype=np.int64)
         for resource, amount in requested.items():
             col = self.resource_index.get(resource)
@@ -486,6 +494,8 @@ class Snapshot:
             row[col] = amount
         self.requested[index, :] = row
         self.free[index, :] = self.allocatable[index, :] - row
+        self.nonzero_requested[index, 0] = row[CPU_COL] + nonzero_extra[0]
+        self.nonzero_requested[index, 1] = row[MEMORY_COL] + nonzero_extra[1]
         wanted: dict[HostPort, int] = {}
         for port in ports:
             key = HostPort(*port)

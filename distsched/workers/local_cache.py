@@ -2,9 +2,10 @@
 
 The informer feeds nodes and assigned pods into the numpy snapshot; pod objects are
 parsed once per resourceVersion (a bind reuses the parse of the unbound pod); the
-ledger's change feed keeps every node's requested resources, pod count and host ports
-equal to the ledger's absolute values (other workers' assumed pods included), and pod
-lists are synced lazily, only for decisions that depend on other pods.
+ledger's change feed keeps every node's requested resources, pod count, host ports and
+scoring's non-zero requests equal to the ledger's absolute values (other workers' assumed
+pods included), and pod lists are synced lazily, only for decisions that depend on other
+pods.
 
 What a decision tells the ledger it saw (topology-domain and anti-affinity generations,
 see :mod:`distsched.cache.ledger`) comes from here, by the ledger's rule: a single-node
@@ -153,7 +154,7 @@ class ClusterView:
         index = self.snapshot.add_node(node)
         usage = self._usage.get(node.metadata.name)
         if usage is not None:
-            self.snapshot.set_usage(index, usage.requested, ())
+            self.snapshot.set_usage(index, usage.requested, (), usage.nonzero_extra)
             self._pods_generation.pop(node.metadata.name, None)
             self._pods_dirty.add(node.metadata.name)
 
@@ -209,7 +210,7 @@ class ClusterView:
             if usage.host_ports != 0:
                 with_ports.append(name)
             else:
-                self.snapshot.set_usage(index, usage.requested, ())
+                self.snapshot.set_usage(index, usage.requested, (), usage.nonzero_extra)
         if with_ports:
             self.apply_states(self.ledger.node_state(with_ports))
         self.feed_version = version
@@ -278,7 +279,7 @@ class ClusterView:
     def _apply_state(self, index: int, state: NodeState) -> None:
         """Usage and pod list of one node as the ledger has them (assumed + bound)."""
         self._pods_generation[state.name] = state.generation
-        self.snapshot.set_usage(index, dict(state.requested), state.ports)
+        self.snapshot.set_usage(index, dict(state.requested), state.ports, state.nonzero_extra)
         want = set(state.pods)
         have = set(self.snapshot.pods_on(index))
         for key in have - want:

@@ -561,6 +561,7 @@ class SchedulingWorker:
                     anti_affinity_gen=self.view.seen_anti_affinity_gen(node)
                     + sum(anti_bumps[d] for d in domains),
                     anti_affinity_keys=anti_keys,
+                    nonzero=(attempt.info.nonzero_cpu, attempt.info.nonzero_memory),
                 )
             )
             for domain in domains:
