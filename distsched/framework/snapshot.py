@@ -37,13 +37,25 @@ Pods are kept per node as ``PodInfo`` (key ``namespace/name``), plus the cluster
 subsets with pod (anti-)affinity that the inter-pod plugins walk. A pod whose node is
 not (or no longer) in the snapshot is parked until the node appears, like kube's cache
 keeps a NodeInfo without a Node.
+
+Deferred pods. A worker's snapshot takes resources from the ledger, so most pods other
+workers bind matter to nobody until a decision reads pod lists. ``defer_pod`` places a
+pod by key with a loader instead of a ``PodInfo``; it is parsed (materialized) when
+something reads the pods of its node (``pods_on``, ``pod_info``) or of every node
+(``iter_pods``, ``materialize``; the PodIndex's label queries), in its place in the
+node's order, so every reader sees exactly what ``add_pod`` would have shown. The caller
+must defer only pods without pod (anti-)affinity: ``pods_with_affinity`` and
+``pods_with_required_anti_affinity`` (and the PodIndex's term groups built from them)
+are complete without materializing anything. A deferred pod is counted by nothing
+(requests, ports, non-zero requests all come from the ledger in that mode) until then.
 """
 
 from __future__ import annotations
 
 import heapq
+import logging
 from collections.abc import Callable, Hashable, Iterable, Iterator
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -65,6 +77,22 @@ _BASE_RESOURCES = (CPU, MEMORY, EPHEMERAL_STORAGE, PODS)
 
 _EMPTY_INDEX = np.zeros(0, dtype=np.int64)
 _LABEL_CACHE_SIZE = 8192
+
+log = logging.getLogger(__name__)
+
+
+class DeferredPod:
+    """A pod placed on a node but not parsed yet: ``load()`` gives it when a reader needs
+    it (None: it cannot be had, and it is dropped). See "Deferred pods" above."""
+
+    __slots__ = ("load",)
+
+    def __init__(self, load: Callable[[], Pod | None]) -> None:
+        self.load = load
+
+
+# What a node's pod dict holds: parsed pods, and deferred ones until they are read.
+_Placed = PodInfo | DeferredPod
 
 
 class Snapshot:
@@ -105,9 +133,11 @@ class Snapshot:
         self._port_exact: dict[HostPort, set[int]] = {}
         self._images: list[dict[str, int]] = [{} for _ in range(capacity)]
         self._image_nodes: dict[str, dict[int, int]] = {}
-        self._pods: list[dict[str, PodInfo]] = [{} for _ in range(capacity)]
+        self._pods: list[dict[str, _Placed]] = [{} for _ in range(capacity)]
         self._pod_node: dict[str, int] = {}
-        self._parked: dict[str, dict[str, PodInfo]] = {}  # node name -> pods awaiting it
+        self._parked: dict[str, dict[str, _Placed]] = {}  # node name -> pods awaiting it
+        # Slots that may hold deferred pods (a superset: emptied as they materialize).
+        self._deferred_slots: set[int] = set()
         self.pods_with_affinity: dict[str, PodInfo] = {}
         self.pods_with_required_anti_affinity: dict[str, PodInfo] = {}
         # Called as ``observer(slot, info, +1 | -1)`` whenever a pod is placed on or taken
@@ -185,21 +215,54 @@ class Snapshot:
         return len(self._image_nodes.get(image, ()))
 
     def pods_on(self, index: int) -> dict[str, PodInfo]:
-        """Pods (assigned or assumed) on the node, by ``namespace/name``."""
-        return self._pods[index]
+        """Pods (assigned or assumed) on the node, by ``namespace/name`` (read-only)."""
+        if index in self._deferred_slots:
+            self._materialize(index)
+        return cast(dict[str, PodInfo], self._pods[index])
 
     def pod_node_index(self, pod_key: str) -> int | None:
+        """The slot of the pod's node, deferred pods included (nothing is parsed)."""
         return self._pod_node.get(pod_key)
 
     def pod_info(self, pod_key: str) -> PodInfo | None:
         index = self._pod_node.get(pod_key)
-        return None if index is None else self._pods[index].get(pod_key)
+        return None if index is None else self.pods_on(index).get(pod_key)
 
-    def iter_pods(self) -> Iterator[tuple[int, PodInfo]]:
-        """Every pod placed on a node in the snapshot, with the node's slot."""
+    def iter_pods(self, *, materialize: bool = True) -> Iterator[tuple[int, PodInfo]]:
+        """Every pod placed on a node in the snapshot, with the node's slot; without
+        ``materialize``, only the pods parsed so far (what pod observers have seen)."""
+        if materialize:
+            self.materialize()
         for index in self.node_indices():
             for info in self._pods[index].values():
-                yield int(index), info
+                if type(info) is not DeferredPod:
+                    yield int(index), cast(PodInfo, info)
+
+    @property
+    def has_deferred(self) -> bool:
+        """Whether some node may hold pods not parsed yet."""
+        return bool(self._deferred_slots)
+
+    def materialize(self) -> None:
+        """Parse every deferred pod on the snapshot's nodes (see "Deferred pods")."""
+        for index in sorted(self._deferred_slots):
+            self._materialize(index)
+
+    def _materialize(self, index: int) -> None:
+        self._deferred_slots.discard(index)
+        pods = self._pods[index]
+        for key, entry in list(pods.items()):
+            if type(entry) is not DeferredPod:
+                continue
+            pod = cast(DeferredPod, entry).load()
+            if pod is None:
+                log.warning("deferred pod %s could not be loaded; dropped", key)
+                del pods[key]
+                del self._pod_node[key]
+                continue
+            info = PodInfo.of(pod)
+            pods[key] = info  # in place: the node keeps the order add_pod would have given
+            self._count(index, info)
 
     # ------------------------------------------------------------------ resources
     def column(self, resource: str) -> int:
@@ -257,8 +320,7 @@ class Snapshot:
         self._node_indices = None
         parked = self._parked.pop(name, None)
         if parked:
-            for info in parked.values():
-                self._place(index, info)
+            self._place_parked(index, parked)
         self._touch(index)
         return index
 
@@ -280,6 +342,7 @@ class Snapshot:
             for key in list(pods):
                 info = self._unplace(index, key)
                 parked[key] = info
+        self._deferred_slots.discard(index)
         self._nodes[index] = None
         self.valid[index] = False
         self.allocatable[index] = 0
@@ -394,6 +457,21 @@ class Snapshot:
         self.generation[index] = self.version
 
     # ------------------------------------------------------------------ pod mutations
+    def defer_pod(self, pod_key: str, node_name: str, load: Callable[[], Pod | None]) -> None:
+        """Place a pod on ``node_name`` without parsing it: ``load`` gives it when a reader
+        needs it (see "Deferred pods"; the pod must not declare pod (anti-)affinity).
+        Replaces the pod wherever it was, like :meth:`add_pod`."""
+        self.remove_pod(pod_key)
+        entry = DeferredPod(load)
+        index = self._index_of.get(node_name)
+        if index is None:
+            self._parked.setdefault(node_name, {})[pod_key] = entry
+            return
+        self._pods[index][pod_key] = entry
+        self._pod_node[pod_key] = index
+        self._deferred_slots.add(index)
+        self._touch(index)
+
     def add_pod(self, pod: Pod, node_name: str = "", *, info: PodInfo | None = None) -> PodInfo:
         """Account ``pod`` (assigned or assumed) on ``node_name`` (default: spec.nodeName).
 
@@ -415,18 +493,19 @@ class Snapshot:
         return info
 
     def remove_pod(self, pod_key: str) -> PodInfo | None:
-        """Forget the pod wherever it is; returns what was removed (None if unknown)."""
+        """Forget the pod wherever it is; returns what was removed (None if unknown, or
+        deferred: never parsed)."""
         index = self._pod_node.get(pod_key)
         if index is not None:
             info = self._unplace(index, pod_key)
             self._touch(index)
-            return info
+            return None if type(info) is DeferredPod else cast(PodInfo, info)
         for node_name, parked in self._parked.items():
             if pod_key in parked:
                 found = parked.pop(pod_key)
                 if not parked:
                     del self._parked[node_name]
-                return found
+                return None if type(found) is DeferredPod else cast(PodInfo, found)
         return None
 
     def update_pod(self, pod: Pod, node_name: str = "", *, info: PodInfo | None = None) -> PodInfo:
@@ -435,6 +514,19 @@ class Snapshot:
     def _place(self, index: int, info: PodInfo) -> None:
         self._pods[index][info.key] = info
         self._pod_node[info.key] = index
+        self._count(index, info)
+
+    def _place_parked(self, index: int, parked: dict[str, _Placed]) -> None:
+        for key, entry in parked.items():
+            if type(entry) is DeferredPod:
+                self._pods[index][key] = entry
+                self._pod_node[key] = index
+                self._deferred_slots.add(index)
+            else:
+                self._place(index, cast(PodInfo, entry))
+
+    def _count(self, index: int, info: PodInfo) -> None:
+        """A parsed pod now on the node: accounting, affinity subsets, observers."""
         self._account(index, info, 1)
         if info.has_affinity:
             self.pods_with_affinity[info.key] = info
@@ -443,14 +535,17 @@ class Snapshot:
         for observer in self.pod_observers:
             observer(index, info, 1)
 
-    def _unplace(self, index: int, pod_key: str) -> PodInfo:
+    def _unplace(self, index: int, pod_key: str) -> _Placed:
         info = self._pods[index].pop(pod_key)
         del self._pod_node[pod_key]
-        self._account(index, info, -1)
+        if type(info) is DeferredPod:
+            return info
+        parsed = cast(PodInfo, info)
+        self._account(index, parsed, -1)
         self.pods_with_affinity.pop(pod_key, None)
         self.pods_with_required_anti_affinity.pop(pod_key, None)
         for observer in self.pod_observers:
-            observer(index, info, -1)
+            observer(index, parsed, -1)
         return info
 
     def _account(self, index: int, info: PodInfo, sign: int) -> None:

@@ -7,6 +7,15 @@ scoring's non-zero requests equal to the ledger's absolute values (other workers
 pods included), and pod lists are synced lazily, only for decisions that depend on other
 pods.
 
+Bound pods are not parsed when their event arrives: the snapshot holds them deferred
+(``Snapshot.defer_pod``) and parses them when a reader needs the pods of their node
+(preemption's victims) or of every node (a pod with pod affinity or topology spread
+constraints: the PodIndex's label queries). A worker scheduling pods without inter-pod
+rules thus never decodes the pods other workers bind. Pods declaring pod (anti-)affinity
+are parsed at once, because every decision checks their terms (the InterPodAffinity
+filter tests existing pods' anti-affinity against any incoming pod); they are told from
+the undecoded blob (``ObjectRef.may_contain``), which almost never needs a decode.
+
 What a decision tells the ledger it saw (topology-domain and anti-affinity generations,
 see :mod:`distsched.cache.ledger`) comes from here, by the ledger's rule: a single-node
 domain's generation as read with the node's pod list, a multi-node domain's as read by
@@ -14,6 +23,9 @@ the last refresh, before the pod lists synced after it.
 """
 
 from __future__ import annotations
+
+import logging
+from functools import partial
 
 import redis
 
@@ -29,6 +41,20 @@ from distsched.model.decode import spec_with_node_name
 from distsched.store import FuncHandler, Informer, ObjectRef, Store
 
 Obj = dict
+
+log = logging.getLogger(__name__)
+
+_POD_AFFINITY_KEYS = (b"podAffinity", b"podAntiAffinity")
+
+
+def declares_pod_affinity(ref: ObjectRef) -> bool:
+    """Whether the pod has ``spec.affinity.podAffinity`` or ``podAntiAffinity`` (what
+    makes ``PodInfo.has_affinity`` true), looking at the raw blob first: without those
+    names in its bytes it has neither, and nothing is decoded."""
+    if not ref.may_contain(*_POD_AFFINITY_KEYS):
+        return False
+    affinity = (ref.get().get("spec") or {}).get("affinity") or {}
+    return affinity.get("podAffinity") is not None or affinity.get("podAntiAffinity") is not None
 
 
 def _same_but_binding(old: Obj, new: Obj) -> bool:
@@ -69,9 +95,12 @@ class ClusterView:
         ledger: Ledger,
         nominator: PodNominator | None = None,
         informer_client: redis.Redis | None = None,
+        lazy_pods: bool = True,
     ) -> None:
         self.store = store
         self.ledger = ledger
+        # False: parse every bound pod when its event arrives (the reference of the tests).
+        self.lazy_pods = lazy_pods
         self.snapshot = Snapshot(capacity=1024, usage_from_ledger=True)
         # Pending pods nominated to a node by preemption, counted when filtering (the
         # profiles' Handle carries the same object).
@@ -168,18 +197,27 @@ class ClusterView:
         self._pods_generation.pop(name, None)
 
     def _on_pod_add(self, ref: ObjectRef, _initial: bool) -> None:
-        if not ref.node and not ref.nominated:
+        node = ref.node
+        if node:
+            self.nominator.delete(ref.key)
+            if self.lazy_pods and not declares_pod_affinity(ref):
+                self.snapshot.defer_pod(ref.key, node, partial(self._load, ref))
+            else:
+                self.snapshot.add_pod(self.pod_from(ref.get()))
+        elif ref.nominated:
+            self.nominator.add(self.pod_from(ref.get()))
+        else:
             # A pending pod: not decoded, parsed only when a worker pops it.
             self.nominator.delete(ref.key)
-            return
-        pod = self.pod_from(ref.get())
-        if pod.spec.node_name:
-            self.nominator.delete(pod.key)
-            self.snapshot.add_pod(pod)
-        elif pod.status.nominated_node_name:
-            self.nominator.add(pod)
-        else:
-            self.nominator.delete(pod.key)
+
+    def _load(self, ref: ObjectRef) -> Pod | None:
+        """A deferred bound pod, parsed now (None, logged, if it does not parse: the
+        handler of an eager view would have failed on it the same way)."""
+        try:
+            return self.pod_from(ref.get())
+        except Exception:
+            log.exception("cannot parse bound pod %s", ref.key)
+            return None
 
     def _on_pod_update(self, _old: ObjectRef, new: ObjectRef) -> None:
         self._on_pod_add(new, False)

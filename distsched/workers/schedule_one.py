@@ -91,6 +91,9 @@ class WorkerConfig:
     # QueueingHints (kube's SchedulerQueueingHints, GA in 1.34): the rejecting plugins'
     # hints decide which events move a parked pod; False keeps the seed's rules only.
     queueing_hints: bool = True
+    # Bound pods are parsed only when a decision reads pod lists (local_cache); False
+    # parses each one when its event arrives (same decisions: the tests' reference).
+    lazy_pods: bool = True
 
 
 @dataclass
@@ -198,6 +201,7 @@ class SchedulingWorker:
             ledger=self.ledger,
             nominator=nominator,
             informer_client=informer_client,
+            lazy_pods=self.config.lazy_pods,
         )
         self.snapshot = self.view.snapshot
         self.informer = self.view.informer

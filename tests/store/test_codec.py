@@ -173,3 +173,25 @@ def test_event_equality_compares_the_objects(store: Store, r: redis.Redis, keys:
     assert bind != Event(bind.type, "Pod", "default/a", bind.rv, bind.epoch, add.obj, add.obj)
     ref = ObjectRef("k", {"kind": "Pod", "spec": {"nodeName": "n2"}})
     assert (ref.node, ref.nominated, ref.decoded) == ("n2", "", True)
+
+
+def test_may_contain_looks_at_the_blob_before_anything_is_decoded(
+    store: Store, r: redis.Redis, keys: Keys
+) -> None:
+    anti = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": []}}
+    store.create_many([make_pod("plain"), make_pod("anti", affinity=anti)])
+    store.bind_many([Binding(f"default/{n}", None, "n1") for n in ("plain", "anti")])
+    add_plain, add_anti, bind_plain, bind_anti = (f for _, f in entries(r, keys))
+    plain, anti_ref = decode_event(add_plain).new, decode_event(add_anti).new
+    assert not plain.may_contain(b"podAffinity", b"podAntiAffinity")
+    assert anti_ref.may_contain(b"podAntiAffinity") and not anti_ref.may_contain(b"podAffinity")
+    # A binding looks at the blob it is rebuilt from; nothing gets decoded.
+    bound_plain = decode_event(bind_plain, plain).new
+    bound_anti = decode_event(bind_anti, anti_ref).new
+    assert not bound_plain.may_contain(b"podAntiAffinity")
+    assert bound_anti.may_contain(b"podAntiAffinity")
+    assert not (plain.decoded or bound_plain.decoded or bound_anti.decoded)
+    # Decoded (the blob dropped), or a binding of a decoded copy: it cannot tell.
+    plain.get()
+    assert bound_plain.may_contain(b"podAntiAffinity")
+    assert ObjectRef("k", {"kind": "Pod"}).may_contain(b"x")
