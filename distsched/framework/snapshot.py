@@ -54,7 +54,7 @@ from __future__ import annotations
 
 import heapq
 import logging
-from collections.abc import Callable, Hashable, Iterable, Iterator
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from typing import Any, cast
 
 import numpy as np
@@ -602,6 +602,49 @@ class Snapshot:
             for port, count in wanted.items():
                 self._account_ports(index, (port,) * count, 1)
         self._touch(index)
+
+    def set_usages(
+        self,
+        indices: Sequence[int],
+        requested: Sequence[Mapping[str, int]],
+        nonzero_extra: Sequence[tuple[int, int]],
+    ) -> None:
+        """:meth:`set_usage` of many distinct nodes that hold no host port, at once (the
+        ledger's change feed brings one usage per node another worker placed a pod on)."""
+        count = len(indices)
+        if not count:
+            return
+        width = len(self.resource_names)
+        columns = self.resource_index
+        table: list[list[int]] = []
+        for amounts in requested:
+            row = [0] * width
+            for resource, amount in amounts.items():
+                col = columns.get(resource)
+                if col is None:  # rare: a resource no node has; widen every row
+                    col = self.column(resource)
+                    width = len(self.resource_names)
+                    row.append(0)
+                    for done in table:
+                        done.append(0)
+                row[col] = amount
+            table.append(row)
+        slots = np.fromiter(indices, dtype=np.int64, count=count)
+        rows = np.array(table, dtype=np.int64).reshape(count, width)
+        extra = np.array(nonzero_extra, dtype=np.int64).reshape(count, 2)
+        self.requested[slots] = rows
+        self.free[slots] = self.allocatable[slots] - rows
+        self.nonzero_requested[slots, 0] = rows[:, CPU_COL] + extra[:, 0]
+        self.nonzero_requested[slots, 1] = rows[:, MEMORY_COL] + extra[:, 1]
+        for index in indices:
+            if self._ports[index]:
+                self._clear_ports(index)
+        self.generation[slots] = np.arange(self.version + 1, self.version + count + 1)
+        self.version += count
+
+    def _clear_ports(self, index: int) -> None:
+        for port, count in list(self._ports[index].items()):
+            self._account_ports(index, (port,) * count, -1)
 
     def add_usage(self, index: int, info: PodInfo, sign: int = 1) -> None:
         """Charge (or with ``sign=-1`` refund) a pod this worker is placing, before the

@@ -238,17 +238,24 @@ class ClusterView:
         )
         self.multi_node_generations = generations
         with_ports = []
+        indices: list[int] = []
+        requested: list[dict[str, int]] = []
+        extras: list[tuple[int, int]] = []
+        seen, dirty, slot_of = self._pods_generation, self._pods_dirty, self.snapshot.get_index
+        self._usage.update(usages)
         for name, usage in usages.items():
-            self._usage[name] = usage
-            if self._pods_generation.get(name) != usage.generation:
-                self._pods_dirty.add(name)
-            index = self.snapshot.get_index(name)
+            if seen.get(name) != usage.generation:
+                dirty.add(name)
+            index = slot_of(name)
             if index is None:
                 continue
             if usage.host_ports != 0:
                 with_ports.append(name)
             else:
-                self.snapshot.set_usage(index, usage.requested, (), usage.nonzero_extra)
+                indices.append(index)
+                requested.append(usage.requested)
+                extras.append(usage.nonzero_extra)
+        self.snapshot.set_usages(indices, requested, extras)
         if with_ports:
             self.apply_states(self.ledger.node_state(with_ports))
         self.feed_version = version
