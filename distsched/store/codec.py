@@ -275,6 +275,15 @@ class ObjectRef:
     def decoded(self) -> bool:
         return self._obj is not None
 
+    def source(self) -> Obj:
+        """The object, or for a binding not rebuilt yet the object it is rebuilt from
+        (the same but spec.nodeName, the PodScheduled condition and the rv): what a
+        reader of other fields may look at without building the binding."""
+        raw = self._raw
+        if self._obj is None and isinstance(raw, ObjectRef):
+            return raw.source()
+        return self.get()
+
     def may_contain(self, *needles: bytes) -> bool:
         """False when the object's encoding certainly holds none of ``needles`` (a
         substring test on the undecoded blob: a map key or string value of the object

@@ -53,7 +53,7 @@ def declares_pod_affinity(ref: ObjectRef) -> bool:
     names in its bytes it has neither, and nothing is decoded."""
     if not ref.may_contain(*_POD_AFFINITY_KEYS):
         return False
-    affinity = (ref.get().get("spec") or {}).get("affinity") or {}
+    affinity = (ref.source().get("spec") or {}).get("affinity") or {}
     return affinity.get("podAffinity") is not None or affinity.get("podAntiAffinity") is not None
 
 

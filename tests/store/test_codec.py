@@ -195,3 +195,16 @@ def test_may_contain_looks_at_the_blob_before_anything_is_decoded(
     plain.get()
     assert bound_plain.may_contain(b"podAntiAffinity")
     assert ObjectRef("k", {"kind": "Pod"}).may_contain(b"x")
+
+
+def test_source_is_the_object_a_binding_is_rebuilt_from(
+    store: Store, r: redis.Redis, keys: Keys
+) -> None:
+    store.create(make_pod("a"))
+    store.bind("default/a", None, "n1")
+    (_, add), (_, bind) = entries(r, keys)
+    before = decode_event(add).new
+    bound = decode_event(bind, before).new
+    assert bound.source() is before.get() and not bound.decoded
+    assert bound.get()["spec"]["nodeName"] == "n1"
+    assert bound.source() is bound.get()
