@@ -128,6 +128,8 @@ class ClusterView:
         )
         self._parsed: dict[str, tuple[str, Obj, Pod]] = {}
         self.node_states: dict[str, NodeState] = {}
+        # node -> (what it was computed from, domains, values by key): node_topology
+        self._topology: dict[str, tuple[object, list[str], dict[str, str]]] = {}
         self._usage: dict[str, NodeUsage] = {}
         # Nodes whose usage changed since their pod list was last synced.
         self._pods_dirty: set[str] = set()
@@ -194,6 +196,7 @@ class ClusterView:
         name = obj["metadata"]["name"]
         self.snapshot.remove_node(name)
         self.node_states.pop(name, None)
+        self._topology.pop(name, None)
         self._pods_generation.pop(name, None)
 
     def _on_pod_add(self, ref: ObjectRef, _initial: bool) -> None:
@@ -280,11 +283,24 @@ class ClusterView:
 
     def node_domains(self, node: str) -> list[str]:
         """The node's topology domains as the ledger has them (its labels and hostname)."""
+        return self.node_topology(node)[0]
+
+    def node_topology(self, node: str) -> tuple[list[str], dict[str, str]]:
+        """The node's domains ("key=value") and its topology values by key, as the
+        ledger has them; kept until the node's ledger state or any node label changes
+        (every decision asks)."""
         state = self.node_states.get(node)
+        source: object = state if state is not None else self.snapshot.label_version
+        cached = self._topology.get(node)
+        if cached is not None and (cached[0] is source or cached[0] == source):
+            return cached[1], cached[2]
         if state is not None:
-            return [f"{k}={v}" for k, v in state.domains.items()]
-        labels = self.snapshot.node_by_name(node).metadata.labels
-        return [f"{k}={v}" for k, v in {HOSTNAME_KEY: node, **labels}.items()]
+            by_key = dict(state.domains)
+        else:
+            by_key = {HOSTNAME_KEY: node, **self.snapshot.node_by_name(node).metadata.labels}
+        domains = [f"{k}={v}" for k, v in by_key.items()]
+        self._topology[node] = (source, domains, by_key)
+        return domains, by_key
 
     def seen_generation(self, node: str, domain: str) -> int:
         """The generation of one of the node's domains that this view's data reflects."""
@@ -300,6 +316,8 @@ class ClusterView:
         multi = self.multi_node_generations.anti_affinity
         state = self.node_states.get(node)
         own = state.anti_affinity_gens if state is not None else {}
+        if not own and not any(multi.values()):
+            return 0
         return sum(multi[d] if d in multi else own.get(d, 0) for d in self.node_domains(node))
 
     def sync_pod_lists(self) -> None:

@@ -544,8 +544,7 @@ class SchedulingWorker:
         for attempt in batch:
             assert attempt.info is not None
             node = attempt.node
-            domains = self.view.node_domains(node)
-            by_key = dict(d.split("=", 1) for d in domains)
+            domains, by_key = self.view.node_topology(node)
             checks: dict[str, int] = {}
             if constrained(attempt.pod):
                 for key in constraint_topology_keys(attempt.pod):
@@ -563,14 +562,15 @@ class SchedulingWorker:
                     host_ports=list(attempt.info.host_ports),
                     domain_checks=checks,
                     anti_affinity_gen=self.view.seen_anti_affinity_gen(node)
-                    + sum(anti_bumps[d] for d in domains),
+                    + (sum(anti_bumps[d] for d in domains) if anti_bumps else 0),
                     anti_affinity_keys=anti_keys,
                     nonzero=(attempt.info.nonzero_cpu, attempt.info.nonzero_memory),
                 )
             )
-            for domain in domains:
-                if domain.split("=", 1)[0] in self._watched:
-                    bumps[domain] += 1
+            if self._watched:
+                for key, value in by_key.items():
+                    if key in self._watched:
+                        bumps[f"{key}={value}"] += 1
             for key in anti_keys:
                 if key in by_key:
                     anti_bumps[f"{key}={by_key[key]}"] += 1
