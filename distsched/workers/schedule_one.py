@@ -122,6 +122,18 @@ def constrained(pod: Pod) -> bool:
     return any(c.when_unsatisfiable == "DoNotSchedule" for c in spread)
 
 
+def reads_pod_lists(pod: Pod) -> bool:
+    """Whether deciding the pod reads other pods' labels (its own pod affinity or
+    anti-affinity, required or preferred, or topology spread constraints): then the
+    snapshot's deferred pods get parsed (PodIndex queries)."""
+    affinity = pod.spec.affinity
+    if affinity is not None and (
+        affinity.pod_affinity is not None or affinity.pod_anti_affinity is not None
+    ):
+        return True
+    return bool(pod.spec.topology_spread_constraints)
+
+
 def constraint_topology_keys(pod: Pod) -> set[str]:
     keys = {c.topology_key for c in pod.spec.topology_spread_constraints}
     affinity = pod.spec.affinity
@@ -392,6 +404,11 @@ class SchedulingWorker:
             if constrained(attempt.pod):
                 topology_keys |= constraint_topology_keys(attempt.pod)
         depends = bool(topology_keys) or self.view.anti_affinity_in_multi_node_domains()
+        if self.snapshot.has_deferred and any(reads_pod_lists(a.pod) for a in attempts):
+            # The inter-pod plugins would parse the pods held unparsed while deciding
+            # (Snapshot.defer_pod): parse them now, before this batch takes its turn
+            # on a topology lock other workers may be waiting for.
+            self.snapshot.materialize()
         try:
             with self.topology_locks.hold(self._shared_keys(topology_keys)):
                 if depends:
