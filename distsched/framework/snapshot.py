@@ -249,7 +249,6 @@ class Snapshot:
             self._materialize(index)
 
     def _materialize(self, index: int) -> None:
-        self._deferred_slots.discard(index)
         pods = self._pods[index]
         for key, entry in list(pods.items()):
             if type(entry) is not DeferredPod:
@@ -263,6 +262,7 @@ class Snapshot:
             info = PodInfo.of(pod)
             pods[key] = info  # in place: the node keeps the order add_pod would have given
             self._count(index, info)
+        self._deferred_slots.discard(index)  # last: a loader that raises leaves the rest
 
     # ------------------------------------------------------------------ resources
     def column(self, resource: str) -> int:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import numpy as np
+import pytest
 
 from distsched.framework.plugins.helpers.label_selector import (
     NOTHING,
@@ -154,3 +155,20 @@ def test_a_pod_that_cannot_be_loaded_is_dropped() -> None:
     assert snapshot.pod_node_index("default/broken") is None
     assert [key for _, key in ((i, info.key) for i, info in snapshot.iter_pods())] == []
     assert np.all(snapshot.requested == 0)
+
+
+def test_a_loader_that_raises_leaves_the_other_pods_deferred() -> None:
+    snapshot = ledger_snapshot()
+    good = make_pod("good", node_name="n1")
+
+    def broken() -> Pod:
+        raise RuntimeError("boom")
+
+    snapshot.defer_pod("default/bad", "n1", broken)
+    snapshot.defer_pod(good.key, "n1", lambda: good)
+    n1 = snapshot.index_of("n1")
+    with pytest.raises(RuntimeError):
+        snapshot.pods_on(n1)
+    assert snapshot.has_deferred
+    snapshot.defer_pod("default/bad", "n1", lambda: None)
+    assert list(snapshot.pods_on(n1)) == [good.key]
