@@ -63,7 +63,8 @@ T:store:events            stream  one entry per object write, id ``<rv>-0`` (con
                                   from their previous copy)
 T:cache:node:<name>       hash    ledger node: ``alloc:<res>`` allocatable, ``req:<res>``
                                   requested by assumed + bound pods (cpu millicores, bytes,
-                                  pods, extended units), ``gen`` (+1 per reservation,
+                                  pods, extended units; ``req:+cpu``/``req:+memory``:
+                                  scoring's non-zero extra), ``gen`` (+1 per reservation,
                                   release, update), ``live`` 1 (0: removed but still has
                                   bound pods, a ghost), ``topo:<topologyKey>`` its domains
 T:cache:ports:<name>      hash    used host ports: ``<proto>|<port>|<ip>`` -> holders, and

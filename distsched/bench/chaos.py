@@ -118,8 +118,8 @@ class LedgerSampler:
             if values.get("live") == "0":
                 continue  # a ghost node: removed, its bound pods are still accounted
             for item, amount in values.items():
-                if not item.startswith("req:"):
-                    continue
+                if not item.startswith("req:") or item.startswith("req:+"):
+                    continue  # "+cpu"/"+memory": scoring's non-zero extra, not a limit
                 resource = item[4:]
                 if int(amount) > int(values.get(f"alloc:{resource}", 0)):
                     over.append(f"{name} {resource} {amount} > {values.get(f'alloc:{resource}')}")

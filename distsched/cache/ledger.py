@@ -58,6 +58,10 @@ The anti-affinity sum follows the same rule per domain: a single-node domain's
 anti-affinity generation comes with the node's pod list, a multi-node domain's from a
 read that precedes the pod lists.
 
+Scoring's non-zero requests are summed per node too (the ``+cpu`` / ``+memory``
+pseudo-resources of :mod:`distsched.cache.ledger_types`), so a worker's snapshot scores
+nodes without the pod objects of the pods on them.
+
 Binding: a binder claims a job's reservations (:meth:`Ledger.claim`: still assumed under
 the token? then a fresh deadline, in one script) before a binding cycle with plugins or a
 Permit wait; the store's bind script checks the reservation itself and confirms it in the
@@ -106,8 +110,10 @@ from distsched.cache.ledger_types import (
     encode_ports,
     encode_record,
     encode_requests,
+    nonzero_extra_requests,
     normalize_ports,
     normalize_requests,
+    split_nonzero_extra,
 )
 from distsched.clock import Clock
 from distsched.keys import Keys
@@ -297,18 +303,21 @@ class Ledger:
         out = {}
         for name, (flat, ports, pods, doms, gens, aagens) in zip(names, raw, strict=True):
             live, gen, alloc, req, topo = _parse_node_hash(flat)
+            req = {k: v for k, v in req.items() if v}
+            extra = split_nonzero_extra(req)
             doms = [_s(d) for d in doms]
             out[name] = NodeState(
                 name=name,
                 live=live,
                 generation=gen,
                 allocatable=alloc,
-                requested={k: v for k, v in req.items() if v},
+                requested=req,
                 ports=_parse_ports(ports),
                 domains=topo,
                 domain_gens={d: int(g) for d, g in zip(doms, gens, strict=True)},
                 anti_affinity_gens={d: int(g) for d, g in zip(doms, aagens, strict=True)},
                 pods=tuple(sorted(_s(p) for p in pods)),
+                nonzero_extra=extra,
             )
         return out
 
@@ -339,7 +348,7 @@ class Ledger:
                 d.uid,
                 check_count("epoch", d.epoch),
                 node_index,
-                encode_requests(normalize_requests(d.requests)),
+                encode_requests(normalize_requests(nonzero_extra_requests(d.requests, d.nonzero))),
                 encode_ports(normalize_ports(d.host_ports)),
                 encode_anti_affinity_keys(d.anti_affinity_keys),
                 check_count("anti_affinity_gen", d.anti_affinity_gen),
@@ -502,16 +511,17 @@ class Ledger:
         ports: Iterable[HostPort] = (),
         *,
         anti_affinity_keys: Iterable[str] = (),
+        nonzero: tuple[int, int] | None = None,
     ) -> str:
         """Record a pod already bound to ``node`` (informer sync); idempotent. A record of
         another uid or node under the same name is replaced. Returns "added", "confirmed"
-        (it was assumed there) or "present"."""
+        (it was assumed there) or "present". ``nonzero``: as in :class:`Decision`."""
         check_name("pod key", pod_key, " ")
         check_name("node name", node, ": ")
         record = encode_record(
             node=node,
             uid=uid,
-            requests=normalize_requests(req),
+            requests=normalize_requests(nonzero_extra_requests(req, nonzero)),
             ports=normalize_ports(ports),
             token="bound",
             anti_affinity_keys=anti_affinity_keys,

@@ -5,6 +5,14 @@ ephemeral-storage bytes, pods and extended resources in units), as in ``model.ob
 A host port is ``(ip, protocol, port)``; ``normalize_ports`` applies kube-scheduler's
 defaults (empty ip = ``0.0.0.0``, empty protocol = ``TCP``) and drops ports <= 0.
 A topology domain is the string ``"<topologyKey>=<value>"`` (see :func:`domain`).
+
+Scoring's non-zero requests (kube's 100m cpu / 200Mi memory for a container that names
+no request) are summed per node with the requests: a pod whose non-zero cpu or memory
+exceeds its request carries the difference as the pseudo-resources ``+cpu`` and
+``+memory`` (:data:`NONZERO_EXTRA`; ``+`` is in no Kubernetes resource name). They add up,
+are given back and reach the change feed like any request; the reserve script's fit check
+skips them, and :class:`NodeUsage` / :class:`NodeState` hand them out apart
+(``nonzero_extra``), not among ``requested``. A pod with explicit requests carries none.
 """
 
 from __future__ import annotations
@@ -12,6 +20,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 HOSTNAME_KEY = "kubernetes.io/hostname"
 WILDCARD_IP = "0.0.0.0"
@@ -19,6 +28,32 @@ PROTOCOLS = frozenset({"TCP", "UDP", "SCTP"})
 MAX_INT = 2**53 - 1  # Lua numbers are doubles: larger integers would lose precision
 
 HostPort = tuple[str, str, int]
+
+NONZERO_EXTRA = ("+cpu", "+memory")
+"""Pseudo-resources: what scoring's non-zero cpu / memory add over the requests."""
+
+
+def nonzero_extra_requests(
+    requests: Mapping[str, int], nonzero: tuple[int, int] | None
+) -> dict[str, int]:
+    """``requests`` plus the pseudo-resources of :data:`NONZERO_EXTRA` for a pod whose
+    non-zero (cpu, memory) exceed its requests (None: they do not)."""
+    if nonzero is None:
+        return dict(requests)
+    out = dict(requests)
+    for name, resource, amount in zip(NONZERO_EXTRA, ("cpu", "memory"), nonzero, strict=True):
+        extra = amount - requests.get(resource, 0)
+        if extra > 0:
+            out[name] = extra
+    return out
+
+
+def split_nonzero_extra(requested: dict[str, int]) -> tuple[int, int]:
+    """Take the :data:`NONZERO_EXTRA` pseudo-resources out of ``requested`` (in place);
+    returns them as (cpu, memory)."""
+    cpu = requested.pop(NONZERO_EXTRA[0], 0)
+    memory = requested.pop(NONZERO_EXTRA[1], 0)
+    return cpu, memory
 
 
 def domain(topology_key: str, value: str) -> str:
@@ -50,6 +85,7 @@ class Decision:
     own required anti-affinity terms. A worker that already counts earlier decisions of
     the same batch in its view adds their bumps (+1 per reservation on a node of the
     domain, +1 anti-affinity per key of a pod with such terms) to what it expects.
+    ``nonzero`` is the pod's (cpu, memory) as scoring counts them (None: its requests).
     """
 
     pod_key: str
@@ -61,28 +97,41 @@ class Decision:
     domain_checks: Mapping[str, int] = field(default_factory=dict)
     anti_affinity_gen: int = 0
     anti_affinity_keys: Sequence[str] = ()
+    nonzero: tuple[int, int] | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class NodeUsage:
-    """A node's usage as the change feed reports it (see cache_changes.lua)."""
+class NodeUsage(NamedTuple):
+    """A node's usage as the change feed reports it (see cache_changes.lua). A worker
+    parses thousands per second: a named tuple, and ``requested`` is shared between
+    usages with the same amounts (never mutate it)."""
 
     name: str
     generation: int
     requested: dict[str, int]
     host_ports: int
     """host ports in use; -1 when unknown (read :class:`NodeState` for the ports)"""
+    nonzero_extra: tuple[int, int] = (0, 0)
+    """what scoring's non-zero (cpu, memory) add over ``requested``"""
 
     @classmethod
     def parse(cls, name: str, record: str) -> NodeUsage:
         if not record:
             return cls(name, 0, {}, 0)
         gen, ports, req = record.split("|", 2)
-        requested = {}
-        for item in req.split(",") if req else ():
-            resource, amount = item.rsplit("=", 1)
-            requested[resource] = int(amount)
-        return cls(name, int(gen), requested, int(ports))
+        parsed = _PARSED_REQUESTS.get(req)
+        if parsed is None:
+            requested = decode_requests(req)
+            extra = split_nonzero_extra(requested)
+            parsed = (requested, extra)
+            if len(_PARSED_REQUESTS) >= _PARSED_REQUESTS_SIZE:
+                _PARSED_REQUESTS.clear()
+            _PARSED_REQUESTS[req] = parsed
+        return cls(name, int(gen), parsed[0], int(ports), parsed[1])
+
+
+# Usage records repeat (nodes with the same pods have the same amounts): parsed once.
+_PARSED_REQUESTS_SIZE = 4096
+_PARSED_REQUESTS: dict[str, tuple[dict[str, int], tuple[int, int]]] = {}
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,6 +152,8 @@ class NodeState:
     """domain -> anti-affinity generation"""
     pods: tuple[str, ...]
     """assumed and bound pods on the node (ns/name), sorted"""
+    nonzero_extra: tuple[int, int] = (0, 0)
+    """what scoring's non-zero (cpu, memory) add over ``requested``"""
 
     @property
     def anti_affinity_gen(self) -> int:

@@ -16,7 +16,8 @@ allocatable            [N, R] i64   node.status.allocatable per resource column
 requested              [N, R] i64   sum of requests of the pods on the node; the ``pods``
                                     column counts the pods
 free                   [N, R] i64   allocatable - requested (kept up to date, for Filter)
-nonzero_requested      [N, 2] i64   cpu, memory with 100m / 200Mi defaults (scoring only)
+nonzero_requested      [N, 2] i64   cpu, memory with 100m / 200Mi defaults (scoring only;
+                                    with ``usage_from_ledger``, from the ledger too)
 unschedulable          [N] bool     node.spec.unschedulable
 valid                  [N] bool     the slot holds a node
 generation             [N] i64      bumped (from one snapshot-wide counter) on each change
@@ -36,13 +37,25 @@ Pods are kept per node as ``PodInfo`` (key ``namespace/name``), plus the cluster
 subsets with pod (anti-)affinity that the inter-pod plugins walk. A pod whose node is
 not (or no longer) in the snapshot is parked until the node appears, like kube's cache
 keeps a NodeInfo without a Node.
+
+Deferred pods. A worker's snapshot takes resources from the ledger, so most pods other
+workers bind matter to nobody until a decision reads pod lists. ``defer_pod`` places a
+pod by key with a loader instead of a ``PodInfo``; it is parsed (materialized) when
+something reads the pods of its node (``pods_on``, ``pod_info``) or of every node
+(``iter_pods``, ``materialize``; the PodIndex's label queries), in its place in the
+node's order, so every reader sees exactly what ``add_pod`` would have shown. The caller
+must defer only pods without pod (anti-)affinity: ``pods_with_affinity`` and
+``pods_with_required_anti_affinity`` (and the PodIndex's term groups built from them)
+are complete without materializing anything. A deferred pod is counted by nothing
+(requests, ports, non-zero requests all come from the ledger in that mode) until then.
 """
 
 from __future__ import annotations
 
 import heapq
-from collections.abc import Callable, Hashable, Iterable, Iterator
-from typing import Any
+import logging
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
+from typing import Any, cast
 
 import numpy as np
 
@@ -65,14 +78,30 @@ _BASE_RESOURCES = (CPU, MEMORY, EPHEMERAL_STORAGE, PODS)
 _EMPTY_INDEX = np.zeros(0, dtype=np.int64)
 _LABEL_CACHE_SIZE = 8192
 
+log = logging.getLogger(__name__)
+
+
+class DeferredPod:
+    """A pod placed on a node but not parsed yet: ``load()`` gives it when a reader needs
+    it (None: it cannot be had, and it is dropped). See "Deferred pods" above."""
+
+    __slots__ = ("load",)
+
+    def __init__(self, load: Callable[[], Pod | None]) -> None:
+        self.load = load
+
+
+# What a node's pod dict holds: parsed pods, and deferred ones until they are read.
+_Placed = PodInfo | DeferredPod
+
 
 class Snapshot:
     def __init__(self, *, capacity: int = 256, usage_from_ledger: bool = False) -> None:
         capacity = max(1, capacity)
         # In a scheduling worker the Redis ledger is the truth for requested resources,
-        # pod counts and host ports (it also holds other workers' assumed pods): pods
-        # added here then only feed the pod lists and scoring's nonzero requests, and
-        # set_usage/add_usage keep requested/free/ports.
+        # pod counts, host ports and scoring's non-zero requests (it also holds other
+        # workers' assumed pods): pods added here then only feed the pod lists, and
+        # set_usage/add_usage keep requested/free/ports/nonzero_requested.
         self.usage_from_ledger = usage_from_ledger
         self.resource_names: list[str] = list(_BASE_RESOURCES)
         self.resource_index: dict[str, int] = {n: i for i, n in enumerate(_BASE_RESOURCES)}
@@ -104,9 +133,11 @@ class Snapshot:
         self._port_exact: dict[HostPort, set[int]] = {}
         self._images: list[dict[str, int]] = [{} for _ in range(capacity)]
         self._image_nodes: dict[str, dict[int, int]] = {}
-        self._pods: list[dict[str, PodInfo]] = [{} for _ in range(capacity)]
+        self._pods: list[dict[str, _Placed]] = [{} for _ in range(capacity)]
         self._pod_node: dict[str, int] = {}
-        self._parked: dict[str, dict[str, PodInfo]] = {}  # node name -> pods awaiting it
+        self._parked: dict[str, dict[str, _Placed]] = {}  # node name -> pods awaiting it
+        # Slots that may hold deferred pods (a superset: emptied as they materialize).
+        self._deferred_slots: set[int] = set()
         self.pods_with_affinity: dict[str, PodInfo] = {}
         self.pods_with_required_anti_affinity: dict[str, PodInfo] = {}
         # Called as ``observer(slot, info, +1 | -1)`` whenever a pod is placed on or taken
@@ -184,21 +215,54 @@ class Snapshot:
         return len(self._image_nodes.get(image, ()))
 
     def pods_on(self, index: int) -> dict[str, PodInfo]:
-        """Pods (assigned or assumed) on the node, by ``namespace/name``."""
-        return self._pods[index]
+        """Pods (assigned or assumed) on the node, by ``namespace/name`` (read-only)."""
+        if index in self._deferred_slots:
+            self._materialize(index)
+        return cast(dict[str, PodInfo], self._pods[index])
 
     def pod_node_index(self, pod_key: str) -> int | None:
+        """The slot of the pod's node, deferred pods included (nothing is parsed)."""
         return self._pod_node.get(pod_key)
 
     def pod_info(self, pod_key: str) -> PodInfo | None:
         index = self._pod_node.get(pod_key)
-        return None if index is None else self._pods[index].get(pod_key)
+        return None if index is None else self.pods_on(index).get(pod_key)
 
-    def iter_pods(self) -> Iterator[tuple[int, PodInfo]]:
-        """Every pod placed on a node in the snapshot, with the node's slot."""
+    def iter_pods(self, *, materialize: bool = True) -> Iterator[tuple[int, PodInfo]]:
+        """Every pod placed on a node in the snapshot, with the node's slot; without
+        ``materialize``, only the pods parsed so far (what pod observers have seen)."""
+        if materialize:
+            self.materialize()
         for index in self.node_indices():
             for info in self._pods[index].values():
-                yield int(index), info
+                if type(info) is not DeferredPod:
+                    yield int(index), cast(PodInfo, info)
+
+    @property
+    def has_deferred(self) -> bool:
+        """Whether some node may hold pods not parsed yet."""
+        return bool(self._deferred_slots)
+
+    def materialize(self) -> None:
+        """Parse every deferred pod on the snapshot's nodes (see "Deferred pods")."""
+        for index in sorted(self._deferred_slots):
+            self._materialize(index)
+
+    def _materialize(self, index: int) -> None:
+        pods = self._pods[index]
+        for key, entry in list(pods.items()):
+            if type(entry) is not DeferredPod:
+                continue
+            pod = cast(DeferredPod, entry).load()
+            if pod is None:
+                log.warning("deferred pod %s could not be loaded; dropped", key)
+                del pods[key]
+                del self._pod_node[key]
+                continue
+            info = PodInfo.of(pod)
+            pods[key] = info  # in place: the node keeps the order add_pod would have given
+            self._count(index, info)
+        self._deferred_slots.discard(index)  # last: a loader that raises leaves the rest
 
     # ------------------------------------------------------------------ resources
     def column(self, resource: str) -> int:
@@ -256,8 +320,7 @@ class Snapshot:
         self._node_indices = None
         parked = self._parked.pop(name, None)
         if parked:
-            for info in parked.values():
-                self._place(index, info)
+            self._place_parked(index, parked)
         self._touch(index)
         return index
 
@@ -279,6 +342,7 @@ class Snapshot:
             for key in list(pods):
                 info = self._unplace(index, key)
                 parked[key] = info
+        self._deferred_slots.discard(index)
         self._nodes[index] = None
         self.valid[index] = False
         self.allocatable[index] = 0
@@ -393,6 +457,21 @@ class Snapshot:
         self.generation[index] = self.version
 
     # ------------------------------------------------------------------ pod mutations
+    def defer_pod(self, pod_key: str, node_name: str, load: Callable[[], Pod | None]) -> None:
+        """Place a pod on ``node_name`` without parsing it: ``load`` gives it when a reader
+        needs it (see "Deferred pods"; the pod must not declare pod (anti-)affinity).
+        Replaces the pod wherever it was, like :meth:`add_pod`."""
+        self.remove_pod(pod_key)
+        entry = DeferredPod(load)
+        index = self._index_of.get(node_name)
+        if index is None:
+            self._parked.setdefault(node_name, {})[pod_key] = entry
+            return
+        self._pods[index][pod_key] = entry
+        self._pod_node[pod_key] = index
+        self._deferred_slots.add(index)
+        self._touch(index)
+
     def add_pod(self, pod: Pod, node_name: str = "", *, info: PodInfo | None = None) -> PodInfo:
         """Account ``pod`` (assigned or assumed) on ``node_name`` (default: spec.nodeName).
 
@@ -414,18 +493,19 @@ class Snapshot:
         return info
 
     def remove_pod(self, pod_key: str) -> PodInfo | None:
-        """Forget the pod wherever it is; returns what was removed (None if unknown)."""
+        """Forget the pod wherever it is; returns what was removed (None if unknown, or
+        deferred: never parsed)."""
         index = self._pod_node.get(pod_key)
         if index is not None:
             info = self._unplace(index, pod_key)
             self._touch(index)
-            return info
+            return None if type(info) is DeferredPod else cast(PodInfo, info)
         for node_name, parked in self._parked.items():
             if pod_key in parked:
                 found = parked.pop(pod_key)
                 if not parked:
                     del self._parked[node_name]
-                return found
+                return None if type(found) is DeferredPod else cast(PodInfo, found)
         return None
 
     def update_pod(self, pod: Pod, node_name: str = "", *, info: PodInfo | None = None) -> PodInfo:
@@ -434,6 +514,19 @@ class Snapshot:
     def _place(self, index: int, info: PodInfo) -> None:
         self._pods[index][info.key] = info
         self._pod_node[info.key] = index
+        self._count(index, info)
+
+    def _place_parked(self, index: int, parked: dict[str, _Placed]) -> None:
+        for key, entry in parked.items():
+            if type(entry) is DeferredPod:
+                self._pods[index][key] = entry
+                self._pod_node[key] = index
+                self._deferred_slots.add(index)
+            else:
+                self._place(index, cast(PodInfo, entry))
+
+    def _count(self, index: int, info: PodInfo) -> None:
+        """A parsed pod now on the node: accounting, affinity subsets, observers."""
         self._account(index, info, 1)
         if info.has_affinity:
             self.pods_with_affinity[info.key] = info
@@ -442,24 +535,28 @@ class Snapshot:
         for observer in self.pod_observers:
             observer(index, info, 1)
 
-    def _unplace(self, index: int, pod_key: str) -> PodInfo:
+    def _unplace(self, index: int, pod_key: str) -> _Placed:
         info = self._pods[index].pop(pod_key)
         del self._pod_node[pod_key]
-        self._account(index, info, -1)
+        if type(info) is DeferredPod:
+            return info
+        parsed = cast(PodInfo, info)
+        self._account(index, parsed, -1)
         self.pods_with_affinity.pop(pod_key, None)
         self.pods_with_required_anti_affinity.pop(pod_key, None)
         for observer in self.pod_observers:
-            observer(index, info, -1)
+            observer(index, parsed, -1)
         return info
 
     def _account(self, index: int, info: PodInfo, sign: int) -> None:
-        self.nonzero_requested[index, 0] += sign * info.nonzero_cpu
-        self.nonzero_requested[index, 1] += sign * info.nonzero_memory
         if not self.usage_from_ledger:
             self._charge(index, info, sign)
 
     def _charge(self, index: int, info: PodInfo, sign: int) -> None:
-        """requested/free (one pod, its requests) and host ports of one pod, +1 or -1."""
+        """requested/free (one pod, its requests), scoring's non-zero requests and host
+        ports of one pod, +1 or -1."""
+        self.nonzero_requested[index, 0] += sign * info.nonzero_cpu
+        self.nonzero_requested[index, 1] += sign * info.nonzero_memory
         for resource, amount in info.requests.items():
             col = self.resource_index.get(resource)
             if col is None:
@@ -473,10 +570,16 @@ class Snapshot:
             self._account_ports(index, info.host_ports, sign)
 
     def set_usage(
-        self, index: int, requested: dict[str, int], ports: Iterable[tuple[str, str, int]]
+        self,
+        index: int,
+        requested: dict[str, int],
+        ports: Iterable[tuple[str, str, int]],
+        nonzero_extra: tuple[int, int] = (0, 0),
     ) -> None:
         """Replace the node's requested resources (``pods`` = pod count) and used host
-        ports with absolute values from the ledger."""
+        ports with absolute values from the ledger; scoring's non-zero cpu and memory are
+        the requested ones plus ``nonzero_extra`` (what kube's 100m / 200Mi defaults add
+        over the pods' requests)."""
         row = np.zeros(len(self.resource_names), dtype=np.int64)
         for resource, amount in requested.items():
             col = self.resource_index.get(resource)
@@ -486,6 +589,8 @@ class Snapshot:
             row[col] = amount
         self.requested[index, :] = row
         self.free[index, :] = self.allocatable[index, :] - row
+        self.nonzero_requested[index, 0] = row[CPU_COL] + nonzero_extra[0]
+        self.nonzero_requested[index, 1] = row[MEMORY_COL] + nonzero_extra[1]
         wanted: dict[HostPort, int] = {}
         for port in ports:
             key = HostPort(*port)
@@ -497,6 +602,49 @@ class Snapshot:
             for port, count in wanted.items():
                 self._account_ports(index, (port,) * count, 1)
         self._touch(index)
+
+    def set_usages(
+        self,
+        indices: Sequence[int],
+        requested: Sequence[Mapping[str, int]],
+        nonzero_extra: Sequence[tuple[int, int]],
+    ) -> None:
+        """:meth:`set_usage` of many distinct nodes that hold no host port, at once (the
+        ledger's change feed brings one usage per node another worker placed a pod on)."""
+        count = len(indices)
+        if not count:
+            return
+        width = len(self.resource_names)
+        columns = self.resource_index
+        table: list[list[int]] = []
+        for amounts in requested:
+            row = [0] * width
+            for resource, amount in amounts.items():
+                col = columns.get(resource)
+                if col is None:  # rare: a resource no node has; widen every row
+                    col = self.column(resource)
+                    width = len(self.resource_names)
+                    row.append(0)
+                    for done in table:
+                        done.append(0)
+                row[col] = amount
+            table.append(row)
+        slots = np.fromiter(indices, dtype=np.int64, count=count)
+        rows = np.array(table, dtype=np.int64).reshape(count, width)
+        extra = np.array(nonzero_extra, dtype=np.int64).reshape(count, 2)
+        self.requested[slots] = rows
+        self.free[slots] = self.allocatable[slots] - rows
+        self.nonzero_requested[slots, 0] = rows[:, CPU_COL] + extra[:, 0]
+        self.nonzero_requested[slots, 1] = rows[:, MEMORY_COL] + extra[:, 1]
+        for index in indices:
+            if self._ports[index]:
+                self._clear_ports(index)
+        self.generation[slots] = np.arange(self.version + 1, self.version + count + 1)
+        self.version += count
+
+    def _clear_ports(self, index: int) -> None:
+        for port, count in list(self._ports[index].items()):
+            self._account_ports(index, (port,) * count, -1)
 
     def add_usage(self, index: int, info: PodInfo, sign: int = 1) -> None:
         """Charge (or with ``sign=-1`` refund) a pod this worker is placing, before the

@@ -29,7 +29,9 @@ ARGV[1]  int     assume deadline (ms since epoch) given to every reserved pod
 ARGV[2]  int     N, the number of nodes; ARGV[3 .. 2+N] their names, in key-triple order
 then per decision, in order:
          pod key, uid, epoch (the lease epoch; becomes the token), node index (1-based),
-         requests "<res>=<amount>,...", host ports "<proto>|<port>|<ip>,...",
+         requests "<res>=<amount>,..." (the pseudo-resources "+cpu" / "+memory", scoring's
+         non-zero extra, add up like the others but are not checked against allocatable),
+         host ports "<proto>|<port>|<ip>,...",
          anti-affinity topology keys "k1,k2", expected anti-affinity generation sum,
          C = number of domain checks, then C pairs (domain "<key>=<value>", generation)
 Returns one entry per decision: {"R", token} reserved, {"X", reason} rejected, {"S", reason}
@@ -201,7 +203,9 @@ local function check(d, dec)
   if not st.live then return 'X', 'node(s) not found' end
   local short = {}
   for res, amt in pairs(dec.req) do
-    if amt > 0 and (st.req[res] or 0) + (st.dreq[res] or 0) + amt > (st.alloc[res] or 0) then
+    -- '+cpu' / '+memory' (43 = '+'): scoring's non-zero extra, summed but never a limit
+    if amt > 0 and string.byte(res, 1) ~= 43
+        and (st.req[res] or 0) + (st.dreq[res] or 0) + amt > (st.alloc[res] or 0) then
       short[#short + 1] = 'Insufficient ' .. res
     end
   end

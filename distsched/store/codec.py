@@ -236,9 +236,12 @@ class Unresolved(LookupError):
 class ObjectRef:
     """An object as a reader holds it: the key, and for pods the node and nominated node
     at once (from the stream entry's small fields); the object itself is decoded on first
-    use and then kept. Never mutate what :meth:`get` returns."""
+    use and then kept. Never mutate what :meth:`get` returns.
 
-    __slots__ = ("_make", "_node", "_nominated", "_obj", "key")
+    Until it is decoded a ref also knows the bytes it will be decoded from (``raw``: the
+    msgpack blob, or for a binding the ref it is rebuilt from), for :meth:`may_contain`."""
+
+    __slots__ = ("_make", "_node", "_nominated", "_obj", "_raw", "key")
 
     def __init__(
         self,
@@ -248,12 +251,14 @@ class ObjectRef:
         make: Callable[[], Obj] | None = None,
         node: str | None = None,
         nominated: str | None = None,
+        raw: bytes | ObjectRef | None = None,
     ) -> None:
         self.key = key
         self._obj = obj
         self._make = make
         self._node = node
         self._nominated = nominated
+        self._raw = raw
 
     def get(self) -> Obj:
         obj = self._obj
@@ -263,11 +268,35 @@ class ObjectRef:
                 raise ValueError(f"ObjectRef {self.key!r} has neither an object nor a maker")
             obj = self._obj = make()
             self._make = None  # drop what it closed over (a previous copy, a blob)
+            self._raw = None
         return obj
 
     @property
     def decoded(self) -> bool:
         return self._obj is not None
+
+    def source(self) -> Obj:
+        """The object, or for a binding not rebuilt yet the object it is rebuilt from
+        (the same but spec.nodeName, the PodScheduled condition and the rv): what a
+        reader of other fields may look at without building the binding."""
+        raw = self._raw
+        if self._obj is None and isinstance(raw, ObjectRef):
+            return raw.source()
+        return self.get()
+
+    def may_contain(self, *needles: bytes) -> bool:
+        """False when the object's encoding certainly holds none of ``needles`` (a
+        substring test on the undecoded blob: a map key or string value of the object
+        appears there as its UTF-8 bytes); True when one may be there, or when there is
+        no blob to look at (decoded already: look at :meth:`get`)."""
+        raw = self._raw
+        while isinstance(raw, ObjectRef):  # a binding: the blob of the object before it
+            if raw._obj is not None:
+                return True
+            raw = raw._raw
+        if raw is None:
+            return True
+        return any(needle in raw for needle in needles)
 
     @property
     def node(self) -> str:
@@ -407,7 +436,7 @@ def _blob_ref(
         obj = stored_object(blob, parse_meta(meta) if meta else None)
         return with_rv(obj, rv) if rv is not None else obj
 
-    return ObjectRef(key, None, make=make, node=node, nominated=nominated)
+    return ObjectRef(key, None, make=make, node=node, nominated=nominated, raw=blob)
 
 
 def decode_event(
@@ -466,7 +495,7 @@ def _binding_event(
         def bound() -> Obj:
             return with_binding(base.get(), node, rv, bound_at)
 
-        new = ObjectRef(key, None, make=bound, node=node)
+        new = ObjectRef(key, None, make=bound, node=node, raw=base)
         return Event._of(etype, kind, key, rv, epoch, new, base, True)
     pair: list[tuple[Obj | None, Obj | None]] = []
 

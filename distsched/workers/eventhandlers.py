@@ -120,6 +120,7 @@ def record_bound_pod(ledger: Ledger, pod: Pod) -> str:
         info.requests,
         list(info.host_ports),
         anti_affinity_keys=sorted({t.topology_key for t in info.required_anti_affinity_terms}),
+        nonzero=(info.nonzero_cpu, info.nonzero_memory),
     )
 
 

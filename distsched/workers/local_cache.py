@@ -2,9 +2,19 @@
 
 The informer feeds nodes and assigned pods into the numpy snapshot; pod objects are
 parsed once per resourceVersion (a bind reuses the parse of the unbound pod); the
-ledger's change feed keeps every node's requested resources, pod count and host ports
-equal to the ledger's absolute values (other workers' assumed pods included), and pod
-lists are synced lazily, only for decisions that depend on other pods.
+ledger's change feed keeps every node's requested resources, pod count, host ports and
+scoring's non-zero requests equal to the ledger's absolute values (other workers' assumed
+pods included), and pod lists are synced lazily, only for decisions that depend on other
+pods.
+
+Bound pods are not parsed when their event arrives: the snapshot holds them deferred
+(``Snapshot.defer_pod``) and parses them when a reader needs the pods of their node
+(preemption's victims) or of every node (a pod with pod affinity or topology spread
+constraints: the PodIndex's label queries). A worker scheduling pods without inter-pod
+rules thus never decodes the pods other workers bind. Pods declaring pod (anti-)affinity
+are parsed at once, because every decision checks their terms (the InterPodAffinity
+filter tests existing pods' anti-affinity against any incoming pod); they are told from
+the undecoded blob (``ObjectRef.may_contain``), which almost never needs a decode.
 
 What a decision tells the ledger it saw (topology-domain and anti-affinity generations,
 see :mod:`distsched.cache.ledger`) comes from here, by the ledger's rule: a single-node
@@ -13,6 +23,9 @@ the last refresh, before the pod lists synced after it.
 """
 
 from __future__ import annotations
+
+import logging
+from functools import partial
 
 import redis
 
@@ -28,6 +41,20 @@ from distsched.model.decode import spec_with_node_name
 from distsched.store import FuncHandler, Informer, ObjectRef, Store
 
 Obj = dict
+
+log = logging.getLogger(__name__)
+
+_POD_AFFINITY_KEYS = (b"podAffinity", b"podAntiAffinity")
+
+
+def declares_pod_affinity(ref: ObjectRef) -> bool:
+    """Whether the pod has ``spec.affinity.podAffinity`` or ``podAntiAffinity`` (what
+    makes ``PodInfo.has_affinity`` true), looking at the raw blob first: without those
+    names in its bytes it has neither, and nothing is decoded."""
+    if not ref.may_contain(*_POD_AFFINITY_KEYS):
+        return False
+    affinity = (ref.source().get("spec") or {}).get("affinity") or {}
+    return affinity.get("podAffinity") is not None or affinity.get("podAntiAffinity") is not None
 
 
 def _same_but_binding(old: Obj, new: Obj) -> bool:
@@ -68,9 +95,12 @@ class ClusterView:
         ledger: Ledger,
         nominator: PodNominator | None = None,
         informer_client: redis.Redis | None = None,
+        lazy_pods: bool = True,
     ) -> None:
         self.store = store
         self.ledger = ledger
+        # False: parse every bound pod when its event arrives (the reference of the tests).
+        self.lazy_pods = lazy_pods
         self.snapshot = Snapshot(capacity=1024, usage_from_ledger=True)
         # Pending pods nominated to a node by preemption, counted when filtering (the
         # profiles' Handle carries the same object).
@@ -98,6 +128,8 @@ class ClusterView:
         )
         self._parsed: dict[str, tuple[str, Obj, Pod]] = {}
         self.node_states: dict[str, NodeState] = {}
+        # node -> (what it was computed from, domains, values by key): node_topology
+        self._topology: dict[str, tuple[object, list[str], dict[str, str]]] = {}
         self._usage: dict[str, NodeUsage] = {}
         # Nodes whose usage changed since their pod list was last synced.
         self._pods_dirty: set[str] = set()
@@ -153,7 +185,7 @@ class ClusterView:
         index = self.snapshot.add_node(node)
         usage = self._usage.get(node.metadata.name)
         if usage is not None:
-            self.snapshot.set_usage(index, usage.requested, ())
+            self.snapshot.set_usage(index, usage.requested, (), usage.nonzero_extra)
             self._pods_generation.pop(node.metadata.name, None)
             self._pods_dirty.add(node.metadata.name)
 
@@ -164,21 +196,31 @@ class ClusterView:
         name = obj["metadata"]["name"]
         self.snapshot.remove_node(name)
         self.node_states.pop(name, None)
+        self._topology.pop(name, None)
         self._pods_generation.pop(name, None)
 
     def _on_pod_add(self, ref: ObjectRef, _initial: bool) -> None:
-        if not ref.node and not ref.nominated:
+        node = ref.node
+        if node:
+            self.nominator.delete(ref.key)
+            if self.lazy_pods and not declares_pod_affinity(ref):
+                self.snapshot.defer_pod(ref.key, node, partial(self._load, ref))
+            else:
+                self.snapshot.add_pod(self.pod_from(ref.get()))
+        elif ref.nominated:
+            self.nominator.add(self.pod_from(ref.get()))
+        else:
             # A pending pod: not decoded, parsed only when a worker pops it.
             self.nominator.delete(ref.key)
-            return
-        pod = self.pod_from(ref.get())
-        if pod.spec.node_name:
-            self.nominator.delete(pod.key)
-            self.snapshot.add_pod(pod)
-        elif pod.status.nominated_node_name:
-            self.nominator.add(pod)
-        else:
-            self.nominator.delete(pod.key)
+
+    def _load(self, ref: ObjectRef) -> Pod | None:
+        """A deferred bound pod, parsed now (None, logged, if it does not parse: the
+        handler of an eager view would have failed on it the same way)."""
+        try:
+            return self.pod_from(ref.get())
+        except Exception:
+            log.exception("cannot parse bound pod %s", ref.key)
+            return None
 
     def _on_pod_update(self, _old: ObjectRef, new: ObjectRef) -> None:
         self._on_pod_add(new, False)
@@ -199,17 +241,24 @@ class ClusterView:
         )
         self.multi_node_generations = generations
         with_ports = []
+        indices: list[int] = []
+        requested: list[dict[str, int]] = []
+        extras: list[tuple[int, int]] = []
+        seen, dirty, slot_of = self._pods_generation, self._pods_dirty, self.snapshot.get_index
+        self._usage.update(usages)
         for name, usage in usages.items():
-            self._usage[name] = usage
-            if self._pods_generation.get(name) != usage.generation:
-                self._pods_dirty.add(name)
-            index = self.snapshot.get_index(name)
+            if seen.get(name) != usage.generation:
+                dirty.add(name)
+            index = slot_of(name)
             if index is None:
                 continue
             if usage.host_ports != 0:
                 with_ports.append(name)
             else:
-                self.snapshot.set_usage(index, usage.requested, ())
+                indices.append(index)
+                requested.append(usage.requested)
+                extras.append(usage.nonzero_extra)
+        self.snapshot.set_usages(indices, requested, extras)
         if with_ports:
             self.apply_states(self.ledger.node_state(with_ports))
         self.feed_version = version
@@ -234,11 +283,24 @@ class ClusterView:
 
     def node_domains(self, node: str) -> list[str]:
         """The node's topology domains as the ledger has them (its labels and hostname)."""
+        return self.node_topology(node)[0]
+
+    def node_topology(self, node: str) -> tuple[list[str], dict[str, str]]:
+        """The node's domains ("key=value") and its topology values by key, as the
+        ledger has them; kept until the node's ledger state or any node label changes
+        (every decision asks)."""
         state = self.node_states.get(node)
+        source: object = state if state is not None else self.snapshot.label_version
+        cached = self._topology.get(node)
+        if cached is not None and (cached[0] is source or cached[0] == source):
+            return cached[1], cached[2]
         if state is not None:
-            return [f"{k}={v}" for k, v in state.domains.items()]
-        labels = self.snapshot.node_by_name(node).metadata.labels
-        return [f"{k}={v}" for k, v in {HOSTNAME_KEY: node, **labels}.items()]
+            by_key = dict(state.domains)
+        else:
+            by_key = {HOSTNAME_KEY: node, **self.snapshot.node_by_name(node).metadata.labels}
+        domains = [f"{k}={v}" for k, v in by_key.items()]
+        self._topology[node] = (source, domains, by_key)
+        return domains, by_key
 
     def seen_generation(self, node: str, domain: str) -> int:
         """The generation of one of the node's domains that this view's data reflects."""
@@ -254,6 +316,8 @@ class ClusterView:
         multi = self.multi_node_generations.anti_affinity
         state = self.node_states.get(node)
         own = state.anti_affinity_gens if state is not None else {}
+        if not own and not any(multi.values()):
+            return 0
         return sum(multi[d] if d in multi else own.get(d, 0) for d in self.node_domains(node))
 
     def sync_pod_lists(self) -> None:
@@ -278,7 +342,7 @@ class ClusterView:
     def _apply_state(self, index: int, state: NodeState) -> None:
         """Usage and pod list of one node as the ledger has them (assumed + bound)."""
         self._pods_generation[state.name] = state.generation
-        self.snapshot.set_usage(index, dict(state.requested), state.ports)
+        self.snapshot.set_usage(index, dict(state.requested), state.ports, state.nonzero_extra)
         want = set(state.pods)
         have = set(self.snapshot.pods_on(index))
         for key in have - want:

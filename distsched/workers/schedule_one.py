@@ -91,6 +91,9 @@ class WorkerConfig:
     # QueueingHints (kube's SchedulerQueueingHints, GA in 1.34): the rejecting plugins'
     # hints decide which events move a parked pod; False keeps the seed's rules only.
     queueing_hints: bool = True
+    # Bound pods are parsed only when a decision reads pod lists (local_cache); False
+    # parses each one when its event arrives (same decisions: the tests' reference).
+    lazy_pods: bool = True
 
 
 @dataclass
@@ -117,6 +120,18 @@ def constrained(pod: Pod) -> bool:
             return True
     spread = pod.spec.topology_spread_constraints
     return any(c.when_unsatisfiable == "DoNotSchedule" for c in spread)
+
+
+def reads_pod_lists(pod: Pod) -> bool:
+    """Whether deciding the pod reads other pods' labels (its own pod affinity or
+    anti-affinity, required or preferred, or topology spread constraints): then the
+    snapshot's deferred pods get parsed (PodIndex queries)."""
+    affinity = pod.spec.affinity
+    if affinity is not None and (
+        affinity.pod_affinity is not None or affinity.pod_anti_affinity is not None
+    ):
+        return True
+    return bool(pod.spec.topology_spread_constraints)
 
 
 def constraint_topology_keys(pod: Pod) -> set[str]:
@@ -198,6 +213,7 @@ class SchedulingWorker:
             ledger=self.ledger,
             nominator=nominator,
             informer_client=informer_client,
+            lazy_pods=self.config.lazy_pods,
         )
         self.snapshot = self.view.snapshot
         self.informer = self.view.informer
@@ -388,6 +404,11 @@ class SchedulingWorker:
             if constrained(attempt.pod):
                 topology_keys |= constraint_topology_keys(attempt.pod)
         depends = bool(topology_keys) or self.view.anti_affinity_in_multi_node_domains()
+        if self.snapshot.has_deferred and any(reads_pod_lists(a.pod) for a in attempts):
+            # The inter-pod plugins would parse the pods held unparsed while deciding
+            # (Snapshot.defer_pod): parse them now, before this batch takes its turn
+            # on a topology lock other workers may be waiting for.
+            self.snapshot.materialize()
         try:
             with self.topology_locks.hold(self._shared_keys(topology_keys)):
                 if depends:
@@ -540,8 +561,7 @@ class SchedulingWorker:
         for attempt in batch:
             assert attempt.info is not None
             node = attempt.node
-            domains = self.view.node_domains(node)
-            by_key = dict(d.split("=", 1) for d in domains)
+            domains, by_key = self.view.node_topology(node)
             checks: dict[str, int] = {}
             if constrained(attempt.pod):
                 for key in constraint_topology_keys(attempt.pod):
@@ -559,13 +579,15 @@ class SchedulingWorker:
                     host_ports=list(attempt.info.host_ports),
                     domain_checks=checks,
                     anti_affinity_gen=self.view.seen_anti_affinity_gen(node)
-                    + sum(anti_bumps[d] for d in domains),
+                    + (sum(anti_bumps[d] for d in domains) if anti_bumps else 0),
                     anti_affinity_keys=anti_keys,
+                    nonzero=(attempt.info.nonzero_cpu, attempt.info.nonzero_memory),
                 )
             )
-            for domain in domains:
-                if domain.split("=", 1)[0] in self._watched:
-                    bumps[domain] += 1
+            if self._watched:
+                for key, value in by_key.items():
+                    if key in self._watched:
+                        bumps[f"{key}={value}"] += 1
             for key in anti_keys:
                 if key in by_key:
                     anti_bumps[f"{key}={by_key[key]}"] += 1

@@ -216,3 +216,29 @@ def test_pods_with_affinity_are_tracked():
     ]
     snapshot.remove_pod("default/anti")
     assert set(snapshot.pods_with_required_anti_affinity) == set()
+
+
+def test_set_usages_is_set_usage_for_many_nodes():
+    one, many = (Snapshot(capacity=4, usage_from_ledger=True) for _ in range(2))
+    for snapshot in (one, many):
+        for name in ("n1", "n2", "n3"):
+            snapshot.add_node(make_node(name))
+        snapshot.set_usage(snapshot.index_of("n2"), {"pods": 1}, [("0.0.0.0", "TCP", 80)])
+    usages = [
+        ("n1", {"cpu": 100, "pods": 1}, (0, 200 * MI)),
+        ("n2", {"memory": GI, "example.com/gpu": 1, "pods": 2}, (100, 0)),  # a new column
+    ]
+    for name, requested, extra in usages:
+        one.set_usage(one.index_of(name), requested, (), extra)
+    before = many.generation.copy()
+    many.set_usages(
+        [many.index_of(n) for n, _, _ in usages], [r for _, r, _ in usages], [e for *_, e in usages]
+    )
+    assert many.resource_names == one.resource_names
+    for array in ("requested", "free", "nonzero_requested"):
+        assert getattr(many, array).tolist() == getattr(one, array).tolist(), array
+    assert many.host_ports(many.index_of("n2")) == {}
+    assert many.port_conflict_slots(HostPort("0.0.0.0", "TCP", 80)) == set()
+    n1, n2 = many.index_of("n1"), many.index_of("n2")
+    assert before[n1] < many.generation[n1] != many.generation[n2] > before[n2]
+    assert max(many.generation) == many.version

@@ -173,3 +173,38 @@ def test_event_equality_compares_the_objects(store: Store, r: redis.Redis, keys:
     assert bind != Event(bind.type, "Pod", "default/a", bind.rv, bind.epoch, add.obj, add.obj)
     ref = ObjectRef("k", {"kind": "Pod", "spec": {"nodeName": "n2"}})
     assert (ref.node, ref.nominated, ref.decoded) == ("n2", "", True)
+
+
+def test_may_contain_looks_at_the_blob_before_anything_is_decoded(
+    store: Store, r: redis.Redis, keys: Keys
+) -> None:
+    anti = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": []}}
+    store.create_many([make_pod("plain"), make_pod("anti", affinity=anti)])
+    store.bind_many([Binding(f"default/{n}", None, "n1") for n in ("plain", "anti")])
+    add_plain, add_anti, bind_plain, bind_anti = (f for _, f in entries(r, keys))
+    plain, anti_ref = decode_event(add_plain).new, decode_event(add_anti).new
+    assert not plain.may_contain(b"podAffinity", b"podAntiAffinity")
+    assert anti_ref.may_contain(b"podAntiAffinity") and not anti_ref.may_contain(b"podAffinity")
+    # A binding looks at the blob it is rebuilt from; nothing gets decoded.
+    bound_plain = decode_event(bind_plain, plain).new
+    bound_anti = decode_event(bind_anti, anti_ref).new
+    assert not bound_plain.may_contain(b"podAntiAffinity")
+    assert bound_anti.may_contain(b"podAntiAffinity")
+    assert not (plain.decoded or bound_plain.decoded or bound_anti.decoded)
+    # Decoded (the blob dropped), or a binding of a decoded copy: it cannot tell.
+    plain.get()
+    assert bound_plain.may_contain(b"podAntiAffinity")
+    assert ObjectRef("k", {"kind": "Pod"}).may_contain(b"x")
+
+
+def test_source_is_the_object_a_binding_is_rebuilt_from(
+    store: Store, r: redis.Redis, keys: Keys
+) -> None:
+    store.create(make_pod("a"))
+    store.bind("default/a", None, "n1")
+    (_, add), (_, bind) = entries(r, keys)
+    before = decode_event(add).new
+    bound = decode_event(bind, before).new
+    assert bound.source() is before.get() and not bound.decoded
+    assert bound.get()["spec"]["nodeName"] == "n1"
+    assert bound.source() is bound.get()

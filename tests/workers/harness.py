@@ -12,6 +12,7 @@ never depends on how fast the machine is.
 from __future__ import annotations
 
 import json
+import random
 from collections.abc import Mapping
 from typing import Any
 
@@ -43,12 +44,19 @@ class InProcessCluster:
         registry: Mapping[str, PluginSpec] = IN_TREE_REGISTRY,
         batch: int = 64,
         queueing_hints: bool = True,
+        lazy_pods: bool = True,
+        seed: int | None = None,
     ) -> None:
         self.r, self.keys, self.clock = r, keys, clock
         self.config = config or default_config(registry)
         self.registry = registry
         self.batch = batch
         self.queueing_hints = queueing_hints
+        self.lazy_pods = lazy_pods
+        # With a seed, every random choice of the workers (ties between nodes,
+        # preemption's first candidate) repeats: worker i draws from seed + i.
+        self.seed = seed
+        self.workers: list[SchedulingWorker] = []
         self.store = Store(r, keys, clock=clock)
         self.worker = self.add_worker()
         self.binder = Binder(r, keys, clock=clock, config=self.config, registry=registry)
@@ -57,21 +65,31 @@ class InProcessCluster:
 
     def add_worker(self) -> SchedulingWorker:
         """Another scheduling worker on the same Redis (started: initial list done)."""
+        rng = None if self.seed is None else random.Random(self.seed + len(self.workers))
+        profiles = build_profiles(self.config, registry=self.registry, rng=rng)
+        if self.seed is not None:
+            for fw in profiles.values():
+                for plugin in fw.post_filter_plugins:  # DefaultPreemption draws its own
+                    if isinstance(getattr(plugin, "rng", None), random.Random):
+                        seed = 1_000_003 * self.seed + len(self.workers)
+                        plugin.rng = random.Random(seed)  # type: ignore[attr-defined]
         worker = SchedulingWorker(
             self.r,
             self.keys,
-            profiles=build_profiles(self.config, registry=self.registry),
+            profiles=profiles,
             clock=self.clock,
             config=WorkerConfig(
                 batch=self.batch,
                 idle_wait_s=0.01,
                 queueing_hints=self.queueing_hints,
+                lazy_pods=self.lazy_pods,
             ),
             scheduler_config=self.config,
         )
         # The test runs periodic work itself, on the fake clock (see flush()).
         worker.periodic = Periodic(self.r, self.keys)
         worker.start()
+        self.workers.append(worker)
         return worker
 
     # -- the API server -------------------------------------------------------------------

@@ -10,7 +10,9 @@
 --   node   the node the pod is assumed or bound on
 --   token  the reservation token (the lease epoch of the reserving pop; "bound" for a pod
 --          recorded bound by cache_add_bound)
---   req    "<resource>=<amount>,..." canonical units (cpu millicores, bytes, pods, units)
+--   req    "<resource>=<amount>,..." canonical units (cpu millicores, bytes, pods, units);
+--          "+cpu" / "+memory": what scoring's non-zero requests add over cpu / memory
+--          (distsched.cache.ledger_types NONZERO_EXTRA), summed per node like the others
 --   ports  host ports "<proto>|<port>|<ip>,..." ('' = none)
 --   ak     topology keys of the pod's own required anti-affinity terms, "k1,k2" ('' = none)
 --   uid    the pod's uid; last, so that it may hold any character

@@ -20,6 +20,11 @@ the next read): a cycle reads the domain counts it needs without walking the nod
 Arrays are indexed by snapshot slot; entries of free slots are 0 (a removed node's pods
 are taken off first). Arrays may be longer than the snapshot's capacity, or shorter when
 it just grew: readers use ``sized``.
+
+Deferred pods (see ``Snapshot.defer_pod``) reach the index when they are materialized.
+A query counts every pod, so reading one materializes the snapshot first; term groups
+count only pods declaring affinity terms, which are never deferred, so reading them
+parses nothing.
 """
 
 from __future__ import annotations
@@ -128,7 +133,7 @@ class PodIndex:
         self._by_namespace: dict[str, dict[Query, _QueryCounts]] = {}
         self._any_namespace: dict[Query, _QueryCounts] = {}
         self.groups = Groups()  # read-only for callers
-        for index, info in snapshot.iter_pods():
+        for index, info in snapshot.iter_pods(materialize=False):
             self._observe(index, info, 1)
         snapshot.pod_observers.append(self._observe)
 
@@ -144,6 +149,8 @@ class PodIndex:
         return self._entry(snapshot, query).counter.domains(snapshot, key)
 
     def _entry(self, snapshot: Snapshot, query: Query) -> _QueryCounts:
+        if snapshot.has_deferred:  # a label query counts every pod
+            snapshot.materialize()
         entry = self._queries.pop(query, None)
         if entry is None:
             entry = self._register(snapshot, query)
