@@ -29,7 +29,7 @@ import random
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 from urllib.parse import parse_qs, unquote
 
 import redis
@@ -222,14 +222,16 @@ def _sentinel_client(
     if target.sentinel_password:
         sentinel_kwargs["password"] = target.sentinel_password
     sentinel = Sentinel(list(target.sentinels), sentinel_kwargs=sentinel_kwargs)
-    return sentinel.master_for(
-        target.service,
-        db=target.db,
-        username=target.username,
-        password=target.password,
+    # One dict of connection options: redis-py 8.2 types master_for's keyword arguments
+    # (redis_class, connection_pool_class) so that a **dict[str, object] no longer checks.
+    connection: dict[str, Any] = {
+        "db": target.db,
+        "username": target.username,
+        "password": target.password,
         **tls,
         **kwargs,
-    )
+    }
+    return sentinel.master_for(target.service, **connection)
 
 
 class Backoff:
