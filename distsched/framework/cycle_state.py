@@ -28,6 +28,19 @@ class StateData(Protocol):
     def clone(self) -> Any: ...
 
 
+# isinstance against a runtime-checkable Protocol walks the protocol's attributes on every
+# call; preemption clones the state once per node it simulates, so decide once per type.
+_CLONEABLE: dict[type, bool] = {}
+
+
+def _cloneable(value: Any) -> bool:
+    kind = type(value)
+    known = _CLONEABLE.get(kind)
+    if known is None:
+        known = _CLONEABLE[kind] = isinstance(value, StateData)
+    return known
+
+
 class CycleState:
     """A dict of plugin data for one pod's scheduling cycle.
 
@@ -76,7 +89,7 @@ class CycleState:
     def clone(self) -> CycleState:
         copy = CycleState()
         for key, value in self._data.items():
-            copy._data[key] = value.clone() if isinstance(value, StateData) else value
+            copy._data[key] = value.clone() if _cloneable(value) else value
         copy.skip_filter_plugins = self.skip_filter_plugins
         copy.skip_score_plugins = self.skip_score_plugins
         return copy

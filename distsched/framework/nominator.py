@@ -47,6 +47,9 @@ class PodNominator:
     def node_names(self) -> list[str]:
         return list(self._by_node)
 
+    def has_pods_on(self, node_name: str) -> bool:
+        return node_name in self._by_node
+
     def pods_for_node(self, node_name: str) -> list[PodInfo]:
         return list(self._by_node.get(node_name, {}).values())
 

@@ -149,12 +149,11 @@ def node_edit(
 def filter_status(outcome: FilterOutcome, position: int = 0) -> Status | None:
     """The status a FilterOutcome gives candidate ``position`` (None: it passed)."""
     for verdict in outcome.verdicts:
-        if not np.any(verdict.failed == position):
+        if position not in verdict.failed.tolist():
             continue
-        reasons = [r for r, _, positions in verdict.reasons if np.any(positions == position)]
-        unresolvable = any(
-            u for _, u, positions in verdict.reasons if u and np.any(positions == position)
-        )
+        hits = [(r, u) for r, u, positions in verdict.reasons if position in positions.tolist()]
+        reasons = [r for r, _ in hits]
+        unresolvable = any(u for _, u in hits)
         code = Code.UNSCHEDULABLE_AND_UNRESOLVABLE if unresolvable else Code.UNSCHEDULABLE
         return Status(code, *reasons, plugin=verdict.plugin)
     return None
@@ -197,11 +196,8 @@ def run_filter_plugins_with_nominated_pods(
     outcome = fw.run_filter_plugins(state, pod, snapshot, candidates)
     if nominator is None or not len(nominator):
         return outcome
-    slots = snapshot.indices_of(nominator.node_names())
-    positions = np.flatnonzero(np.isin(candidates, slots)) if slots.size else slots
     overrides: dict[int, FilterOutcome] = {}
-    for position in positions.tolist():
-        node_index = int(candidates[position])
+    for position, node_index in _nominated_positions(candidates, snapshot, nominator):
         pods = nominated_to_add(nominator, pod, priority, snapshot.node_name(node_index))
         if not pods:
             continue
@@ -211,6 +207,25 @@ def run_filter_plugins_with_nominated_pods(
     if not overrides:
         return outcome
     return _override(outcome, overrides)
+
+
+def _nominated_positions(
+    candidates: np.ndarray, snapshot: Snapshot, nominator: PodNominator
+) -> list[tuple[int, int]]:
+    """(position, node slot) of the candidates with nominated pods, walking whichever
+    side is smaller: preemption asks about one node at a time while hundreds of pods
+    may be nominated."""
+    if candidates.size <= len(nominator):
+        return [
+            (position, node_index)
+            for position, node_index in enumerate(candidates.tolist())
+            if nominator.has_pods_on(snapshot.node_name(node_index))
+        ]
+    slots = snapshot.indices_of(nominator.node_names())
+    if not slots.size:
+        return []
+    positions = np.flatnonzero(np.isin(candidates, slots))
+    return [(position, int(candidates[position])) for position in positions.tolist()]
 
 
 def _override(outcome: FilterOutcome, overrides: dict[int, FilterOutcome]) -> FilterOutcome:
@@ -242,11 +257,15 @@ def fits_on_node(
     priority: int,
 ) -> Status | None:
     """kube's RunFilterPluginsWithNominatedPods for one node: None when the pod fits,
-    else the node's status."""
-    candidates = np.array([node_index], dtype=np.int64)
-    outcome = run_filter_plugins_with_nominated_pods(
-        fw, state, pod, snapshot, candidates, nominator, priority
-    )
+    else the node's status. In kube's order: with the nominated pods first (when there
+    are any), then without them only if that passed."""
+    if nominator is not None and nominator.has_pods_on(snapshot.node_name(node_index)):
+        pods = nominated_to_add(nominator, pod, priority, snapshot.node_name(node_index))
+        if pods:
+            first = _with_nominated(fw, state, pod, snapshot, node_index, pods)
+            if not first.passed.size:
+                return filter_status(first)
+    outcome = fw.run_filter_plugins(state, pod, snapshot, np.array([node_index], dtype=np.int64))
     if outcome.passed.size:
         return None
     return filter_status(outcome)
