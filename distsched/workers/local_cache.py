@@ -25,6 +25,7 @@ the last refresh, before the pod lists synced after it.
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from functools import partial
 
 import redis
@@ -178,6 +179,13 @@ class ClusterView:
             for key, obj in zip(missing, self.store.get_many("Pod", missing), strict=True):
                 objs[key] = obj
         return {key: None if obj is None else self.pod_from(obj) for key, obj in objs.items()}
+
+    def nominate(self, pod: Pod, node: str) -> None:
+        """Count ``pod`` as nominated to ``node`` now (its nominatedNodeName is in the
+        store). The informer runs in the scheduling thread, between batches, so the
+        pod's later events (bound, deleted, renominated) come after this and supersede it."""
+        status = replace(pod.status, nominated_node_name=node)
+        self.nominator.add(replace(pod, status=status))
 
     # ------------------------------------------------------------------ informer -> snapshot
     def _on_node_add(self, obj: Obj, _initial: bool) -> None:

@@ -33,7 +33,8 @@ def apply_post_filter(
     snapshot: Snapshot,
     store: Store,
 ) -> str:
-    """Run PostFilter for a pod that fits nowhere; returns the nominated node ("" if none)."""
+    """Run PostFilter for a pod that fits nowhere; returns the node the pod is now
+    nominated to in the store ("" if none, or if recording the nomination failed)."""
     result, status = fw.run_post_filter_plugins(state, pod, snapshot, err.diagnosis)
     if result is None or not result.nominated_node_name:
         log.debug("no preemption for %s: %s", pod.key, status.message())
@@ -55,10 +56,11 @@ def apply_post_filter(
     for other in clear:
         with contextlib.suppress(StoreError):
             store.update_pod_status(other.key, nominated_node_name="")
+    metrics.preemption_victims.observe(len(victims))
+    log.info("preempting %d pod(s) on %s for %s", len(victims), node, pod.key)
     try:
         store.update_pod_status(pod.key, nominated_node_name=node, uid=pod.metadata.uid)
     except StoreError as exc:
         log.warning("cannot nominate %s for %s: %s", node, pod.key, exc)
-    metrics.preemption_victims.observe(len(victims))
-    log.info("preempting %d pod(s) on %s for %s", len(victims), node, pod.key)
+        return ""
     return node

@@ -527,9 +527,14 @@ class SchedulingWorker:
         if not fw.post_filter_plugins:
             return
         metrics.preemption_attempts.inc()
-        apply_post_filter(
+        node = apply_post_filter(
             fw, attempt.state, attempt.pod, err, snapshot=self.snapshot, store=self.store
         )
+        if node:
+            # kube's AddNominatedPod after a PostFilter: the rest of this batch must see
+            # the nomination (and not pick the same node and victims) before the status
+            # update's event comes back through the informer.
+            self.view.nominate(attempt.pod, node)
 
     def _undo_reserve(self, attempt: Attempt) -> None:
         """The ledger refused (or the view moved under) a decision whose Reserve plugins

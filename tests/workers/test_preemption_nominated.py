@@ -34,3 +34,36 @@ def test_a_lower_priority_pod_does_not_take_the_room_a_preemptor_was_nominated_t
     assert cluster.node_of("sneaky") == ""
     # Nobody was preempted for nothing: sneaky still exists, pending.
     assert cluster.store.get("Pod", "default/sneaky") is not None
+
+
+def test_preemptors_decided_in_one_batch_see_each_others_nominations(
+    r: redis.Redis, keys: Keys, clock: FakeClock
+) -> None:
+    """kube adds a preemptor to the nominator when its PostFilter nominates a node, not
+    when the status update comes back: the next pod of the batch must not take the same
+    node and victims, which would leave one of the two with nothing freed."""
+    cluster = InProcessCluster(r, keys, clock)
+    cluster.create(
+        node("n1", cpu="2"),
+        node("n2", cpu="2"),
+        pod("low-1", cpu="2", nodeName="n1", priority=1),
+        # n1's victim is the cheaper one: alone, every preemptor would pick n1.
+        pod("low-2", cpu="2", nodeName="n2", priority=2),
+    )
+    cluster.handle_events()
+    cluster.create(pod("urgent-a", cpu="2", priority=1000), pod("urgent-b", cpu="2", priority=1000))
+    cluster.handle_events()
+    popped = cluster.pop()
+    assert sorted(p.key for p in popped) == ["default/urgent-a", "default/urgent-b"]
+    cluster.schedule(popped)
+    nominated = {
+        name: cluster.pod(name)["status"].get("nominatedNodeName")
+        for name in ("urgent-a", "urgent-b")
+    }
+    assert sorted(nominated.values()) == ["n1", "n2"], nominated
+    assert cluster.store.get("Pod", "default/low-1") is None
+    assert cluster.store.get("Pod", "default/low-2") is None
+    clock.step(1_100)
+    cluster.flush()
+    cluster.settle()
+    assert {cluster.node_of("urgent-a"), cluster.node_of("urgent-b")} == {"n1", "n2"}
