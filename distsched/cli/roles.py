@@ -36,6 +36,13 @@ def _assume_ttl_option(fn: Callable[..., Any]) -> Callable[..., Any]:
 @click.option("--config", type=click.Path(dir_okay=False), help="KubeSchedulerConfiguration YAML.")
 @click.option("--batch", default=256, show_default=True, help="Pods popped per batch (at most).")
 @click.option(
+    "--batch-budget-ms",
+    type=click.IntRange(min=1),
+    default=250,
+    show_default=True,
+    help="After a slow batch, pop as many pods as the last pace fits in this time.",
+)
+@click.option(
     "--bind-linger-ms",
     type=click.IntRange(min=0),
     default=10,
@@ -55,6 +62,7 @@ def _assume_ttl_option(fn: Callable[..., Any]) -> Callable[..., Any]:
 def worker(
     config: str | None,
     batch: int,
+    batch_budget_ms: int,
     bind_linger_ms: int,
     lease_ms: int,
     assume_ttl_ms: int,
@@ -71,6 +79,7 @@ def worker(
         ctx.keys,
         config_path=config,
         batch=batch,
+        batch_budget_ms=batch_budget_ms,
         bind_linger_ms=bind_linger_ms,
         metrics_port=metrics_port,
         metrics_addr=metrics_addr,

@@ -38,6 +38,7 @@ def run_worker(
     *,
     config_path: str | None = None,
     batch: int = 256,
+    batch_budget_ms: int = 250,
     bind_linger_ms: int = 10,
     metrics_port: int = 0,
     metrics_addr: str = "127.0.0.1",
@@ -73,6 +74,7 @@ def run_worker(
         # DISTSCHED_QUEUEING_HINTS=0 is kube's SchedulerQueueingHints=false: seed rules only.
         config=WorkerConfig(
             batch=batch,
+            batch_budget_s=batch_budget_ms / 1000,
             bind_linger_s=bind_linger_ms / 1000,
             queueing_hints=os.environ.get("DISTSCHED_QUEUEING_HINTS", "1") != "0",
         ),
