@@ -50,11 +50,14 @@ from distsched.framework.interface import (
     PostFilterPlugin,
     PostFilterResult,
 )
-from distsched.framework.nominator import NOMINATOR_KEY, PodNominator
+from distsched.framework.nominator import NOMINATOR_KEY, PodNominator, nominated_to_add
 from distsched.framework.plugins.helpers.pdbs import BUDGETS, PDB_KEY, Budget, DisruptionBudgets
 from distsched.framework.plugins.helpers.what_if import (
+    NodeEdit,
     fits_on_node,
+    fits_together,
     node_edit,
+    nodes_are_independent,
 )
 from distsched.framework.podinfo import PodInfo, cycle_pod_info
 from distsched.framework.snapshot import Snapshot
@@ -144,8 +147,28 @@ def importance(info: PodInfo) -> tuple[int, float]:
     return (-info.priority, start_time(info))
 
 
+# Nodes dry-run together at the least (more than enough candidates costs a few spare nodes).
+_MIN_CHUNK = 16
+
+
+@dataclass(slots=True)
+class _DryRun:
+    """One node's dry run in lockstep: its potential victims (most important first), the
+    reprieve order (PDB-violating first, with that flag), the budgets they hit, the
+    nominated pods its checks add (kube's addGENominatedPods)."""
+
+    potential: list[PodInfo]
+    order: list[tuple[PodInfo, bool]]
+    which: dict[str, str]
+    nominated: list[PodInfo]  # nominated pods every check of the node counts
+    candidate: Candidate
+
+
 class DefaultPreemption(PostFilterPlugin):
     name = NAME
+    # False: dry-run one node at a time even when nodes are independent (the reference
+    # the lockstep dry run is tested against).
+    lockstep = True
 
     def __init__(
         self, *, min_percentage: int, min_absolute: int, handle: Handle, rng: random.Random
@@ -207,7 +230,13 @@ class DefaultPreemption(PostFilterPlugin):
     ) -> tuple[list[Candidate], Diagnosis, list[str]]:
         """(candidates, the dry run's per-node statuses, error messages): kube's
         findCandidates + DryRunPreemption, one node after another from a random offset
-        until enough candidates are found."""
+        until enough candidates are found.
+
+        When every filter in play judges a node by that node alone (see
+        :meth:`nodes_are_independent`), the nodes are dry-run together, a chunk at a
+        time (:meth:`select_victims_on_nodes`): the same answers, one vectorized filter
+        run per reprieve step instead of one per node and step. Nodes past the point
+        where enough candidates were found are dropped unread, as if never tried."""
         statuses = Diagnosis()
         potential = diagnosis.node_to_status.nodes_that_might_help(snapshot.node_indices())
         if potential.size == 0:
@@ -215,24 +244,121 @@ class DefaultPreemption(PostFilterPlugin):
         n = int(potential.size)
         offset = self.rng.randrange(n)
         wanted = self.calculate_num_candidates(n)
+        in_order = np.roll(potential, -offset).tolist()  # kube's potential[(offset + i) % n]
+        together = self.lockstep and self.nodes_are_independent(state)
         candidates: list[Candidate] = []
         errors: list[str] = []
-        for i in range(n):
-            node_index = int(potential[(offset + i) % n])
-            candidate, status = self.select_victims_on_node(state, pod, snapshot, node_index)
-            victims = candidate.victims if candidate is not None else []
-            if status is None and candidate is not None and victims:
-                candidates.append(candidate)
-                if len(candidates) >= wanted:
-                    break
-                continue
-            if status is None:
-                name = snapshot.node_name(node_index)
-                status = Status(Code.ERROR, f"expected at least one victim pod on node {name!r}")
-            if status.code == Code.ERROR:
-                errors.append(status.message())
-            _record(statuses, node_index, status)
+        start = 0
+        while start < n:
+            size = max(wanted - len(candidates), _MIN_CHUNK) if together else 1
+            chunk = in_order[start : start + size]
+            start += len(chunk)
+            if together:
+                results = self.select_victims_on_nodes(state, pod, snapshot, chunk)
+            else:
+                results = [self.select_victims_on_node(state, pod, snapshot, chunk[0])]
+            for node_index, (candidate, status) in zip(chunk, results, strict=True):
+                victims = candidate.victims if candidate is not None else []
+                if status is None and candidate is not None and victims:
+                    candidates.append(candidate)
+                    if len(candidates) >= wanted:
+                        return candidates, statuses, errors
+                    continue
+                if status is None:
+                    name = snapshot.node_name(node_index)
+                    status = Status(
+                        Code.ERROR, f"expected at least one victim pod on node {name!r}"
+                    )
+                if status.code == Code.ERROR:
+                    errors.append(status.message())
+                _record(statuses, node_index, status)
         return candidates, statuses, errors
+
+    def nodes_are_independent(self, state: CycleState) -> bool:
+        """See :func:`helpers.what_if.nodes_are_independent`."""
+        assert self.framework is not None
+        return nodes_are_independent(self.framework, state)
+
+    def select_victims_on_nodes(
+        self, state: CycleState, pod: Pod, snapshot: Snapshot, nodes: list[int]
+    ) -> list[tuple[Candidate | None, Status | None]]:
+        """:meth:`select_victims_on_node` for each of ``nodes`` (independent ones, see
+        :meth:`nodes_are_independent`), in lockstep: every node's potential victims come
+        off at once, then reprieve step k puts back each node's k-th pod, and
+        :func:`fits_together` judges all those nodes in one or two filter runs."""
+        fw = self.framework
+        assert fw is not None
+        priority = cycle_pod_info(state, pod).priority
+        budgets = self.budgets.all()
+        nominator = self.nominator
+        results: dict[int, tuple[Candidate | None, Status | None]] = {}
+        plans: list[_DryRun] = []
+        for node_index in nodes:
+            potential = [i for i in snapshot.pods_on(node_index).values() if i.priority < priority]
+            if not potential:
+                results[node_index] = (None, Status.unresolvable(NO_VICTIMS))
+                continue
+            potential.sort(key=importance)
+            violating, fine, which = filter_pods_with_pdb_violation(potential, budgets)
+            order = [(info, True) for info in violating] + [(info, False) for info in fine]
+            name = snapshot.node_name(node_index)
+            nominated = nominated_to_add(nominator, pod, priority, name)
+            candidate = Candidate(node_index, name, [])
+            plans.append(_DryRun(potential, order, which, nominated, candidate))
+        shared = state.clone()  # told nothing: every extension is skipped
+        edits = [NodeEdit(fw, shared, pod, snapshot, p.candidate.node_index) for p in plans]
+        try:
+            for plan, edit in zip(plans, edits, strict=True):
+                for info in plan.potential:
+                    edit.remove(info)
+            live = list(zip(plans, edits, strict=True))
+            verdicts = self._fit(shared, pod, snapshot, live)
+            for (plan, _), status in zip(live, verdicts, strict=True):
+                if status is not None:
+                    results[plan.candidate.node_index] = (None, status)
+            live = [pair for pair, status in zip(live, verdicts, strict=True) if status is None]
+            step = 0
+            while live:
+                live = [(p, e) for p, e in live if step < len(p.order)]
+                for plan, edit in live:
+                    edit.add(plan.order[step][0])
+                verdicts = self._fit(shared, pod, snapshot, live)
+                for (plan, edit), status in zip(live, verdicts, strict=True):
+                    info, counts = plan.order[step]
+                    candidate = plan.candidate
+                    if status is None:
+                        if counts:
+                            candidate.spared.append((info.key, plan.which[info.key]))
+                        continue
+                    edit.remove(info)
+                    candidate.victims.append(info)
+                    if counts:
+                        candidate.num_pdb_violations += 1
+                        candidate.violations.append((info.key, plan.which[info.key]))
+                step += 1
+        finally:
+            for edit in reversed(edits):
+                edit.restore()
+        for plan in plans:
+            if plan.candidate.node_index not in results:
+                plan.candidate.victims.sort(key=importance)
+                results[plan.candidate.node_index] = (plan.candidate, None)
+        return [results[n] for n in nodes]
+
+    def _fit(
+        self,
+        state: CycleState,
+        pod: Pod,
+        snapshot: Snapshot,
+        live: list[tuple[_DryRun, NodeEdit]],
+    ) -> list[Status | None]:
+        """fits_on_node for each node in ``live`` (None: the pod fits there)."""
+        if not live:
+            return []
+        assert self.framework is not None
+        edits = [edit for _, edit in live]
+        nominated = [plan.nominated for plan, _ in live]
+        return fits_together(self.framework, state, pod, snapshot, edits, nominated)
 
     def select_victims_on_node(
         self, state: CycleState, pod: Pod, snapshot: Snapshot, node_index: int

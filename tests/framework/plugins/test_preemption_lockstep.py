@@ -1,0 +1,238 @@
+"""DefaultPreemption's lockstep dry run (all independent nodes at once) gives exactly what
+the one-node-at-a-time dry run gives: candidates, victims, PDB bookkeeping, per-node
+statuses and errors, on random clusters with taints, host ports, budgets and nominated
+pods; and it leaves the snapshot as it was."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from distsched.framework.cycle_state import CycleState
+from distsched.framework.diagnosis import FitError
+from distsched.framework.interface import Handle
+from distsched.framework.nominator import NOMINATOR_KEY, PodNominator
+from distsched.framework.plugins import default_preemption
+from distsched.framework.plugins.default_preemption import DefaultPreemption
+from distsched.framework.plugins.helpers.pdbs import PDB_KEY, DisruptionBudgets, budget_from_dict
+from distsched.framework.plugins.helpers.what_if import (
+    filter_status,
+    fits_on_node,
+    run_filter_plugins_with_nominated_pods,
+)
+from distsched.framework.profile import build_profiles, default_config
+from distsched.framework.schedule import schedule_pod
+from distsched.model.objects import (
+    DEFAULT_SCHEDULER_NAME,
+    Affinity,
+    LabelSelector,
+    PodAffinity,
+    PodAffinityTerm,
+    Taint,
+)
+from tests.framework.builders import host_port, make_node, make_pod, snapshot_of
+
+HOST = "kubernetes.io/hostname"
+TIMES = ["2026-01-01T00:00:00+00:00", "2026-01-02T00:00:00+00:00", ""]
+
+
+def _pod(name: str, cpu: int, priority: int, node: str = "", **kw: Any):
+    created = kw.pop("created", "")
+    port = kw.pop("port", False)
+    p = make_pod(
+        name,
+        requests={"cpu": cpu},
+        priority=priority,
+        node_name=node,
+        ports=[host_port("TCP/0.0.0.0/8080")] if port else (),
+        **kw,
+    )
+    return replace(p, metadata=replace(p.metadata, creation_timestamp=created))
+
+
+@st.composite
+def clusters(draw: st.DrawFn) -> dict[str, Any]:
+    n = draw(st.integers(1, 10))
+    nodes = []
+    for i in range(n):
+        taints = [Taint("dedicated", "NoSchedule", "gpu")] if draw(st.integers(0, 9)) == 0 else []
+        nodes.append(
+            make_node(
+                f"n{i}",
+                cpu=draw(st.sampled_from([2000, 4000])),
+                pods=draw(st.sampled_from([3, 110])),
+                labels={HOST: f"n{i}"},
+                taints=taints,
+                unschedulable=draw(st.integers(0, 19)) == 0,
+            )
+        )
+    existing = []
+    for i in range(n):
+        for j in range(draw(st.integers(0, 4))):
+            existing.append(
+                _pod(
+                    f"e{i}-{j}",
+                    draw(st.sampled_from([500, 1000, 1500, 2000])),
+                    draw(st.sampled_from([0, 1, 5, 10, 20])),
+                    f"n{i}",
+                    labels={"app": draw(st.sampled_from("abc"))},
+                    created=draw(st.sampled_from(TIMES)),
+                    port=draw(st.integers(0, 7)) == 0,
+                )
+            )
+    nominated = [
+        _pod(
+            f"nom{k}",
+            draw(st.sampled_from([500, 2000])),
+            draw(st.sampled_from([5, 10, 15])),
+            nominated=f"n{draw(st.integers(0, n - 1))}",
+        )
+        for k in range(draw(st.integers(0, 3)))
+    ]
+    budgets = [
+        {
+            "kind": "PodDisruptionBudget",
+            "metadata": {"name": f"pdb-{app}", "namespace": "default"},
+            "spec": {"selector": {"matchLabels": {"app": app}}, "maxUnavailable": 1},
+            "status": {"disruptionsAllowed": draw(st.integers(0, 1))},
+        }
+        for app in draw(st.lists(st.sampled_from("abc"), unique=True, max_size=2))
+    ]
+    affinity = None
+    if draw(st.integers(0, 5)) == 0:  # inter-pod rules: the nodes are not independent
+        term = PodAffinityTerm(HOST, LabelSelector({"app": "a"}))
+        affinity = Affinity(pod_anti_affinity=PodAffinity(required=(term,)))
+    incoming = _pod(
+        "incoming",
+        draw(st.sampled_from([1000, 2000, 3000, 4000])),
+        10,
+        port=draw(st.integers(0, 4)) == 0,
+        affinity=affinity,
+    )
+    return {
+        "nodes": nodes,
+        "existing": existing,
+        "nominated": nominated,
+        "budgets": budgets,
+        "incoming": incoming,
+        "absolute": draw(st.sampled_from([1, 2, 3, 100])),
+        "seed": draw(st.integers(0, 1000)),
+    }
+
+
+def dry_run(cluster: dict[str, Any], *, lockstep: bool) -> Any:
+    snapshot = snapshot_of(cluster["nodes"], cluster["existing"])
+    nominator = PodNominator()
+    for p in cluster["nominated"]:
+        nominator.add(p)
+    budgets = DisruptionBudgets(
+        [b for b in map(budget_from_dict, cluster["budgets"]) if b is not None]
+    )
+    handle = Handle(extras={NOMINATOR_KEY: nominator, PDB_KEY: budgets})
+    fw = build_profiles(default_config(), handle=handle)[DEFAULT_SCHEDULER_NAME]
+    plugin = fw.plugins[default_preemption.NAME]
+    assert isinstance(plugin, DefaultPreemption)
+    plugin.rng = random.Random(cluster["seed"])
+    plugin.lockstep = lockstep
+    plugin.min_absolute = cluster["absolute"]
+    state = CycleState()
+    incoming = cluster["incoming"]
+    try:
+        schedule_pod(fw, state, incoming, snapshot)
+        return "fits"
+    except FitError as err:
+        diagnosis = err.diagnosis
+    before = (
+        snapshot.requested.copy(),
+        [sorted(snapshot.pods_on(i)) for i in snapshot.node_indices().tolist()],
+    )
+    candidates, statuses, errors = plugin.find_candidates(state, incoming, snapshot, diagnosis)
+    after = (
+        snapshot.requested.copy(),
+        [sorted(snapshot.pods_on(i)) for i in snapshot.node_indices().tolist()],
+    )
+    assert np.array_equal(before[0], after[0]) and before[1] == after[1]
+    failed = statuses.node_to_status.failed_nodes().tolist()
+    return (
+        plugin.nodes_are_independent(state),
+        [
+            (c.node_name, [v.key for v in c.victims], c.num_pdb_violations, c.violations, c.spared)
+            for c in candidates
+        ],
+        sorted((i, str(statuses.node_to_status.status_of(i))) for i in failed),
+        errors,
+    )
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(clusters())
+def test_lockstep_dry_run_equals_one_node_at_a_time(cluster: dict[str, Any]) -> None:
+    assert dry_run(cluster, lockstep=True) == dry_run(cluster, lockstep=False)
+
+
+def test_full_nodes_of_low_priority_pods_are_dry_run_together(monkeypatch: Any) -> None:
+    """PreemptionBasic's shape: the lockstep path is the one taken, in one chunk."""
+    nodes = [make_node(f"n{i}", cpu=4000, labels={HOST: f"n{i}"}) for i in range(40)]
+    existing = [_pod(f"e{i}-{j}", 1000, 1, f"n{i}") for i in range(40) for j in range(4)]
+    cluster = {
+        "nodes": nodes,
+        "existing": existing,
+        "nominated": [],
+        "budgets": [],
+        "incoming": _pod("incoming", 1500, 10),
+        "absolute": 100,
+        "seed": 7,
+    }
+    chunks: list[int] = []
+    original = DefaultPreemption.select_victims_on_nodes
+
+    def spy(self: DefaultPreemption, state: Any, pod: Any, snapshot: Any, nodes: list[int]):
+        chunks.append(len(nodes))
+        return original(self, state, pod, snapshot, nodes)
+
+    monkeypatch.setattr(DefaultPreemption, "select_victims_on_nodes", spy)
+    together = dry_run(cluster, lockstep=True)
+    assert chunks == [40]
+    assert together[0] is True and len(together[1]) == 40
+    # Each node gives up two of its four pods for the 1.5-cpu pod.
+    assert all(len(victims) == 2 for _, victims, *_ in together[1])
+    assert together == dry_run(cluster, lockstep=False)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(clusters())
+def test_nominated_pods_filtered_together_equal_one_node_at_a_time(cluster: dict[str, Any]) -> None:
+    """run_filter_plugins_with_nominated_pods judges the nodes with nominated pods in one
+    run when they are independent; each node's verdict is fits_on_node's."""
+    snapshot = snapshot_of(cluster["nodes"], cluster["existing"])
+    nominator = PodNominator()
+    for p in cluster["nominated"]:
+        nominator.add(p)
+    fw = build_profiles(default_config(), handle=Handle(extras={NOMINATOR_KEY: nominator}))[
+        DEFAULT_SCHEDULER_NAME
+    ]
+    incoming = cluster["incoming"]
+    state = CycleState()
+    _, status, _ = fw.run_pre_filter_plugins(state, incoming, snapshot)
+    if not status.is_success():
+        return
+    candidates = snapshot.node_indices()
+    outcome = run_filter_plugins_with_nominated_pods(
+        fw, state, incoming, snapshot, candidates, nominator, 10
+    )
+    passed = set(outcome.passed.tolist())
+    for position, node_index in enumerate(candidates.tolist()):
+        together = None if position in passed else filter_status(outcome, position)
+        alone = fits_on_node(fw, state, incoming, snapshot, node_index, nominator, 10)
+        assert (together is None) == (alone is None), snapshot.node_name(node_index)
+        if together is not None and alone is not None:
+            assert (together.code, together.plugin, together.reasons) == (
+                alone.code,
+                alone.plugin,
+                alone.reasons,
+            )
