@@ -153,15 +153,54 @@ _MIN_CHUNK = 16
 
 @dataclass(slots=True)
 class _DryRun:
-    """One node's dry run in lockstep: its potential victims (most important first), the
-    reprieve order (PDB-violating first, with that flag), the budgets they hit, the
-    nominated pods its checks add (kube's addGENominatedPods)."""
+    """One node's dry run: its potential victims (most important first), the reprieve
+    order (PDB-violating first, with that flag), the budgets they hit, the nominated pods
+    its checks add (kube's addGENominatedPods), and the candidate it builds."""
 
     potential: list[PodInfo]
     order: list[tuple[PodInfo, bool]]
     which: dict[str, str]
-    nominated: list[PodInfo]  # nominated pods every check of the node counts
+    nominated: list[PodInfo]
     candidate: Candidate
+
+    @classmethod
+    def plan(
+        cls,
+        snapshot: Snapshot,
+        node_index: int,
+        priority: int,
+        budgets: list[Budget],
+        nominator: PodNominator | None,
+        pod: Pod,
+    ) -> _DryRun | None:
+        """The dry run of ``node_index`` for a pod of ``priority`` (None: no pod there has
+        a lower priority, nothing to evict)."""
+        potential = [i for i in snapshot.pods_on(node_index).values() if i.priority < priority]
+        if not potential:
+            return None
+        potential.sort(key=importance)
+        violating, fine, which = filter_pods_with_pdb_violation(potential, budgets)
+        order = [(info, True) for info in violating] + [(info, False) for info in fine]
+        name = snapshot.node_name(node_index)
+        nominated = nominated_to_add(nominator, pod, priority, name)
+        return cls(potential, order, which, nominated, Candidate(node_index, name, []))
+
+    def settle(self, info: PodInfo, counts: bool, fits: bool) -> None:
+        """Book the reprieve of ``info``: spared when the pod still fits with it back, else
+        a victim (``counts``: its eviction violates a budget)."""
+        candidate = self.candidate
+        if fits:
+            if counts:
+                candidate.spared.append((info.key, self.which[info.key]))
+            return
+        candidate.victims.append(info)
+        if counts:
+            candidate.num_pdb_violations += 1
+            candidate.violations.append((info.key, self.which[info.key]))
+
+    def result(self) -> Candidate:
+        self.candidate.victims.sort(key=importance)
+        return self.candidate
 
 
 class DefaultPreemption(PostFilterPlugin):
@@ -290,21 +329,14 @@ class DefaultPreemption(PostFilterPlugin):
         assert fw is not None
         priority = cycle_pod_info(state, pod).priority
         budgets = self.budgets.all()
-        nominator = self.nominator
         results: dict[int, tuple[Candidate | None, Status | None]] = {}
         plans: list[_DryRun] = []
         for node_index in nodes:
-            potential = [i for i in snapshot.pods_on(node_index).values() if i.priority < priority]
-            if not potential:
+            plan = _DryRun.plan(snapshot, node_index, priority, budgets, self.nominator, pod)
+            if plan is None:
                 results[node_index] = (None, Status.unresolvable(NO_VICTIMS))
-                continue
-            potential.sort(key=importance)
-            violating, fine, which = filter_pods_with_pdb_violation(potential, budgets)
-            order = [(info, True) for info in violating] + [(info, False) for info in fine]
-            name = snapshot.node_name(node_index)
-            nominated = nominated_to_add(nominator, pod, priority, name)
-            candidate = Candidate(node_index, name, [])
-            plans.append(_DryRun(potential, order, which, nominated, candidate))
+            else:
+                plans.append(plan)
         shared = state.clone()  # told nothing: every extension is skipped
         edits = [NodeEdit(fw, shared, pod, snapshot, p.candidate.node_index) for p in plans]
         try:
@@ -325,24 +357,16 @@ class DefaultPreemption(PostFilterPlugin):
                 verdicts = self._fit(shared, pod, snapshot, live)
                 for (plan, edit), status in zip(live, verdicts, strict=True):
                     info, counts = plan.order[step]
-                    candidate = plan.candidate
-                    if status is None:
-                        if counts:
-                            candidate.spared.append((info.key, plan.which[info.key]))
-                        continue
-                    edit.remove(info)
-                    candidate.victims.append(info)
-                    if counts:
-                        candidate.num_pdb_violations += 1
-                        candidate.violations.append((info.key, plan.which[info.key]))
+                    if status is not None:
+                        edit.remove(info)
+                    plan.settle(info, counts, fits=status is None)
                 step += 1
         finally:
             for edit in reversed(edits):
                 edit.restore()
         for plan in plans:
             if plan.candidate.node_index not in results:
-                plan.candidate.victims.sort(key=importance)
-                results[plan.candidate.node_index] = (plan.candidate, None)
+                results[plan.candidate.node_index] = (plan.result(), None)
         return [results[n] for n in nodes]
 
     def _fit(
@@ -368,34 +392,23 @@ class DefaultPreemption(PostFilterPlugin):
         whose eviction would violate a PodDisruptionBudget before the others."""
         assert self.framework is not None
         priority = cycle_pod_info(state, pod).priority
-        potential = [i for i in snapshot.pods_on(node_index).values() if i.priority < priority]
-        if not potential:
+        # No nominator for the plan: fits_on_node adds the node's nominated pods itself.
+        plan = _DryRun.plan(snapshot, node_index, priority, self.budgets.all(), None, pod)
+        if plan is None:
             return None, Status.unresolvable(NO_VICTIMS)
-        potential.sort(key=importance)
-        budgets = self.budgets.all()
-        violating, fine, which = filter_pods_with_pdb_violation(potential, budgets)
-        node_name = snapshot.node_name(node_index)
-        candidate = Candidate(node_index, node_name, [])
         with node_edit(self.framework, state, pod, snapshot, node_index) as edit:
-            for info in potential:
+            for info in plan.potential:
                 edit.remove(info)
             status = self._fits(edit.state, pod, snapshot, node_index, priority)
             if status is not None:
                 return None, status
-            for group, counts in ((violating, True), (fine, False)):
-                for info in group:
-                    edit.add(info)
-                    if self._fits(edit.state, pod, snapshot, node_index, priority) is None:
-                        if counts:
-                            candidate.spared.append((info.key, which[info.key]))
-                        continue
+            for info, counts in plan.order:
+                edit.add(info)
+                fits = self._fits(edit.state, pod, snapshot, node_index, priority) is None
+                if not fits:
                     edit.remove(info)
-                    candidate.victims.append(info)
-                    if counts:
-                        candidate.num_pdb_violations += 1
-                        candidate.violations.append((info.key, which[info.key]))
-            candidate.victims.sort(key=importance)
-            return candidate, None
+                plan.settle(info, counts, fits)
+            return plan.result(), None
 
     def _fits(
         self, state: CycleState, pod: Pod, snapshot: Snapshot, node_index: int, priority: int

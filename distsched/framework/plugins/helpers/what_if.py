@@ -193,27 +193,44 @@ def fits_together(
     statuses: list[Status | None] = [None] * len(edits)
     first = [k for k, pods in enumerate(nominated) if pods]
     if first:
-        added: list[tuple[NodeEdit, PodInfo]] = []
-        try:
-            for k in first:
-                for info in nominated[k]:
-                    if snapshot.pod_node_index(info.key) is None:  # assumed: counted already
-                        edits[k].add(info)
-                        added.append((edits[k], info))
-            slots = np.array([edits[k].node_index for k in first], dtype=np.int64)
-            outcome = fw.run_filter_plugins(state, pod, snapshot, slots)
-        finally:
-            for edit, info in reversed(added):
-                edit.remove(info)
-        for position, status in _statuses(outcome).items():
-            statuses[first[position]] = status
+        rejected = _rejected_with_nominated(
+            fw, state, pod, snapshot, [edits[k] for k in first], [nominated[k] for k in first]
+        )
+        for position, verdict in rejected.items():
+            statuses[first[position]] = _status_of(verdict)
     rest = [k for k, status in enumerate(statuses) if status is None]
     if rest:
         slots = np.array([edits[k].node_index for k in rest], dtype=np.int64)
         outcome = fw.run_filter_plugins(state, pod, snapshot, slots)
-        for position, status in _statuses(outcome).items():
-            statuses[rest[position]] = status
+        for position, verdict in _one_node_verdicts(outcome).items():
+            statuses[rest[position]] = _status_of(verdict)
     return statuses
+
+
+def _rejected_with_nominated(
+    fw: Framework,
+    state: CycleState,
+    pod: Pod,
+    snapshot: Snapshot,
+    edits: Sequence[NodeEdit],
+    nominated: Sequence[Sequence[PodInfo]],
+) -> dict[int, FilterVerdict]:
+    """kube's first pass on the nodes of independent ``edits`` in one filter run: each
+    node with its ``nominated`` pods added (and taken off again after). The one-node
+    verdicts of the rejected nodes, by position in ``edits``."""
+    added: list[tuple[NodeEdit, PodInfo]] = []
+    try:
+        for edit, pods in zip(edits, nominated, strict=True):
+            for info in pods:
+                if snapshot.pod_node_index(info.key) is None:  # assumed: counted already
+                    edit.add(info)
+                    added.append((edit, info))
+        slots = np.array([edit.node_index for edit in edits], dtype=np.int64)
+        outcome = fw.run_filter_plugins(state, pod, snapshot, slots)
+    finally:
+        for edit, info in reversed(added):
+            edit.remove(info)
+    return _one_node_verdicts(outcome)
 
 
 # ---------------------------------------------------------------------------- filtering
@@ -294,26 +311,12 @@ def _first_pass_together(
 ) -> dict[int, FilterOutcome]:
     """kube's first pass (nominated pods added) on independent nodes in one filter run:
     position -> that node's one-node outcome, for the nodes it rejects."""
-    shared = state.clone()
-    edits = []
-    try:
-        for _, node_index, pods in todo:
-            edit = NodeEdit(fw, shared, pod, snapshot, node_index)
-            edits.append(edit)
-            for info in pods:
-                if snapshot.pod_node_index(info.key) is None:  # assumed: counted already
-                    edit.add(info)
-        slots = np.array([node_index for _, node_index, _ in todo], dtype=np.int64)
-        outcome = fw.run_filter_plugins(shared, pod, snapshot, slots)
-    finally:
-        for edit in reversed(edits):
-            edit.restore()
-    rejected = _one_node_verdicts(outcome)
-    return {
-        position: FilterOutcome(_NONE, [rejected[k]])
-        for k, (position, _, _) in enumerate(todo)
-        if k in rejected
-    }
+    shared = state.clone()  # told nothing: every extension is skipped
+    edits = [NodeEdit(fw, shared, pod, snapshot, node_index) for _, node_index, _ in todo]
+    rejected = _rejected_with_nominated(
+        fw, shared, pod, snapshot, edits, [pods for _, _, pods in todo]
+    )
+    return {todo[k][0]: FilterOutcome(_NONE, [verdict]) for k, verdict in rejected.items()}
 
 
 _HERE = np.zeros(1, dtype=np.int64)
@@ -336,14 +339,11 @@ def _one_node_verdicts(outcome: FilterOutcome) -> dict[int, FilterVerdict]:
     return rejected
 
 
-def _statuses(outcome: FilterOutcome) -> dict[int, Status]:
-    """filter_status of every rejected candidate, by position, in one walk."""
-    statuses = {}
-    for position, verdict in _one_node_verdicts(outcome).items():
-        status = filter_status(FilterOutcome(_NONE, [verdict]))
-        assert status is not None  # the verdict rejects position 0
-        statuses[position] = status
-    return statuses
+def _status_of(verdict: FilterVerdict) -> Status:
+    """filter_status of a one-node verdict (one that rejects its node)."""
+    status = filter_status(FilterOutcome(_NONE, [verdict]))
+    assert status is not None  # the verdict rejects position 0
+    return status
 
 
 def _nominated_positions(
@@ -396,8 +396,9 @@ def fits_on_node(
     """kube's RunFilterPluginsWithNominatedPods for one node: None when the pod fits,
     else the node's status. In kube's order: with the nominated pods first (when there
     are any), then without them only if that passed."""
-    if nominator is not None and nominator.has_pods_on(snapshot.node_name(node_index)):
-        pods = nominated_to_add(nominator, pod, priority, snapshot.node_name(node_index))
+    name = snapshot.node_name(node_index)
+    if nominator is not None and nominator.has_pods_on(name):
+        pods = nominated_to_add(nominator, pod, priority, name)
         if pods:
             first = _with_nominated(fw, state, pod, snapshot, node_index, pods)
             if not first.passed.size:
