@@ -2,7 +2,16 @@
 
 from __future__ import annotations
 
+import pytest
+import redis
+
+from distsched.clock import FakeClock
+from distsched.keys import Keys
+from distsched.queue_types import QueuedPod
+from distsched.workers import schedule_one
 from distsched.workers.schedule_one import WorkerConfig, next_pop_size
+from tests.e2e.cluster import node, pod
+from tests.workers.harness import InProcessCluster
 
 CONFIG = WorkerConfig(batch=256, batch_budget_s=0.25)
 
@@ -30,3 +39,26 @@ def test_a_short_queue_says_nothing_about_the_pace() -> None:
     assert next_pop_size(CONFIG, popped=2, current=4, elapsed_s=0.001) == 4
     # ... but a short batch that was slow still shrinks it.
     assert next_pop_size(CONFIG, popped=2, current=64, elapsed_s=0.5) == 1
+
+
+def test_the_worker_pops_fewer_pods_after_a_slow_batch(
+    r: redis.Redis, keys: Keys, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """In process: a batch of 8 that took 1 s (the worker's wall clock, faked) makes the
+    next pop take 2 pods (250 ms at 125 ms a pod)."""
+    cluster = InProcessCluster(r, keys, clock, batch=8)
+    cluster.create(node("big", cpu="64", pods="110"))
+    cluster.create(*(pod(f"p{i}", cpu="100m") for i in range(20)))
+    cluster.handle_events()
+    now = [100.0]
+    monkeypatch.setattr(schedule_one.time, "monotonic", lambda: now[0])
+    decide = cluster.worker.schedule_one_batch
+
+    def slow_batch(popped: list[QueuedPod]) -> None:
+        decide(popped)
+        now[0] += 1.0
+
+    monkeypatch.setattr(cluster.worker, "schedule_one_batch", slow_batch)
+    assert cluster.turn() == 8
+    assert cluster.worker.pop_size == 2
+    assert cluster.turn() == 2
