@@ -515,7 +515,9 @@ class Ledger:
     ) -> str:
         """Record a pod already bound to ``node`` (informer sync); idempotent. A record of
         another uid or node under the same name is replaced. Returns "added", "confirmed"
-        (it was assumed there) or "present". ``nonzero``: as in :class:`Decision`."""
+        (it was assumed there), "present", or "gone" when the store no longer has this pod
+        (``uid``) bound to ``node``: nothing is recorded then, since the pod's deletion may
+        already have been handled. ``nonzero``: as in :class:`Decision`."""
         check_name("pod key", pod_key, " ")
         check_name("node name", node, ": ")
         record = encode_record(
@@ -536,6 +538,7 @@ class Ledger:
             self._keys.info,
             self.topokeys_key,
             *self.node_keys(node),
+            self._keys.store_meta("Pod"),
             *self.feed_keys,
         ]
         for _ in range(_RETRIES):
