@@ -416,12 +416,18 @@ class Ledger:
         raw = self._scripts.get("cache_claim")(keys=[self.pods_key, self.assumed_key], args=args)
         return [_s(status) for status in raw]
 
-    def renew(self, pod_keys: Sequence[str]) -> None:
+    def renew(self, pod_keys: Sequence[str]) -> list[str]:
         """Push the assume deadline of reservations a binder still holds (a pod waiting on
-        Permit). A reservation the reaper took meanwhile is not re-added (ZADD XX)."""
-        if pod_keys:
-            deadline = self._clock.now_ms() + self.config.assume_ttl_ms
-            self._r.zadd(self.assumed_key, dict.fromkeys(pod_keys, deadline), xx=True)
+        Permit). A reservation released meanwhile (the pod was deleted, or the reaper took
+        it) is not re-added (ZADD XX); returns those keys, in order."""
+        if not pod_keys:
+            return []
+        deadline = self._clock.now_ms() + self.config.assume_ttl_ms
+        pipe = self._r.pipeline(transaction=True)
+        pipe.zmscore(self.assumed_key, list(pod_keys))
+        pipe.zadd(self.assumed_key, dict.fromkeys(pod_keys, deadline), xx=True)
+        scores, _ = pipe.execute()
+        return [key for key, score in zip(pod_keys, scores, strict=True) if score is None]
 
     def watch_topology_keys(self, topology_keys: Iterable[str]) -> None:
         """Keep generations for the domains of these topology keys from now on. A caller

@@ -45,7 +45,6 @@ from distsched.cache.ledger_types import Decision, Rejected, Reserved
 from distsched.clock import SYSTEM_CLOCK, Clock
 from distsched.explain_record import Explanation, record_failure
 from distsched.faults import pause_at  # crash tests only; a no-op unless env set
-from distsched.framework import permit
 from distsched.framework.batching import schedule_pod_batched
 from distsched.framework.cycle_state import CycleState
 from distsched.framework.diagnosis import FitError, SchedulingError
@@ -245,7 +244,6 @@ class SchedulingWorker:
             node_usage=self._node_usage,
             clock_ms=clock.now_ms,
             pre_enqueue_rejects=self._pre_enqueue_rejects,
-            reject_waiting=lambda key: permit.reject(client, keys, key, "", "pod deleted"),
             hint=self._queueing_hint if self.config.queueing_hints else None,
         )
         self.consumer = EventConsumer(
