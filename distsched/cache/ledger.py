@@ -120,6 +120,8 @@ from distsched.keys import Keys
 from distsched.lua import ScriptSet
 from distsched.model.objects import Node
 from distsched.queue_types import WAKE_CAP, QueueConfig
+from distsched.scan import hash_pages
+from distsched.store.codec import parse_meta
 
 _RETRIES = 8
 MAX_BATCH = 1000  # cache_reserve unpacks one argument per pod in its bulk reads and writes
@@ -446,6 +448,26 @@ class Ledger:
         """The pod was deleted: release it whether assumed or bound (with ``uid``: only a
         record of that uid, not one of a pod re-created under the same name since)."""
         return bool(self._release("delete", [pod_key], token=uid))
+
+    def release_orphans(self, *, scan_count: int = 500) -> list[str]:
+        """The consistency sweep's half for the ledger: release every reservation, assumed
+        or bound, whose pod the store no longer has (no pod under its name, or one of
+        another uid). Nothing should leave one, but one that is left would hold its room
+        for good. Read in chunks of about ``scan_count`` records; each release checks the
+        store again in its script. Returns the keys released."""
+        released: list[str] = []
+        meta_key = self._keys.store_meta("Pod")
+        for chunk in hash_pages(self._r, self.pods_key, scan_count):
+            keys = [_s(k) for k in chunk]
+            metas = self._r.hmget(meta_key, keys)
+            suspects = [
+                key
+                for key, raw, meta in zip(keys, chunk.values(), metas, strict=True)
+                if meta is None or parse_meta(meta).uid != decode_record(key, raw, None).uid
+            ]
+            if suspects:
+                released += self._release("orphan", suspects)
+        return released
 
     def reap_expired_assumed(self, now_ms: int | None = None) -> list[str]:
         """Release the assumed pods whose deadline passed and requeue them (backoffQ for

@@ -67,7 +67,7 @@ from distsched.workers.eventhandlers import (
     record_bound_pod,
 )
 from distsched.workers.local_cache import ClusterView
-from distsched.workers.maintenance import Periodic
+from distsched.workers.maintenance import ConsistencySweep, Periodic
 from distsched.workers.preemption import apply_post_filter
 from distsched.workers.topology_lock import TopologyLocks
 
@@ -97,6 +97,8 @@ class WorkerConfig:
     # Bound pods are parsed only when a decision reads pod lists (local_cache); False
     # parses each one when its event arrives (same decisions: the tests' reference).
     lazy_pods: bool = True
+    # How often one of the workers runs the consistency sweep (maintenance.ConsistencySweep).
+    sweep_interval_s: float = 60.0
 
 
 def next_pop_size(config: WorkerConfig, popped: int, current: int, elapsed_s: float) -> int:
@@ -251,6 +253,9 @@ class SchedulingWorker:
         )
         self.bind_queue = bind_queue(client, keys)
         self.periodic = Periodic(client, keys)
+        self.sweep = ConsistencySweep(
+            client, keys, ledger=self.ledger, queue=self.queue, clock=clock
+        )
         self.topology_locks = TopologyLocks(client, keys)
         # Topology keys this worker registered with the ledger (cache:topokeys).
         self._watched: set[str] = set()
@@ -281,6 +286,7 @@ class SchedulingWorker:
         self.periodic.every("reap-assumed", 1.0, self._reap_assumed)
         self.periodic.every("claim-events", 10.0, self.consumer.claim_abandoned)
         self.periodic.every("resync", 300.0, self.resync)
+        self.periodic.every("sweep", self.config.sweep_interval_s, self.sweep.run)
         del led
 
     def _reclaim_leases(self) -> int:
