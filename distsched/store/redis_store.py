@@ -201,6 +201,11 @@ class Store:
         self._scripts = ScriptSet(client)
 
     @property
+    def clock(self) -> Clock:
+        """The clock the store stamps writes with (its readers share it)."""
+        return self._clock
+
+    @property
     def keys(self) -> Keys:
         return self._keys
 

@@ -23,6 +23,8 @@ from distsched.clock import Clock
 from distsched.explain_record import forget_explanations_of_deleted_pods
 from distsched.keys import Keys
 from distsched.queue_redis import RedisQueue
+from distsched.store import trim
+from distsched.workers.eventhandlers import GROUP
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +65,13 @@ class Periodic:
                     continue
                 if result:
                     log.debug("periodic %s: %s", task.name, result)
+
+
+def trim_event_streams(client: redis.Redis, keys: Keys, now_ms: int) -> int:
+    """Trim the store's event stream below its readers' positions and the queue handlers'
+    stream below their consumer group's progress (:mod:`distsched.store.trim`)."""
+    trimmed = trim.trim_store_events(client, keys, now_ms=now_ms)
+    return trimmed + trim.trim_queue_events(client, keys, GROUP)
 
 
 REPAIR_KINDS = {"orphan": "queue-orphan", "bound": "queue-bound", "repaired": "queue-lost"}

@@ -67,7 +67,7 @@ from distsched.workers.eventhandlers import (
     record_bound_pod,
 )
 from distsched.workers.local_cache import ClusterView
-from distsched.workers.maintenance import ConsistencySweep, Periodic
+from distsched.workers.maintenance import ConsistencySweep, Periodic, trim_event_streams
 from distsched.workers.preemption import apply_post_filter
 from distsched.workers.topology_lock import TopologyLocks
 
@@ -230,6 +230,7 @@ class SchedulingWorker:
             nominator=nominator,
             informer_client=informer_client,
             lazy_pods=self.config.lazy_pods,
+            reader=self.name,
         )
         self.snapshot = self.view.snapshot
         self.informer = self.view.informer
@@ -287,6 +288,9 @@ class SchedulingWorker:
         self.periodic.every("claim-events", 10.0, self.consumer.claim_abandoned)
         self.periodic.every("resync", 300.0, self.resync)
         self.periodic.every("sweep", self.config.sweep_interval_s, self.sweep.run)
+        self.periodic.every(
+            "trim-events", 10.0, lambda: trim_event_streams(self.client, self.keys, now())
+        )
         del led
 
     def _reclaim_leases(self) -> int:
@@ -464,8 +468,10 @@ class SchedulingWorker:
 
     def stop(self) -> None:
         """Hand over what is pending (a worker stopped with reserved pods in hand would
-        leave them to the reaper, after their assume deadline)."""
+        leave them to the reaper, after their assume deadline); the informer no longer
+        holds the event stream back."""
         self._flush_bindings(force=True)
+        self.informer.forget_position()
 
     def _shared_keys(self, topology_keys: set[str]) -> list[str]:
         """The keys among ``topology_keys`` whose domains span several nodes (zones, not

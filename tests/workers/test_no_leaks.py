@@ -11,7 +11,9 @@ import redis
 
 from distsched.clock import FakeClock
 from distsched.keys import Keys
+from distsched.store import trim
 from distsched.workers.eventhandlers import GROUP
+from distsched.workers.maintenance import trim_event_streams
 from tests.e2e.cluster import node, pod
 from tests.workers.harness import InProcessCluster
 
@@ -62,3 +64,55 @@ def test_a_resync_from_a_listing_older_than_the_store_records_no_deleted_pod(
     cluster.handle_events()
     assert ledger_pods(r, keys) == set()
     assert cluster.worker.ledger.check_consistency() == []
+
+
+def per_pod_keys(r: redis.Redis, keys: Keys) -> dict[str, int]:
+    """What is left per pod once every pod is gone: ledger and queue records, explain
+    records, Permit verdict lists, pods on ledger nodes."""
+    left = {
+        "ledger": r.hlen(keys.ledger_pods),
+        "assumed": r.zcard(keys.ledger_assumed),
+        "aapods": r.hlen(keys.ledger_anti_affinity_pods),
+        "queue": r.hlen(keys.info),
+        "explain": r.hlen(keys.explain),
+        "store": r.hlen(keys.objects("Pod")) + r.hlen(keys.store_meta("Pod")),
+        "permit": len(list(r.scan_iter(keys.permit("*")))),
+    }
+    left["nodepods"] = sum(
+        r.scard(keys.ledger_node_pods(n.decode())) for n in r.smembers(keys.ledger_nodes)
+    )
+    return {k: v for k, v in left.items() if v}
+
+
+def test_churn_then_delete_all_leaves_nothing_per_pod_and_short_streams(
+    r: redis.Redis, keys: Keys, clock: FakeClock
+) -> None:
+    cluster = InProcessCluster(r, keys, clock)
+    b = cluster.add_worker()
+    cluster.create(*(node(f"n{i}", cpu="4") for i in range(4)))
+    created: list[str] = []
+    for wave in range(6):
+        names = [f"w{wave}-{i}" for i in range(100)]
+        cluster.create(*(pod(n, cpu="100m") for n in names))
+        created += names
+        cluster.settle()
+        # Half of the previous wave goes, handled by one worker or the other.
+        for n in created[:50]:
+            cluster.store.delete("Pod", f"default/{n}")
+        created = created[50:]
+        (b if wave % 2 else cluster.worker).consumer.poll(None)
+    for n in created:
+        cluster.store.delete("Pod", f"default/{n}")
+    for worker in (cluster.worker, b):
+        while worker.consumer.poll(None) or worker.informer.poll_once(0):
+            pass
+    cluster.handle_events()
+    assert per_pod_keys(r, keys) == {}
+    assert cluster.worker.ledger.check_consistency() == []
+    assert r.xlen(keys.events) > 1_500
+    clock.step(trim.REPORT_INTERVAL_MS)  # the informers report how far they have read
+    for worker in (cluster.worker, b):
+        worker.informer.poll_once(0)
+    trim_event_streams(r, keys, clock.now_ms())
+    assert r.xlen(keys.events) < trim.KEEP_EVENTS + 200
+    assert r.xlen(keys.queue_events) < 200
