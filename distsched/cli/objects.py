@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import click
@@ -112,11 +113,21 @@ def apply(path: str, **kwargs: Any) -> None:
     DaemonSet, Job (the controller role makes the workloads' pods).
 
     Everything is read, validated and admitted (priority classes) before the first
-    write: on bad input nothing is written and the exit code is 2.
+    write: on bad input nothing is written and the exit code is 2. That includes an
+    update kube would refuse: a pod's spec is immutable but for container images,
+    activeDeadlineSeconds, added tolerations and removed scheduling gates.
     """
     from pathlib import Path
 
-    from distsched.apply import prepare, stored_priority_classes
+    import redis
+
+    from distsched.apply import (
+        located,
+        prepare,
+        stored_objects,
+        stored_priority_classes,
+        update_error,
+    )
     from distsched.model import ManifestError, load_path
     from distsched.model.manifest import Location
     from distsched.store import Store, StoreError
@@ -135,23 +146,44 @@ def apply(path: str, **kwargs: Any) -> None:
         bad_input(f"{path}: no object in the input")
     store = Store(ctx.client(), ctx.keys)
     try:
-        dicts = prepare(objects, locations, stored_priority_classes(store))
+        stored = stored_objects(store, objects)
+        dicts = prepare(objects, locations, stored_priority_classes(store), stored)
     except ManifestError as exc:
         bad_input(str(exc))
-    results: list[str] = []
+    done: dict[int, str] = {}
+
+    def record(offset: int) -> Callable[[int, str], None]:
+        return lambda i, action: done.__setitem__(offset + i, action)
+
+    def report_written() -> None:
+        """One line per object written, in file order (also before an error)."""
+        for i in sorted(done):
+            print(f"{objects[i].kind.lower()}/{objects[i].metadata.name} {done[i]}")
+
     try:
         if len(dicts) <= APPLY_CHUNK:
-            results = list(store.apply_many(dicts))
+            store.apply_many(dicts, applied=record(0))
         else:
             with progress_bar("applying") as progress:
                 task = progress.add_task("apply", total=len(dicts))
                 for start in range(0, len(dicts), APPLY_CHUNK):
-                    results += store.apply_many(dicts[start : start + APPLY_CHUNK])
-                    progress.update(task, completed=len(results))
+                    store.apply_many(dicts[start : start + APPLY_CHUNK], applied=record(start))
+                    progress.update(task, completed=len(done))
     except StoreError as exc:
-        fail(f"{exc} ({len(results)} of {len(dicts)} objects were applied before it)")
-    for obj, result in zip(objects, results, strict=True):
-        print(f"{obj.kind.lower()}/{obj.metadata.name} {result}")
+        report_written()
+        summary = f"({len(done)} of {len(dicts)} objects were applied before it)"
+        refused = update_error(exc)
+        if refused is None:
+            fail(f"{exc} {summary}")
+        # Refused at write time: someone changed the object since it was checked.
+        kind = getattr(exc, "kind", "Pod")
+        key = getattr(exc, "key", "")
+        i = next(i for i, o in enumerate(objects) if (o.kind, o.key) == (kind, key))
+        bad_input(f"{located(refused, locations[i], kind, key)} {summary}")
+    except redis.RedisError:
+        report_written()  # then the group's one line for the Redis error (exit 1)
+        raise
+    report_written()
 
 
 @click.command()
