@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from distsched.cli.common import bad_input, fail, make_context, redis_options
+from distsched.cli.common import bad_input, fail, make_context, redis_options, warn
 from distsched.output import print_json, print_table, print_yaml, progress_bar
 from distsched.store.codec import ALL_KINDS, CLUSTER_SCOPED
 
@@ -216,8 +216,12 @@ def delete(kind: str, name: str, namespace: str, **kwargs: Any) -> None:
 @click.option("-o", "--output", type=click.Choice(["table", "json", "yaml"]), default="table")
 @redis_options
 def get(kind: str, namespace: str | None, all_namespaces: bool, output: str, **kwargs: Any) -> None:
-    """List objects of one or more kinds (``pods``, ``nodes,pods``, ``deploy``, ...)."""
-    from distsched.store import Store
+    """List objects of one or more kinds (``pods``, ``nodes,pods``, ``deploy``, ...).
+    A stored record that cannot be decoded is left out with a warning naming it."""
+    from distsched.store import Store, Undecodable
+
+    def skip(error: Undecodable) -> None:
+        warn(f"skipping {error}")
 
     try:
         kinds = parse_kinds(kind)
@@ -228,7 +232,7 @@ def get(kind: str, namespace: str | None, all_namespaces: bool, output: str, **k
     listed: list[tuple[str, list[dict[str, Any]]]] = []
     for store_kind in kinds:
         ns = None if all_namespaces or store_kind in CLUSTER_SCOPED else namespace
-        items, _ = store.list(store_kind, namespace=ns)
+        items, _ = store.list(store_kind, namespace=ns, on_undecodable=skip)
         items.sort(key=lambda o: (o["metadata"].get("namespace", ""), o["metadata"]["name"]))
         listed.append((store_kind, items))
     if output in ("json", "yaml"):

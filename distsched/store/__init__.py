@@ -31,6 +31,7 @@ from distsched.store.errors import (
     NotFound,
     StoreError,
     UidMismatch,
+    Undecodable,
 )
 from distsched.store.informer import EventHandler, FuncHandler, Informer
 from distsched.store.redis_store import (
@@ -68,6 +69,7 @@ __all__ = [
     "Store",
     "StoreError",
     "UidMismatch",
+    "Undecodable",
     "Unresolved",
     "decode_event",
     "decode_object",

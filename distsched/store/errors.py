@@ -69,3 +69,13 @@ class InvalidUpdate(InvalidObject):
         self.key = key
         self.field = field
         self.reason = reason
+
+
+class Undecodable(StoreError):
+    """A stored record that cannot be decoded (written by hand, or damaged)."""
+
+    def __init__(self, kind: str, key: str, reason: str) -> None:
+        super().__init__(f"{kind} {key!r}: the stored record cannot be decoded: {reason}")
+        self.kind = kind
+        self.key = key
+        self.reason = reason

@@ -82,6 +82,7 @@ from distsched.store.errors import (
     NotFound,
     StoreError,
     UidMismatch,
+    Undecodable,
 )
 
 DEFAULT_MAX_EVENTS = 1_000_000
@@ -91,6 +92,9 @@ EVENTS_WITH_OLD = frozenset({"Pod", "Node"})
 """Kinds whose MODIFIED events carry the previous object: the queue's event handlers
 compare old and new pods and nodes and have no copy of their own (informers keep theirs,
 so other kinds' updates ship the new object only)."""
+
+OnUndecodable = Callable[[Undecodable], None]
+"""What a reader does with a record it cannot decode (it is left out of the answer)."""
 
 BindStatus = Literal[
     "bound", "already-bound", "conflict", "not-found", "uid-mismatch", "unreserved"
@@ -169,6 +173,18 @@ def _bound_meta(raw: bytes | None) -> Meta | None:
     if len(parts) < 4 or not parts[2] or raw.startswith(b"{"):
         return None
     return Meta(parts[0].decode(), parts[1].decode(), parts[2].decode(), parts[3].decode())
+
+
+def _whole(obj: Any) -> Obj:
+    """``obj`` if it has the shape every reader relies on (a map with a metadata map)."""
+    if not isinstance(obj, dict) or not isinstance(obj.get("metadata"), dict):
+        raise ValueError(f"a {type(obj).__name__} where an object with metadata belongs")
+    return obj
+
+
+def _reason(exc: Exception) -> str:
+    text = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 def queue_fields(pod: Obj) -> builtins.list[Any]:
@@ -315,19 +331,30 @@ class Store:
     def resource_version(self) -> int:
         return int(self._client.get(self._keys.resource_version) or 0)
 
-    def list(self, kind: str, namespace: str | None = None) -> tuple[builtins.list[Obj], int]:
+    def list(
+        self,
+        kind: str,
+        namespace: str | None = None,
+        *,
+        on_undecodable: OnUndecodable | None = None,
+    ) -> tuple[builtins.list[Obj], int]:
         """Objects of ``kind`` (pods optionally of one namespace), sorted by key, and the
-        resourceVersion they were read at."""
-        snap = self.snapshot([kind])
+        resourceVersion they were read at (``on_undecodable``: see :meth:`snapshot`)."""
+        snap = self.snapshot([kind], on_undecodable=on_undecodable)
         items = snap.objects[kind]
         if namespace is not None:
             prefix = namespace + "/"
             return [o for k, o in sorted(items.items()) if k.startswith(prefix)], snap.rv
         return [o for _, o in sorted(items.items())], snap.rv
 
-    def snapshot(self, kinds: Iterable[str] = KINDS) -> Snapshot:
+    def snapshot(
+        self, kinds: Iterable[str] = KINDS, *, on_undecodable: OnUndecodable | None = None
+    ) -> Snapshot:
         """All objects of ``kinds`` with the rv and epoch, read in one MULTI. Since event ids
-        are ``<rv>-0``, watching from ``rv`` misses nothing and repeats nothing."""
+        are ``<rv>-0``, watching from ``rv`` misses nothing and repeats nothing.
+
+        A record that cannot be decoded raises :class:`Undecodable` naming it; with
+        ``on_undecodable`` it is left out and the callback gets that error instead."""
         kinds = list(kinds)
         pipe = self._client.pipeline(transaction=True)
         for kind in kinds:
@@ -341,9 +368,15 @@ class Store:
         for kind in kinds:
             blobs: dict[bytes, bytes] = next(replies)
             metas: dict[bytes, bytes] = next(replies) if kind == "Pod" else {}
-            objects[kind] = {
-                k.decode(): stored_object(v, _bound_meta(metas.get(k))) for k, v in blobs.items()
-            }
+            objects[kind] = decoded = {}
+            for k, v in blobs.items():
+                try:
+                    decoded[k.decode()] = _whole(stored_object(v, _bound_meta(metas.get(k))))
+                except Exception as exc:  # msgpack, UTF-8 or shape: whatever it holds
+                    error = Undecodable(kind, k.decode(errors="replace"), _reason(exc))
+                    if on_undecodable is None:
+                        raise error from exc
+                    on_undecodable(error)
         rv, epoch = next(replies), next(replies)
         return Snapshot(objects, int(rv or 0), epoch.decode() if epoch else "")
 

@@ -1,6 +1,6 @@
 """``distsched apply`` of objects that exist: the API server's update rules, whole-file
 refusal, concurrent applies of one pod, uids, a partial apply cut by Redis running out of
-memory."""
+memory, and ``get`` past a damaged record."""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 import redis
+import yaml
 
 from distsched.embedded import EmbeddedRedis
 from distsched.keys import Keys
@@ -187,6 +188,20 @@ def test_four_shells_applying_different_requests_leave_one_writers_pod(
     want = contender(winners[0])
     assert stored["metadata"]["labels"] == want["metadata"]["labels"]
     assert stored["spec"]["containers"] == want["spec"]["containers"]
+
+
+def test_get_skips_an_undecodable_record_with_a_warning(r: redis.Redis, redis_url: str) -> None:
+    store = Store(r, KEYS)
+    store.create_many([pod("a"), pod("c")])
+    r.hset(KEYS.objects("Pod"), "default/b", b"\xc1 not msgpack")
+    result = invoke(redis_url, "get", "pods", "-o", "json")
+    assert result.exit_code == 0, result.output
+    names = [o["metadata"]["name"] for o in yaml.safe_load(result.stdout)["items"]]
+    assert names == ["a", "c"]
+    assert "warning: skipping Pod 'default/b'" in result.stderr
+    assert "Traceback" not in result.output
+    table = invoke(redis_url, "get", "pods")
+    assert table.exit_code == 0 and "default/b" in table.stderr
 
 
 # ------------------------------------------------------------------- out of memory mid-file

@@ -14,7 +14,7 @@ import redis
 from distsched.clock import FakeClock
 from distsched.keys import Keys
 from distsched.model import CPU, Pod, pod_requests
-from distsched.store import ApplyAction, InvalidUpdate, Store, StoreError
+from distsched.store import ApplyAction, InvalidUpdate, Store, StoreError, Undecodable
 from tests.e2e.cluster import node, pod
 from tests.store.helpers import events, make_pod
 from tests.workers.harness import InProcessCluster
@@ -129,6 +129,21 @@ def test_concurrent_applies_of_mutable_fields_are_serialised_per_object(
     stored = store.get("Pod", "default/contended")
     assert stored is not None
     assert projection(stored) in [projection(v) for v in versions]
+
+
+def test_an_undecodable_record_is_named_or_skipped(
+    store: Store, r: redis.Redis, keys: Keys
+) -> None:
+    store.create_many([make_pod("a"), make_pod("c")])
+    r.hset(keys.objects("Pod"), "default/b", b"\xc1garbage")
+    r.hset(keys.objects("Pod"), "default/d", b"\x05")  # msgpack of 5: not an object
+    with pytest.raises(Undecodable) as exc:
+        store.list("Pod")
+    assert exc.value.key in ("default/b", "default/d")
+    skipped: list[Undecodable] = []
+    items, _ = store.list("Pod", on_undecodable=skipped.append)
+    assert [o["metadata"]["name"] for o in items] == ["a", "c"]
+    assert sorted(e.key for e in skipped) == ["default/b", "default/d"]
 
 
 def test_a_resize_through_apply_cannot_overcommit_a_node(
