@@ -146,6 +146,11 @@ def fail(message: str, code: int = EXIT_RUNTIME) -> NoReturn:
     sys.exit(code)
 
 
+def warn(message: str) -> None:
+    """One line on stderr; the command goes on."""
+    err_console.print(f"warning: {message}", markup=False, highlight=False, soft_wrap=True)
+
+
 def bad_input(message: str) -> NoReturn:
     fail(message, EXIT_BAD_INPUT)
 

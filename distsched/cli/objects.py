@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import click
 
-from distsched.cli.common import bad_input, fail, make_context, redis_options
+from distsched.cli.common import bad_input, fail, make_context, redis_options, warn
 from distsched.output import print_json, print_table, print_yaml, progress_bar
 from distsched.store.codec import ALL_KINDS, CLUSTER_SCOPED
 
@@ -112,11 +113,21 @@ def apply(path: str, **kwargs: Any) -> None:
     DaemonSet, Job (the controller role makes the workloads' pods).
 
     Everything is read, validated and admitted (priority classes) before the first
-    write: on bad input nothing is written and the exit code is 2.
+    write: on bad input nothing is written and the exit code is 2. That includes an
+    update kube would refuse: a pod's spec is immutable but for container images,
+    activeDeadlineSeconds, added tolerations and removed scheduling gates.
     """
     from pathlib import Path
 
-    from distsched.apply import prepare, stored_priority_classes
+    import redis
+
+    from distsched.apply import (
+        located,
+        prepare,
+        stored_objects,
+        stored_priority_classes,
+        update_error,
+    )
     from distsched.model import ManifestError, load_path
     from distsched.model.manifest import Location
     from distsched.store import Store, StoreError
@@ -135,23 +146,44 @@ def apply(path: str, **kwargs: Any) -> None:
         bad_input(f"{path}: no object in the input")
     store = Store(ctx.client(), ctx.keys)
     try:
-        dicts = prepare(objects, locations, stored_priority_classes(store))
+        stored = stored_objects(store, objects)
+        dicts = prepare(objects, locations, stored_priority_classes(store), stored)
     except ManifestError as exc:
         bad_input(str(exc))
-    results: list[str] = []
+    done: dict[int, str] = {}
+
+    def record(offset: int) -> Callable[[int, str], None]:
+        return lambda i, action: done.__setitem__(offset + i, action)
+
+    def report_written() -> None:
+        """One line per object written, in file order (also before an error)."""
+        for i in sorted(done):
+            print(f"{objects[i].kind.lower()}/{objects[i].metadata.name} {done[i]}")
+
     try:
         if len(dicts) <= APPLY_CHUNK:
-            results = list(store.apply_many(dicts))
+            store.apply_many(dicts, applied=record(0))
         else:
             with progress_bar("applying") as progress:
                 task = progress.add_task("apply", total=len(dicts))
                 for start in range(0, len(dicts), APPLY_CHUNK):
-                    results += store.apply_many(dicts[start : start + APPLY_CHUNK])
-                    progress.update(task, completed=len(results))
+                    store.apply_many(dicts[start : start + APPLY_CHUNK], applied=record(start))
+                    progress.update(task, completed=len(done))
     except StoreError as exc:
-        fail(f"{exc} ({len(results)} of {len(dicts)} objects were applied before it)")
-    for obj, result in zip(objects, results, strict=True):
-        print(f"{obj.kind.lower()}/{obj.metadata.name} {result}")
+        report_written()
+        summary = f"({len(done)} of {len(dicts)} objects were applied before it)"
+        refused = update_error(exc)
+        if refused is None:
+            fail(f"{exc} {summary}")
+        # Refused at write time: someone changed the object since it was checked.
+        kind = getattr(exc, "kind", "Pod")
+        key = getattr(exc, "key", "")
+        i = next(i for i, o in enumerate(objects) if (o.kind, o.key) == (kind, key))
+        bad_input(f"{located(refused, locations[i], kind, key)} {summary}")
+    except redis.RedisError:
+        report_written()  # then the group's one line for the Redis error (exit 1)
+        raise
+    report_written()
 
 
 @click.command()
@@ -184,8 +216,12 @@ def delete(kind: str, name: str, namespace: str, **kwargs: Any) -> None:
 @click.option("-o", "--output", type=click.Choice(["table", "json", "yaml"]), default="table")
 @redis_options
 def get(kind: str, namespace: str | None, all_namespaces: bool, output: str, **kwargs: Any) -> None:
-    """List objects of one or more kinds (``pods``, ``nodes,pods``, ``deploy``, ...)."""
-    from distsched.store import Store
+    """List objects of one or more kinds (``pods``, ``nodes,pods``, ``deploy``, ...).
+    A stored record that cannot be decoded is left out with a warning naming it."""
+    from distsched.store import Store, Undecodable
+
+    def skip(error: Undecodable) -> None:
+        warn(f"skipping {error}")
 
     try:
         kinds = parse_kinds(kind)
@@ -196,7 +232,7 @@ def get(kind: str, namespace: str | None, all_namespaces: bool, output: str, **k
     listed: list[tuple[str, list[dict[str, Any]]]] = []
     for store_kind in kinds:
         ns = None if all_namespaces or store_kind in CLUSTER_SCOPED else namespace
-        items, _ = store.list(store_kind, namespace=ns)
+        items, _ = store.list(store_kind, namespace=ns, on_undecodable=skip)
         items.sort(key=lambda o: (o["metadata"].get("namespace", ""), o["metadata"]["name"]))
         listed.append((store_kind, items))
     if output in ("json", "yaml"):

@@ -10,6 +10,10 @@
 - a pod that gives ``spec.priority`` itself must give the value its class resolves to
   ("the integer value of priority (5) must not be provided in pod spec ...").
 
+On update kube's plugin resolves nothing: a pod keeps the priority, class and preemption
+policy it was admitted with unless the update states them (and then ValidatePodUpdate
+refuses a change, spec being immutable): :func:`admit_pod_update`.
+
 Pods work as Kubernetes JSON dicts here (the store's shape): the controllers admit the
 pods they make the same way ``apply`` admits the pods it is given.
 """
@@ -97,4 +101,22 @@ def admit_pod(pod: Mapping[str, Any], classes: PriorityClasses) -> dict[str, Any
     if pc is not None:
         spec["priorityClassName"] = pc.name
         spec["preemptionPolicy"] = pc.preemption_policy
+    return {**pod, "spec": spec}
+
+
+def admit_pod_update(pod: Mapping[str, Any], current: Mapping[str, Any]) -> dict[str, Any]:
+    """``pod``, the new version of the stored pod ``current``, with what admission set on
+    create carried over where ``pod`` leaves it unsaid: spec.priority and
+    spec.priorityClassName, and spec.preemptionPolicy when the class is the stored one
+    (the class set it; a manifest always reads back with one, so its absence cannot be
+    told)."""
+    spec = dict(pod.get("spec") or {})
+    old = current.get("spec") or {}
+    if spec.get("priority") is None and old.get("priority") is not None:
+        spec["priority"] = old["priority"]
+    old_class = old.get("priorityClassName")
+    if not spec.get("priorityClassName") and old_class:
+        spec["priorityClassName"] = old_class
+    if old_class and spec.get("priorityClassName") == old_class and "preemptionPolicy" in old:
+        spec["preemptionPolicy"] = old["preemptionPolicy"]
     return {**pod, "spec": spec}

@@ -27,9 +27,11 @@ from distsched.store.errors import (
     BindConflict,
     Conflict,
     InvalidObject,
+    InvalidUpdate,
     NotFound,
     StoreError,
     UidMismatch,
+    Undecodable,
 )
 from distsched.store.informer import EventHandler, FuncHandler, Informer
 from distsched.store.redis_store import (
@@ -59,6 +61,7 @@ __all__ = [
     "FuncHandler",
     "Informer",
     "InvalidObject",
+    "InvalidUpdate",
     "Meta",
     "NotFound",
     "ObjectRef",
@@ -66,6 +69,7 @@ __all__ = [
     "Store",
     "StoreError",
     "UidMismatch",
+    "Undecodable",
     "Unresolved",
     "decode_event",
     "decode_object",

@@ -57,3 +57,25 @@ class UidMismatch(StoreError):
         self.key = key
         self.expected_uid = expected_uid
         self.current_uid = current_uid
+
+
+class InvalidUpdate(InvalidObject):
+    """The update changes a field that may not change (kube's ValidatePodUpdate:
+    "field is immutable"); ``field`` is its path, e.g. ``spec.containers[0].resources``."""
+
+    def __init__(self, kind: str, key: str, field: str, reason: str) -> None:
+        super().__init__(f"{kind} {key!r}: {field}: {reason}")
+        self.kind = kind
+        self.key = key
+        self.field = field
+        self.reason = reason
+
+
+class Undecodable(StoreError):
+    """A stored record that cannot be decoded (written by hand, or damaged)."""
+
+    def __init__(self, kind: str, key: str, reason: str) -> None:
+        super().__init__(f"{kind} {key!r}: the stored record cannot be decoded: {reason}")
+        self.kind = kind
+        self.key = key
+        self.reason = reason

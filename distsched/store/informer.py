@@ -61,6 +61,7 @@ from distsched.store.codec import (
     decode_event,
     uid_of,
 )
+from distsched.store.errors import Undecodable
 from distsched.store.redis_store import Store
 
 log = logging.getLogger(__name__)
@@ -306,7 +307,8 @@ class Informer:
                     self._call(h.on_update, lazy, previous, new)
 
     def _relist(self) -> int:
-        snap = self._store.snapshot(self._kinds)
+        # One damaged record must not stop every relist: it is left out, with a warning.
+        snap = self._store.snapshot(self._kinds, on_undecodable=_skip_undecodable)
         with self._lock:
             initial = not self._synced.is_set()
             delivered = 0
@@ -362,3 +364,7 @@ class Informer:
                 fn(first.get(), second)
         except Exception:
             log.exception("informer: event handler %r failed", fn)
+
+
+def _skip_undecodable(error: Undecodable) -> None:
+    log.warning("informer: skipping %s", error)

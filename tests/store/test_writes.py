@@ -39,12 +39,12 @@ def test_create_assigns_uid_timestamp_and_rv(store: Store, clock: FakeClock) -> 
     assert store.get("Node", "n1") == node
 
 
-def test_create_keeps_given_uid_and_defaults_namespace(store: Store) -> None:
+def test_create_ignores_a_given_uid_and_defaults_namespace(store: Store) -> None:
     obj = make_pod("a")
     del obj["metadata"]["namespace"]
     obj["metadata"]["uid"] = "my-uid"
     pod = store.create(obj)
-    assert pod["metadata"]["uid"] == "my-uid"
+    assert pod["metadata"]["uid"] != "my-uid" and len(pod["metadata"]["uid"]) == 36
     assert pod["metadata"]["namespace"] == "default"
     assert "namespace" not in obj["metadata"], "the caller's object must not be changed"
 
@@ -168,12 +168,12 @@ def test_update_keeps_uid_timestamp_and_binding(store: Store, clock: FakeClock) 
     clock.step(60_000)
     obj = make_pod("a")
     obj["metadata"]["creationTimestamp"] = "1999-01-01T00:00:00Z"
-    obj["spec"]["priority"] = 5
+    obj["metadata"]["labels"] = {"app": "db"}
     updated = store.update(obj)
     assert updated["metadata"]["uid"] == pod["metadata"]["uid"]
     assert updated["metadata"]["creationTimestamp"] == pod["metadata"]["creationTimestamp"]
     assert updated["spec"]["nodeName"] == "n1"
-    assert updated["spec"]["priority"] == 5
+    assert updated["metadata"]["labels"] == {"app": "db"}
     moved = make_pod("a", nodeName="n2")
     with pytest.raises(BindConflict):
         store.update(moved)
