@@ -20,7 +20,7 @@ queue    str            the sub-queue the pod went back to
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -104,17 +104,22 @@ def forget_explanations(
         client.hdel(keys.explain, *pod_keys)
 
 
-def forget_explanations_of_deleted_pods(client: redis.Redis, keys: Keys) -> list[str]:
+def forget_explanations_of_deleted_pods(
+    client: redis.Redis, keys: Keys, seen: Collection[str]
+) -> tuple[list[str], set[str]]:
     """Drop the records of pods the store no longer has (the store's delete drops a pod's
-    record with it; one written by an attempt that ended after the delete stays behind).
-    Returns the keys dropped. A record the sweep reads while its pod is being created again
-    may go too: it is only the explanation of an earlier attempt."""
+    record with it; one written by an attempt that ended after the delete stays behind),
+    when the previous call found them so too (``seen``, its second result). Returns the
+    keys dropped and those found for the first time."""
     dropped: list[str] = []
+    found: set[str] = set()
     for page in hash_pages(client, keys.explain):
-        pods = list(page)
+        pods = [as_text(key) for key in page]
         metas = client.hmget(keys.store_meta("Pod"), pods)
         gone = [key for key, meta in zip(pods, metas, strict=True) if meta is None]
-        if gone:
-            client.hdel(keys.explain, *gone)
-            dropped += [as_text(key) for key in gone]
-    return dropped
+        due = [key for key in gone if key in seen]
+        found.update(key for key in gone if key not in seen)
+        if due:
+            client.hdel(keys.explain, *due)
+            dropped += due
+    return dropped, found

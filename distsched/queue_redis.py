@@ -50,7 +50,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -94,11 +94,12 @@ def _text(value: bytes | str) -> str:
 
 @dataclass
 class Repair:
-    """What :meth:`RedisQueue.repair` did: pod keys by verdict (orphan, bound, repaired,
-    unreadable), and the pods it found lost but left for the next sweep (key -> record)."""
+    """What :meth:`RedisQueue.repair` did: pod keys by verdict (orphan, bound, lost:
+    repaired; unreadable: left as it is), and the records it found out of step for the
+    first time, left for the next sweep (key -> record)."""
 
     repaired: dict[str, list[str]] = field(default_factory=dict)
-    lost: dict[str, str] = field(default_factory=dict)
+    suspects: dict[str, str] = field(default_factory=dict)
 
 
 class RedisQueue:
@@ -313,13 +314,13 @@ class RedisQueue:
                 return reclaimed
 
     # --- repair -----------------------------------------------------------------------
-    def repair(self, seen_lost: dict[str, str], *, now_ms: int, scan_count: int = 500) -> Repair:
+    def repair(self, seen: Mapping[str, str], *, now_ms: int, scan_count: int = 500) -> Repair:
         """The consistency sweep's half for the queue (lua/sweep_queue.lua): drop the
         records of pods the store no longer has or has bound, and put back the pods that
-        are in no sub-queue. ``seen_lost`` is what the previous sweep returned as lost
-        (key -> record text): only a pod still lost with the same record is put back, so
-        one caught between the two scripts of a move (a release, then its requeue) is
-        left alone."""
+        are in no sub-queue. Only a record that the previous sweep already found out of
+        step, unchanged (``seen``: key -> record, that sweep's :attr:`Repair.suspects`), is
+        repaired: a pod between the two scripts of a move (a release, then its requeue),
+        or whose deletion the handlers are about to handle, is left to them."""
         k = self._keys
         script_keys = [
             k.info,
@@ -338,12 +339,12 @@ class RedisQueue:
             pods = [_text(key) for key in page]
             args: list[Any] = [now_ms, WAKE_CAP]
             for key in pods:
-                args += [key, seen_lost.get(key, "")]
+                args += [key, seen.get(key, "")]
             verdicts = self._scripts.get("sweep_queue")(keys=script_keys, args=args)
             for i, key in enumerate(pods):
                 verdict, detail = _text(verdicts[2 * i]), _text(verdicts[2 * i + 1])
-                if verdict == "lost":
-                    result.lost[key] = detail
+                if verdict == "suspect":
+                    result.suspects[key] = detail
                 elif verdict != "ok":
                     result.repaired.setdefault(verdict, []).append(key)
         return result

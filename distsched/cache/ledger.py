@@ -449,25 +449,34 @@ class Ledger:
         record of that uid, not one of a pod re-created under the same name since)."""
         return bool(self._release("delete", [pod_key], token=uid))
 
-    def release_orphans(self, *, scan_count: int = 500) -> list[str]:
+    def release_orphans(
+        self, seen: Mapping[str, str], *, scan_count: int = 500
+    ) -> tuple[list[str], dict[str, str]]:
         """The consistency sweep's half for the ledger: release every reservation, assumed
         or bound, whose pod the store no longer has (no pod under its name, or one of
         another uid). Nothing should leave one, but one that is left would hold its room
-        for good. Read in chunks of about ``scan_count`` records; each release checks the
-        store again in its script. Returns the keys released."""
+        for good. A record found so is released only when the previous sweep saw the same
+        record so too (``seen``: key -> record): a pod whose deletion the handlers are
+        about to handle is theirs. Returns the keys released and the records seen so now
+        (the next sweep's ``seen``). Each release checks the store again in its script."""
         released: list[str] = []
+        suspects: dict[str, str] = {}
         meta_key = self._keys.store_meta("Pod")
         for chunk in hash_pages(self._r, self.pods_key, scan_count):
             keys = [_s(k) for k in chunk]
+            records = [_s(v) for v in chunk.values()]
             metas = self._r.hmget(meta_key, keys)
-            suspects = [
-                key
-                for key, raw, meta in zip(keys, chunk.values(), metas, strict=True)
-                if meta is None or parse_meta(meta).uid != decode_record(key, raw, None).uid
-            ]
-            if suspects:
-                released += self._release("orphan", suspects)
-        return released
+            due = []
+            for key, raw, meta in zip(keys, records, metas, strict=True):
+                if meta is not None and parse_meta(meta).uid == decode_record(key, raw, None).uid:
+                    continue
+                if seen.get(key) == raw:
+                    due.append(key)
+                else:
+                    suspects[key] = raw
+            if due:
+                released += self._release("orphan", due)
+        return released, suspects
 
     def reap_expired_assumed(self, now_ms: int | None = None) -> list[str]:
         """Release the assumed pods whose deadline passed and requeue them (backoffQ for

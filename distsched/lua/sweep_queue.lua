@@ -10,12 +10,13 @@
 --           pod is in no sub-queue)
 --   lost    the record names a place that does not hold the pod (activeQ, backoffQ,
 --           unschedulable, gated, inflight, dead, or the ledger's assumed set for
---           "assumed"). Repaired only when the caller saw the same record text in an
---           earlier sweep (ARGV pairs), so that a pod between the two halves of a move made
---           by two scripts is left alone: back into the place it names for backoffQ,
---           unschedulable, gated and dead, else into activeQ (its timestamp and attempts
---           kept)
+--           "assumed"): back into the place it names for backoffQ, unschedulable, gated and
+--           dead, else into activeQ (its timestamp and attempts kept)
 --   ok      in its place; unreadable: the record does not decode (left as it is)
+-- A record is repaired only when the caller saw the same record text out of step in an
+-- earlier sweep (ARGV pairs): a pod between the two halves of a move made by two scripts,
+-- or whose deletion the handlers are about to handle, is theirs. Until then its verdict is
+-- "suspect".
 --
 -- KEYS[1]  hash  info           ns/name -> queue record (lib/queue_record.lua)
 -- KEYS[2]  zset  activeQ        member "<ts:013d>|ns/name", score -priority
@@ -31,8 +32,8 @@
 -- ARGV[2]  int   longest the wake list may grow
 -- ARGV[3 + 2i] str pod key (ns/name); ARGV[4 + 2i] str the record text seen as "lost" by
 --                  an earlier sweep, or ""
--- Returns: a flat array, per pod: verdict, then for "lost" the record text (else "");
--- verdicts: ok | orphan | bound | lost | repaired | unreadable.
+-- Returns: a flat array, per pod: verdict, then for "suspect" the record text (else "");
+-- verdicts: ok | suspect | orphan | bound | lost | unreadable.
 
 --!include queue_record
 --!include storemeta
@@ -77,27 +78,27 @@ for i = 3, #ARGV, 2 do
     if meta then rv, node, _, uid = meta_parse(meta) end
     if rv == nil or (r.uid ~= '' and uid ~= r.uid) then
       verdict = 'orphan'
-      leave(key, r)
     elseif node ~= '' then
       verdict = 'bound'
-      leave(key, r)
     elseif not holds(key, r) then
-      if seen ~= text then
-        verdict, detail = 'lost', text
+      verdict = 'lost'
+    end
+    if verdict ~= 'ok' and seen ~= text then
+      verdict, detail = 'suspect', text
+    elseif verdict == 'orphan' or verdict == 'bound' then
+      leave(key, r)
+    elseif verdict == 'lost' then
+      if r.w == 'backoff' then
+        redis.call('ZADD', KEYS[3], r.bo, key)
+      elseif r.w == 'unschedulable' or r.w == 'gated' then
+        redis.call('ZADD', place_of[r.w], r.ts, key)
+      elseif r.w == 'dead' then
+        redis.call('ZADD', KEYS[7], now, key)
       else
-        verdict = 'repaired'
-        if r.w == 'backoff' then
-          redis.call('ZADD', KEYS[3], r.bo, key)
-        elseif r.w == 'unschedulable' or r.w == 'gated' then
-          redis.call('ZADD', place_of[r.w], r.ts, key)
-        elseif r.w == 'dead' then
-          redis.call('ZADD', KEYS[7], now, key)
-        else
-          to_active(key, r, KEYS[2])
-          activated = activated + 1
-        end
-        redis.call('HSET', KEYS[1], key, rec_encode(r))
+        to_active(key, r, KEYS[2])
+        activated = activated + 1
       end
+      redis.call('HSET', KEYS[1], key, rec_encode(r))
     end
   end
   out[#out + 1] = verdict

@@ -74,15 +74,17 @@ def trim_event_streams(client: redis.Redis, keys: Keys, now_ms: int) -> int:
     return trimmed + trim.trim_queue_events(client, keys, GROUP)
 
 
-REPAIR_KINDS = {"orphan": "queue-orphan", "bound": "queue-bound", "repaired": "queue-lost"}
+REPAIR_KINDS = {"orphan": "queue-orphan", "bound": "queue-bound", "lost": "queue-lost"}
 
 
 class ConsistencySweep:
     """Finds and repairs the records that nothing should leave behind, each checked against
     the store inside the script that repairs it: ledger reservations (assumed or bound) of
     pods the store no longer has, queue records of deleted or bound pods, pods in no
-    sub-queue (put back once two sweeps in a row saw them so), explain records of deleted
-    pods. Every repair is counted (``consistency_repairs_total{kind}``) and logged."""
+    sub-queue, explain records of deleted pods. A record is repaired only when two sweeps
+    in a row found it so, unchanged: what the handlers are about to do (a deletion just
+    made) stays theirs, so every repair counted (``consistency_repairs_total{kind}``,
+    logged) is a record that something really left behind."""
 
     def __init__(
         self, client: redis.Redis, keys: Keys, *, ledger: Ledger, queue: RedisQueue, clock: Clock
@@ -92,30 +94,36 @@ class ConsistencySweep:
         self._ledger = ledger
         self._queue = queue
         self._clock = clock
-        self._lost: dict[str, str] = {}
+        self._reservations: dict[str, str] = {}
+        self._records: dict[str, str] = {}
+        self._explanations: set[str] = set()
 
     def run(self) -> int:
         """One sweep; returns the number of records repaired."""
         found: dict[str, list[str]] = {}
-        found["reservation"] = self._ledger.release_orphans()
-        repair = self._queue.repair(self._lost, now_ms=self._clock.now_ms())
-        self._lost = repair.lost
+        found["reservation"], self._reservations = self._ledger.release_orphans(self._reservations)
+        repair = self._queue.repair(self._records, now_ms=self._clock.now_ms())
+        self._records = repair.suspects
         for verdict, pods in repair.repaired.items():
             if verdict == "unreadable":
                 log.warning(
-                    "sweep: %d unreadable queue records, left as they are: %s", len(pods), pods[:5]
+                    "sweep: %d unreadable queue records, left as they are: %s",
+                    len(pods),
+                    pods[:5],
                 )
                 continue
             found[REPAIR_KINDS[verdict]] = pods
-        found["explain"] = forget_explanations_of_deleted_pods(self._client, self._keys)
+        found["explain"], self._explanations = forget_explanations_of_deleted_pods(
+            self._client, self._keys, self._explanations
+        )
         total = 0
         for kind, pods in found.items():
             if not pods:
                 continue
             total += len(pods)
             metrics.consistency_repairs.labels(kind).inc(len(pods))
-            # A lost pod or a leaked reservation means a bug somewhere; the others are
-            # also left by an event handled late (an attempt that ended after a delete).
+            # A leaked reservation or a lost pod is a bug; the others are also left by an
+            # event handled late (an attempt that ended after its pod's deletion).
             level = logging.WARNING if kind in ("reservation", "queue-lost") else logging.INFO
             log.log(level, "sweep: repaired %d %s record(s): %s", len(pods), kind, pods[:5])
         return total
