@@ -3,8 +3,11 @@
 This module owns every move between sub-queues; the ledger's and the store's scripts make
 the cache hand-offs through the same record library. Every move is one Lua script
 in ``distsched/lua/queue_<move>.lua`` and a batch is one script call, so a move is atomic
-and any number of scheduling workers may share the queue. Time always comes in as
-``now_ms``; no script reads the Redis clock.
+and any number of scheduling workers may share the queue. Each script checks the keys it
+will write (their types, the counters it reads; ``lua/lib/precheck.lua``) before its
+first write, since Redis does not roll back a script that fails half way: a key set by
+hand fails the move with a message naming it, and no pod is left between sub-queues.
+Time always comes in as ``now_ms``; no script reads the Redis clock.
 
 Like kube's PriorityQueue the queue has these sub-queues, each a sorted set with one
 meaning per score (key names from :class:`distsched.keys.Keys`):
