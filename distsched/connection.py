@@ -234,6 +234,28 @@ def _sentinel_client(
     return sentinel.master_for(target.service, **connection)
 
 
+RETRYABLE: tuple[type[redis.RedisError], ...] = (
+    redis.ConnectionError,  # BusyLoadingError (a restarting server) too
+    redis.TimeoutError,  # replication.NotReplicated too
+    redis.exceptions.ReadOnlyError,  # a demoted primary, until the reconnect
+    redis.exceptions.OutOfMemoryError,
+    redis.exceptions.TryAgainError,
+    redis.exceptions.ClusterDownError,  # MASTERDOWN: a replica that lost its primary
+)
+"""Errors of the infrastructure rather than refusals of what was asked: a role waits
+them out and goes on, and a pod that met one was not attempted."""
+_RETRYABLE_REPLIES = ("NOREPLICAS", "MISCONF")  # replies redis-py has no class for
+
+
+def infrastructure_error(exc: BaseException) -> bool:
+    """Whether ``exc`` says Redis could not do the work (unreachable, loading, out of
+    memory, read-only after a failover, writes unacknowledged by replicas, a failing
+    disk), not that the work was refused (a script's error, a wrong argument)."""
+    if isinstance(exc, RETRYABLE):
+        return True
+    return isinstance(exc, redis.ResponseError) and str(exc).startswith(_RETRYABLE_REPLIES)
+
+
 class Backoff:
     """Exponential backoff with jitter for reconnect loops: 0.1 s doubling to 5 s."""
 

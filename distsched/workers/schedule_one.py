@@ -43,6 +43,7 @@ from distsched.binder.jobs import Binding, bind_queue, enqueue_bindings
 from distsched.cache.ledger import Ledger, LedgerConfig
 from distsched.cache.ledger_types import Decision, Rejected, Reserved
 from distsched.clock import SYSTEM_CLOCK, Clock
+from distsched.connection import infrastructure_error
 from distsched.explain_record import Explanation, record_failure
 from distsched.faults import pause_at  # crash tests only; a no-op unless env set
 from distsched.framework import permit
@@ -58,7 +59,7 @@ from distsched.keys import Keys
 from distsched.model import HostPort, Node, Pod
 from distsched.model.objects import DEFAULT_SCHEDULER_NAME
 from distsched.queue_redis import RedisQueue
-from distsched.queue_types import QueueConfig, QueuedPod
+from distsched.queue_types import ACTIVE, QueueConfig, QueuedPod
 from distsched.store import Store, object_key
 from distsched.workers.eventhandlers import (
     EventConsumer,
@@ -235,6 +236,9 @@ class SchedulingWorker:
         self.nominator = self.view.nominator
         self._pending_bindings: list[Binding] = []
         self._pending_since = 0.0
+        # Leases (key, epoch) of popped pods an infrastructure error kept from being
+        # attempted, to hand back uncounted as soon as Redis answers (queue.hand_back).
+        self._unattempted: list[tuple[str, int]] = []
         self.handlers = QueueEventHandlers(
             queue=self.queue,
             ledger=self.ledger,
@@ -385,6 +389,7 @@ class SchedulingWorker:
     # ------------------------------------------------------------------ the loop
     def run_once(self) -> int:
         """One turn of the loop; returns the number of pods popped."""
+        self._hand_back_unattempted()
         for _ in range(self.config.event_batches_per_loop):
             if not self.informer.poll_once(0):
                 break
@@ -393,7 +398,9 @@ class SchedulingWorker:
                 break
         self.view.refresh_from_ledger()
         self.periodic.tick()
-        popped = self.queue.pop(self.pop_size, now_ms=self.clock.now_ms())
+        popped = self.queue.pop(
+            self.pop_size, now_ms=self.clock.now_ms(), unacknowledged=self._not_attempted
+        )
         if not popped:
             linger = self._linger_left()
             wait = min(linger, self.config.idle_wait_s) if self._pending_bindings else None
@@ -403,7 +410,12 @@ class SchedulingWorker:
             return 0
         pause_at("pop", [p.key for p in popped])
         started = time.monotonic()
-        self.schedule_one_batch(popped)
+        try:
+            self.schedule_one_batch(popped)
+        except Exception as exc:
+            if infrastructure_error(exc):
+                self._not_attempted(popped)
+            raise
         self.pop_size = next_pop_size(
             self.config, len(popped), self.pop_size, time.monotonic() - started
         )
@@ -462,6 +474,36 @@ class SchedulingWorker:
         """Hand over what is pending (a worker stopped with reserved pods in hand would
         leave them to the reaper, after their assume deadline)."""
         self._flush_bindings(force=True)
+        self._hand_back_unattempted()
+
+    def _not_attempted(self, popped: Sequence[QueuedPod]) -> None:
+        """An infrastructure error (Redis unreachable, a pop or a reservation no replica
+        acknowledged) stopped the batch: its pods go back with their pop uncounted, so
+        that the infrastructure's failures never dead-letter a healthy pod. Pods the
+        batch did finish (reserved, failed, bound, deleted) are left alone by the queue;
+        a worker that dies instead hands nothing back, and its pods count (that is how
+        a pod that kills workers is found). Now if Redis answers, else at the next turn
+        that reaches it (the queue then uncounts the delivery the reaper requeued)."""
+        self._unattempted += [(p.key, p.epoch) for p in popped]
+        try:
+            self._hand_back_unattempted()
+        except redis.RedisError as exc:
+            log.info("%d unattempted pods wait to be handed back: %s", len(self._unattempted), exc)
+
+    def _hand_back_unattempted(self) -> None:
+        if not self._unattempted:
+            return
+        where = self.queue.hand_back(self._unattempted)
+        log.info(
+            "handed back %d pods an infrastructure error kept from being scheduled (%d were "
+            "still to be attempted)",
+            len(self._unattempted),
+            sum(1 for w in where if w),
+        )
+        self._unattempted = []
+        metrics.queue_incoming_pods.labels("active", "Unattempted").inc(
+            sum(1 for w in where if w == ACTIVE)
+        )
 
     def _shared_keys(self, topology_keys: set[str]) -> list[str]:
         """The keys among ``topology_keys`` whose domains span several nodes (zones, not
