@@ -35,7 +35,7 @@ from urllib.parse import parse_qs, unquote
 import redis
 from redis.sentinel import Sentinel
 
-from distsched import replication
+from distsched import metrics, replication
 
 log = logging.getLogger(__name__)
 
@@ -279,8 +279,11 @@ def retry_redis(
     what: str,
     stop: Callable[[], bool] = lambda: False,
     on_retry: Callable[[], None] | None = None,
+    role: str | None = None,
 ) -> T | None:
-    """Run ``fn`` until it succeeds, waiting out Redis outages with backoff and saying so.
+    """Run ``fn`` until it succeeds, waiting out Redis outages (:func:`infrastructure_error`)
+    with backoff and saying so; with ``role``, each retry counts in
+    ``redis_retries_total{role}``.
 
     Returns None only when ``stop()`` turned true while Redis was unreachable.
     """
@@ -288,11 +291,15 @@ def retry_redis(
     while True:
         try:
             result = fn()
-        except (redis.ConnectionError, redis.TimeoutError, redis.BusyLoadingError) as exc:
+        except redis.RedisError as exc:
+            if not infrastructure_error(exc):
+                raise
             if stop():
                 return None
             delay = backoff.next_delay()
             log.warning("%s: Redis unavailable (%s); retrying in %.1fs", what, exc, delay)
+            if role:
+                metrics.redis_retries.labels(role).inc()
             if on_retry:
                 on_retry()
             time.sleep(delay)

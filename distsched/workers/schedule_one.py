@@ -261,6 +261,8 @@ class SchedulingWorker:
         # Topology keys this worker registered with the ledger (cache:topokeys).
         self._watched: set[str] = set()
         self._setup_periodic()
+        # (informer, consumer) resets seen: a change means Redis lost its data.
+        self._resets = (0, 0)
         self.scheduled = 0
         self.conflicts = 0
         self.pop_size = self.config.batch
@@ -309,11 +311,35 @@ class SchedulingWorker:
         while not self.informer.has_synced:
             self.informer.poll_once(0)
         self.consumer.ensure_group()
+        self._set_up_shared_state()
+        self._resets = (self.informer.resets, self.consumer.resets)
+
+    def _set_up_shared_state(self) -> None:
+        """What every worker writes at start: its profiles' modes (q:profiles), and one
+        resync of ledger and queue with the store (whichever worker takes the lock)."""
         for name, mode in self.profile_modes().items():
             self.client.hset(self.keys.profiles, name, mode)
         if self.client.set(self.keys.lock("resync"), self.name, nx=True, px=60_000):
             self.resync()
         self.view.refresh_from_ledger()
+
+    def _notice_reset(self) -> None:
+        """Redis lost its data (a restart without persistence, FLUSHALL, a failover to a
+        replica that had none of it) if the informer found the store reset or the event
+        consumer found its group gone: set up again what start() did once. The consumer
+        group and this consumer first (from the stream's first entry: everything in it
+        was written after the loss), then a fresh list of the store, q:profiles, the
+        ledger mirror and the topology keys this worker registered (both gone with the
+        ledger), and a resync of ledger and queue from the list."""
+        if (self.informer.resets, self.consumer.resets) == self._resets:
+            return
+        log.warning("%s: Redis lost its data; setting the worker up again", self.name)
+        self.consumer.ensure_group(from_start=True)
+        self.informer.relist()
+        self.view.forget_ledger()
+        self._watched.clear()
+        self._set_up_shared_state()
+        self._resets = (self.informer.resets, self.consumer.resets)
 
     def profile_modes(self) -> dict[str, str]:
         """How the store's create script may enqueue a pending pod of each profile
@@ -396,6 +422,7 @@ class SchedulingWorker:
         for _ in range(self.config.event_batches_per_loop):
             if not self.consumer.poll(None):
                 break
+        self._notice_reset()
         self.view.refresh_from_ledger()
         self.periodic.tick()
         popped = self.queue.pop(
