@@ -13,6 +13,10 @@ deadline the claim renewed, and the assumed-pod reaper of the scheduling workers
 and requeues them once it passes. Pods the job had already written to the store are
 confirmed by the workers' handler of the bind event. Should rq ever run such a job again,
 its claim finds the reservations gone or bound and it binds nothing.
+
+Redis outages: a child waits for Redis like every role (:class:`BindingWorker`), from its
+start on (rq's constructor talks to Redis, so it is made inside the retry), says so, and
+stops at once on SIGTERM while Redis is unreachable.
 """
 
 from __future__ import annotations

@@ -190,3 +190,27 @@ def test_up_waits_for_a_redis_that_is_down(server: Server, tmp_path: Path) -> No
             up.kill()
             up.wait()
         log.close()
+
+
+def test_a_binder_pool_stops_on_sigterm_while_redis_is_down(
+    server: Server, group_on: list[ProcessGroup], tmp_path: Path
+) -> None:
+    """Before, the child's rq loop kept retrying after the stop request (rq sets no flag
+    for an idle worker) until the pool killed it after its grace period."""
+    server.start()
+    group = ProcessGroup(server.url, log_dir=tmp_path)
+    group_on.append(group)
+    binder = group.spawn("binder")
+    h.wait_until("the binder to be ready", lambda: "ready" in h.log_text(tmp_path, "binder"), 30)
+    server.kill()
+    h.wait_until(
+        "the binder to notice",
+        lambda: "Redis" in h.log_text(tmp_path, "binder").split("ready")[-1],
+        30,
+    )
+    stopped = time.monotonic()
+    binder.signal(signal.SIGTERM)
+    h.wait_until("the binder pool to exit", lambda: not binder.alive(), 15)
+    text = h.log_text(tmp_path, "binder")
+    assert "Redis unavailable at stop" in text, text[-2000:]
+    h.report(f"binder pool stopped {time.monotonic() - stopped:.2f}s after SIGTERM, Redis down")
