@@ -78,7 +78,8 @@ while taken < max_pods do
     end
   end
 end
-if examined > 0 then redis.call('ZREMRANGEBYRANK', KEYS[1], 0, examined - 1) end
+-- The head looked at, exactly: nothing ran between the reads and this.
+if examined > 0 then redis.call('ZPOPMIN', KEYS[1], examined) end
 if #fields > 0 then redis.call('HSET', KEYS[4], unpack(fields)) end
 if #leases > 0 then redis.call('ZADD', KEYS[2], unpack(leases)) end
 if #dead > 0 then redis.call('ZADD', KEYS[3], unpack(dead)) end
