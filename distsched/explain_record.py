@@ -27,6 +27,8 @@ from typing import Any
 import redis
 
 from distsched.keys import Keys
+from distsched.redis_text import as_text
+from distsched.scan import hash_pages
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,3 +102,19 @@ def forget_explanations(
     """Drop the records of pods that no longer have a failure to explain (bound pods)."""
     if pod_keys:
         client.hdel(keys.explain, *pod_keys)
+
+
+def forget_explanations_of_deleted_pods(client: redis.Redis, keys: Keys) -> list[str]:
+    """Drop the records of pods the store no longer has (the store's delete drops a pod's
+    record with it; one written by an attempt that ended after the delete stays behind).
+    Returns the keys dropped. A record the sweep reads while its pod is being created again
+    may go too: it is only the explanation of an earlier attempt."""
+    dropped: list[str] = []
+    for page in hash_pages(client, keys.explain):
+        pods = list(page)
+        metas = client.hmget(keys.store_meta("Pod"), pods)
+        gone = [key for key, meta in zip(pods, metas, strict=True) if meta is None]
+        if gone:
+            client.hdel(keys.explain, *gone)
+            dropped += [as_text(key) for key in gone]
+    return dropped

@@ -49,11 +49,15 @@ T:store:meta:<Kind>       hash    key -> ``<rv>|<node>|<bound_at>|<uid>``, e.g.
                                   pod's spec.nodeName ("" unbound / other kinds, never holds
                                   ``|``); bound_at: the binding's time (PodScheduled) while
                                   the blob predates it, else ""; uid last (may hold anything)
+T:store:readers           hash    informer -> ``<rv>|<ms>``: how far it has read store:events
+                                  and when it said so (store/trim.py trims below the slowest
+                                  reader that reported within a minute)
 T:store:epoch             string  random id of this store's history, set by the first write
                                   (a Redis that lost its data gets a new one; informers
                                   relist); every event carries it
 T:store:events            stream  one entry per object write, id ``<rv>-0`` (contiguous: a
-                                  gap means trimmed entries), ``MAXLEN ~``; fields type
+                                  gap means trimmed entries), ``MAXLEN ~``, trimmed below what
+                                  its readers have read (T:store:readers); fields type
                                   (ADDED, MODIFIED, DELETED), kind, key, rv, epoch, obj
                                   (msgpack; DELETED: last state), old (MODIFIED of Pod and
                                   Node: previous), objmeta/oldmeta (the meta of that blob
@@ -192,6 +196,10 @@ class Keys:
 
     def store_meta(self, kind: str) -> str:
         return self._k("store", "meta", kind)
+
+    @property
+    def stream_readers(self) -> str:
+        return self._k("store", "readers")
 
     @property
     def store_epoch(self) -> str:

@@ -155,6 +155,15 @@ redis_retries = Counter(
     namespace=PREFIX,
     registry=REGISTRY,
 )
+# kind: reservation (a ledger record of a deleted pod), queue-orphan / queue-bound (a queue
+# record of a deleted / bound pod), queue-lost (a pod in no sub-queue, put back), explain.
+consistency_repairs = Counter(
+    "consistency_repairs",
+    "Records the consistency sweep found out of step with the store and repaired.",
+    ["kind"],
+    namespace=PREFIX,
+    registry=REGISTRY,
+)
 replica_ack_failures = Counter(
     "replica_ack_failures",
     "Acknowledged writes that too few replicas confirmed in time (reported as failures).",

@@ -56,6 +56,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
 from typing import Any, cast
 
 import redis
@@ -79,6 +80,7 @@ from distsched.queue_types import (
     validate_entry,
     validate_plugin_names,
 )
+from distsched.scan import hash_pages
 
 log = logging.getLogger(__name__)
 
@@ -93,6 +95,15 @@ without pushing a wake token; an idle worker re-checks once per WAKE_RECHECK_S."
 
 def _text(value: bytes | str) -> str:
     return value.decode() if isinstance(value, bytes) else value
+
+
+@dataclass
+class Repair:
+    """What :meth:`RedisQueue.repair` did: pod keys by verdict (orphan, bound, repaired,
+    unreadable), and the pods it found lost but left for the next sweep (key -> record)."""
+
+    repaired: dict[str, list[str]] = field(default_factory=dict)
+    lost: dict[str, str] = field(default_factory=dict)
 
 
 class RedisQueue:
@@ -330,6 +341,42 @@ class RedisQueue:
             reclaimed += [_text(key) for key in batch]
             if len(batch) < MAX_SCRIPT_BATCH:
                 return reclaimed
+
+    # --- repair -----------------------------------------------------------------------
+    def repair(self, seen_lost: dict[str, str], *, now_ms: int, scan_count: int = 500) -> Repair:
+        """The consistency sweep's half for the queue (lua/sweep_queue.lua): drop the
+        records of pods the store no longer has or has bound, and put back the pods that
+        are in no sub-queue. ``seen_lost`` is what the previous sweep returned as lost
+        (key -> record text): only a pod still lost with the same record is put back, so
+        one caught between the two scripts of a move (a release, then its requeue) is
+        left alone."""
+        k = self._keys
+        script_keys = [
+            k.info,
+            k.active,
+            k.backoff,
+            k.unschedulable,
+            k.gated,
+            k.inflight,
+            k.dead,
+            k.ledger_assumed,
+            k.store_meta("Pod"),
+            k.wake,
+        ]
+        result = Repair()
+        for page in hash_pages(self._client, k.info, scan_count):
+            pods = [_text(key) for key in page]
+            args: list[Any] = [now_ms, WAKE_CAP]
+            for key in pods:
+                args += [key, seen_lost.get(key, "")]
+            verdicts = self._scripts.get("sweep_queue")(keys=script_keys, args=args)
+            for i, key in enumerate(pods):
+                verdict, detail = _text(verdicts[2 * i]), _text(verdicts[2 * i + 1])
+                if verdict == "lost":
+                    result.lost[key] = detail
+                elif verdict != "ok":
+                    result.repaired.setdefault(verdict, []).append(key)
+        return result
 
     # --- reads ------------------------------------------------------------------------
     def unschedulable_pods(self) -> list[tuple[str, frozenset[str]]]:

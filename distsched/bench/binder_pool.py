@@ -22,12 +22,12 @@ import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import cast
 
 import click
 import redis
 from rq import Worker
 
+from distsched.bench.checker import BindHistory
 from distsched.bench.procs import ProcessGroup
 from distsched.binder.jobs import Binding, bind_queue, enqueue_bindings, queue_name
 from distsched.cache.ledger import Ledger, LedgerConfig
@@ -39,7 +39,7 @@ from distsched.keys import Keys
 from distsched.model import Node, Pod
 from distsched.queue_redis import RedisQueue
 from distsched.queue_types import PodEntry
-from distsched.store import MODIFIED, ObjectRef, Store, decode_stream
+from distsched.store import Store
 
 CHUNK = 1000  # objects per store script call, decisions per reserve call
 
@@ -147,25 +147,8 @@ def reserve_round_robin(
 
 
 def bind_events(client: redis.Redis, keys: Keys) -> dict[str, int]:
-    """Pod key -> number of binds in the store's event stream (MODIFIED events whose old
-    object had no nodeName and whose new one has one; the stream decoded in order, so a
-    binding, which carries no object, is judged against the entries before it)."""
-    counts: dict[str, int] = {}
-    copies: dict[tuple[str, str], ObjectRef] = {}
-    start = "-"
-    while True:
-        entries = cast(
-            list[tuple[bytes, dict[bytes, bytes]]],
-            client.xrange(keys.events, min=start, count=10_000),
-        )
-        if not entries:
-            return counts
-        for event in decode_stream(entries, copies):
-            if event.type == MODIFIED and event.kind == "Pod":
-                was = (event.old or {}).get("spec", {}).get("nodeName")
-                if not was and event.node:
-                    counts[event.key] = counts.get(event.key, 0) + 1
-        start = "(" + entries[-1][0].decode()
+    """Pod key -> number of binds in the store's event stream (all incarnations)."""
+    return BindHistory(client, keys).advance().per_pod()
 
 
 @dataclass(frozen=True)

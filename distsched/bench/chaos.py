@@ -33,7 +33,7 @@ import click
 import redis
 
 from distsched.bench.binder_pool import node_manifest, pod_manifest
-from distsched.bench.checker import check
+from distsched.bench.checker import check, held_history
 from distsched.bench.procs import ProcessGroup, RoleProcess
 from distsched.embedded import EmbeddedRedis
 from distsched.keys import Keys
@@ -228,44 +228,46 @@ def run_chaos(url: str, config: ChaosConfig, log_dir: Path | None = None) -> Cha
     report = ChaosReport(pods=config.pods)
     sampler = LedgerSampler(url, keys).start()
     started = time.monotonic()
-    try:
-        for _ in range(config.workers):
-            group.spawn("worker", *role_args)
-        for _ in range(config.binders):
-            group.spawn("binder", "--assume-ttl-ms", str(config.assume_ttl_ms))
-        chaos = Chaos(group, config, rng)
-        expected: set[str] = set()
-        chunk = 100
-        next_kill = time.monotonic() + config.kill_every_s
-        deadline = started + config.timeout_s
-        created = 0
-        while time.monotonic() < deadline:
-            now = time.monotonic()
-            due = min(config.pods, int((now - started) * config.create_per_s))
-            while created < due:
-                names = [f"chaos-{i:06d}" for i in range(created, min(due, created + chunk))]
-                store.create_many([pod_manifest(n) for n in names])
-                expected.update(f"default/{n}" for n in names)
-                created += len(names)
-            if created == config.pods and expected <= _bound(client, keys):
-                break
-            if now >= next_kill:
-                chaos.tick()
-                next_kill = now + config.kill_every_s
-            time.sleep(0.05)
-        chaos.end()
-        kills, stops = chaos.kills, chaos.stops
-        # Faults over: the survivors finish the stragglers (lease + TTL + a reaper tick).
-        settle = time.monotonic() + (config.lease_ms + config.assume_ttl_ms) / 1000 + 15
-        while time.monotonic() < settle and not (
-            expected <= _bound(client, keys) and _drained(client, keys)
-        ):
-            time.sleep(0.1)
-        report.elapsed_s = time.monotonic() - started
-    finally:
-        sampler.stop()
-        group.stop()
-    messages = check(client, keys, expect_bound=expected, limit_per_kind=5)
+    # The workers trim the event stream; the checker must judge every binding.
+    with held_history(client, keys, "chaos-history") as history:
+        try:
+            for _ in range(config.workers):
+                group.spawn("worker", *role_args)
+            for _ in range(config.binders):
+                group.spawn("binder", "--assume-ttl-ms", str(config.assume_ttl_ms))
+            chaos = Chaos(group, config, rng)
+            expected: set[str] = set()
+            chunk = 100
+            next_kill = time.monotonic() + config.kill_every_s
+            deadline = started + config.timeout_s
+            created = 0
+            while time.monotonic() < deadline:
+                now = time.monotonic()
+                due = min(config.pods, int((now - started) * config.create_per_s))
+                while created < due:
+                    names = [f"chaos-{i:06d}" for i in range(created, min(due, created + chunk))]
+                    store.create_many([pod_manifest(n) for n in names])
+                    expected.update(f"default/{n}" for n in names)
+                    created += len(names)
+                if created == config.pods and expected <= _bound(client, keys):
+                    break
+                if now >= next_kill:
+                    chaos.tick()
+                    next_kill = now + config.kill_every_s
+                time.sleep(0.05)
+            chaos.end()
+            kills, stops = chaos.kills, chaos.stops
+            # Faults over: the survivors finish the stragglers (lease + TTL + a reaper tick).
+            settle = time.monotonic() + (config.lease_ms + config.assume_ttl_ms) / 1000 + 15
+            while time.monotonic() < settle and not (
+                expected <= _bound(client, keys) and _drained(client, keys)
+            ):
+                time.sleep(0.1)
+            report.elapsed_s = time.monotonic() - started
+        finally:
+            sampler.stop()
+            group.stop()
+        messages = check(client, keys, expect_bound=expected, limit_per_kind=5, history=history)
     counts = count_violations(messages)
     report.bound = len(expected & _bound(client, keys))
     report.pods_lost = counts["unbound"] + counts["lost-pod"]

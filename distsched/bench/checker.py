@@ -26,8 +26,10 @@ drained system (no pod in flight); what it checks:
 
 from __future__ import annotations
 
+import contextlib
+import threading
 from collections import Counter, defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import cast
 
@@ -43,7 +45,7 @@ from distsched.bench.selectors import (
 )
 from distsched.cache.ledger import Ledger
 from distsched.cache.ledger_types import decode_record
-from distsched.clock import SYSTEM_CLOCK
+from distsched.clock import SYSTEM_CLOCK, Clock
 from distsched.keys import Keys
 from distsched.model import (
     DEFAULT_SCHEDULER_NAME,
@@ -57,7 +59,7 @@ from distsched.model import (
     pod_requests,
 )
 from distsched.redis_text import as_text
-from distsched.store import ObjectRef, Store, decode_stream
+from distsched.store import ObjectRef, Store, decode_stream, trim
 
 MAX_PER_KIND = 20
 STREAM_PAGE = 2000
@@ -291,42 +293,116 @@ def check_topology_spread(cluster: Cluster, out: Violations) -> None:
 # --------------------------------------------------------------------------- history, queue
 
 
+class BindHistory:
+    """Every binding the store's event stream shows, read in order as an informer reads it:
+    (pod key, uid) -> times bound, and the pods it shows moved from one node to another. A
+    binding entry carries no object; its pod (uid, previous node) is the one the earlier
+    entries left (uid "" when those were trimmed).
+
+    The workers trim the stream below what its readers have read (:mod:`distsched.store.
+    trim`). A history that must see a whole run registers as a reader from its start
+    (``hold=True``): :meth:`hold` keeps that registration alive without reading (cheap,
+    for a benchmark's loop; at least once a minute), :meth:`advance` reads what is new."""
+
+    def __init__(
+        self,
+        client: redis.Redis,
+        keys: Keys,
+        *,
+        hold: bool = False,
+        reader: str = "checker-history",
+        clock: Clock = SYSTEM_CLOCK,
+    ) -> None:
+        self._client, self._keys, self._clock = client, keys, clock
+        self._reader = reader if hold else None
+        self.binds: Counter[tuple[str, str]] = Counter()
+        self.moved: list[str] = []
+        self._copies: dict[tuple[str, str], ObjectRef] = {}
+        self._next = "-"
+        self._rv = 0
+        self.hold()
+
+    def hold(self) -> None:
+        """Keep the stream from being trimmed past what this history has read."""
+        if self._reader is not None:
+            trim.report_position(
+                self._client, self._keys, self._reader, self._rv, self._clock.now_ms()
+            )
+
+    def release(self) -> None:
+        if self._reader is not None:
+            trim.forget_reader(self._client, self._keys, self._reader)
+            self._reader = None
+
+    def advance(self) -> BindHistory:
+        """Read the entries added since the last call."""
+        while True:
+            page = cast(
+                list[tuple[bytes, dict[bytes, bytes]]],
+                self._client.xrange(self._keys.events, min=self._next, max="+", count=STREAM_PAGE),
+            )
+            for event in decode_stream(page, self._copies):
+                if event.kind != "Pod" or event.type != "MODIFIED":
+                    continue
+                old = event.old or {}
+                new_node = event.node
+                old_node = (old.get("spec") or {}).get("nodeName") or ""
+                if new_node and not old_node:
+                    uid = str((old.get("metadata") or {}).get("uid", ""))
+                    if not event.binding:
+                        uid = str(event.obj["metadata"].get("uid", ""))
+                    self.binds[(event.key, uid)] += 1
+                elif old_node and new_node != old_node:
+                    self.moved.append(f"{event.key} from {old_node} to {new_node or '(none)'}")
+            if page:
+                last = as_text(page[-1][0])
+                ms, seq = last.split("-")
+                self._next = f"{ms}-{int(seq) + 1}"
+                self._rv = int(ms)
+                self.hold()
+            if len(page) < STREAM_PAGE:
+                return self
+
+    def per_pod(self) -> dict[str, int]:
+        """Pod key -> times bound (all incarnations)."""
+        counts: dict[str, int] = {}
+        for (key, _uid), n in self.binds.items():
+            counts[key] = counts.get(key, 0) + n
+        return counts
+
+
+@contextlib.contextmanager
+def held_history(client: redis.Redis, keys: Keys, reader: str) -> Iterator[BindHistory]:
+    """A :class:`BindHistory` that holds the stream from now until the block ends (a
+    thread renews the hold every 10 s), so that a run's checker judges every binding."""
+    history = BindHistory(client, keys, hold=True, reader=reader)
+    done = threading.Event()
+
+    def renew() -> None:
+        while not done.wait(10.0):
+            with contextlib.suppress(redis.RedisError):
+                history.hold()
+
+    thread = threading.Thread(target=renew, name="history-hold", daemon=True)
+    thread.start()
+    try:
+        yield history
+    finally:
+        done.set()
+        thread.join()
+        with contextlib.suppress(redis.RedisError):
+            history.release()
+
+
 def bind_events(client: redis.Redis, keys: Keys) -> tuple[Counter[tuple[str, str]], list[str]]:
     """(pod key, uid) -> number of times the event stream shows it bound; and pods the
-    stream shows moved from one node to another. The stream is decoded in order, as an
-    informer reads it: a binding entry carries no object, and its pod (uid, previous node)
-    is the one the earlier entries left (uid "" when those were trimmed)."""
-    binds: Counter[tuple[str, str]] = Counter()
-    moved: list[str] = []
-    copies: dict[tuple[str, str], ObjectRef] = {}
-    start = "-"
-    while True:
-        page = cast(
-            list[tuple[bytes, dict[bytes, bytes]]],
-            client.xrange(keys.events, min=start, max="+", count=STREAM_PAGE),
-        )
-        for event in decode_stream(page, copies):
-            if event.kind != "Pod" or event.type != "MODIFIED":
-                continue
-            old = event.old or {}
-            new_node = event.node
-            old_node = (old.get("spec") or {}).get("nodeName") or ""
-            if new_node and not old_node:
-                uid = str((old.get("metadata") or {}).get("uid", ""))
-                if not event.binding:
-                    uid = str(event.obj["metadata"].get("uid", ""))
-                binds[(event.key, uid)] += 1
-            elif old_node and new_node != old_node:
-                moved.append(f"{event.key} from {old_node} to {new_node or '(none)'}")
-        if len(page) < STREAM_PAGE:
-            return binds, moved
-        last = as_text(page[-1][0])
-        ms, seq = last.split("-")
-        start = f"{ms}-{int(seq) + 1}"
+    stream shows moved from one node to another (:class:`BindHistory`, read once)."""
+    history = BindHistory(client, keys).advance()
+    return history.binds, history.moved
 
 
-def check_history(client: redis.Redis, keys: Keys, out: Violations) -> None:
-    binds, moved = bind_events(client, keys)
+def check_history(history: BindHistory, out: Violations) -> None:
+    binds, moved = history.advance().binds, history.moved
     for (key, uid), count in sorted(binds.items()):
         if count > 1:
             out.add("double-bind", f"{key} (uid {uid}) bound {count} times")
@@ -408,15 +484,18 @@ def check(
     *,
     expect_bound: set[str] | None = None,
     limit_per_kind: int = MAX_PER_KIND,
+    history: BindHistory | None = None,
 ) -> list[str]:
     """Every broken invariant as one message (``kind: details``); [] when all hold.
-    ``client`` must return bytes (decode_responses=False)."""
+    ``client`` must return bytes (decode_responses=False). ``history``: the run's
+    :class:`BindHistory` when it held the stream from the start (else the stream is read
+    as it is now, and bindings trimmed from it are not judged)."""
     out = Violations(limit_per_kind)
     cluster = read_cluster(client, keys)
     check_nodes(cluster, out)
     check_inter_pod(cluster, out)
     check_topology_spread(cluster, out)
-    check_history(client, keys, out)
+    check_history(history or BindHistory(client, keys), out)
     check_queue(client, keys, cluster, out)
     check_ledger(client, keys, cluster, out)
     if expect_bound is not None:

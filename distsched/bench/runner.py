@@ -422,7 +422,9 @@ def run_bench(options: RedisOptions, keys: Keys, config: BenchConfig) -> RawRun:
             probe.close()
         deployment = start_deployment(options, keys, config, Path(tmp))
         try:
-            return _measure(deployment, config, names, warnings)
+            # The workers trim the event stream; the checker must see every binding.
+            with checker.held_history(deployment.client, keys, "bench-history") as history:
+                return _measure(deployment, config, names, warnings, history)
         finally:
             if deployment.group is not None:
                 deployment.group.stop()
@@ -430,7 +432,11 @@ def run_bench(options: RedisOptions, keys: Keys, config: BenchConfig) -> RawRun:
 
 
 def _measure(
-    deployment: Deployment, config: BenchConfig, names: Names, warnings: list[str]
+    deployment: Deployment,
+    config: BenchConfig,
+    names: Names,
+    warnings: list[str],
+    history: checker.BindHistory,
 ) -> RawRun:
     client, keys, workload = deployment.client, deployment.keys, config.workload
     store = Store(client, keys)
@@ -485,7 +491,7 @@ def _measure(
     expected = set(pod_keys)
     if workload.init_schedulable and not workload.init_evictable:
         expected.update(init_keys)
-    violations = checker.check(client, keys, expect_bound=expected)
+    violations = checker.check(client, keys, expect_bound=expected, history=history)
     bound_keys = [k for k in pod_keys if k in tracker.bind_rv]
     created_rvs = [result.created_rv[k] for k in pod_keys if k in result.created_rv]
     cpu: dict[str, float | None] = {

@@ -120,6 +120,8 @@ from distsched.keys import Keys
 from distsched.lua import ScriptSet
 from distsched.model.objects import Node
 from distsched.queue_types import WAKE_CAP, QueueConfig
+from distsched.scan import hash_pages
+from distsched.store.codec import parse_meta
 
 _RETRIES = 8
 MAX_BATCH = 1000  # cache_reserve unpacks one argument per pod in its bulk reads and writes
@@ -416,12 +418,18 @@ class Ledger:
         raw = self._scripts.get("cache_claim")(keys=[self.pods_key, self.assumed_key], args=args)
         return [_s(status) for status in raw]
 
-    def renew(self, pod_keys: Sequence[str]) -> None:
+    def renew(self, pod_keys: Sequence[str]) -> list[str]:
         """Push the assume deadline of reservations a binder still holds (a pod waiting on
-        Permit). A reservation the reaper took meanwhile is not re-added (ZADD XX)."""
-        if pod_keys:
-            deadline = self._clock.now_ms() + self.config.assume_ttl_ms
-            self._r.zadd(self.assumed_key, dict.fromkeys(pod_keys, deadline), xx=True)
+        Permit). A reservation released meanwhile (the pod was deleted, or the reaper took
+        it) is not re-added (ZADD XX); returns those keys, in order."""
+        if not pod_keys:
+            return []
+        deadline = self._clock.now_ms() + self.config.assume_ttl_ms
+        pipe = self._r.pipeline(transaction=True)
+        pipe.zmscore(self.assumed_key, list(pod_keys))
+        pipe.zadd(self.assumed_key, dict.fromkeys(pod_keys, deadline), xx=True)
+        scores, _ = pipe.execute()
+        return [key for key, score in zip(pod_keys, scores, strict=True) if score is None]
 
     def watch_topology_keys(self, topology_keys: Iterable[str]) -> None:
         """Keep generations for the domains of these topology keys from now on. A caller
@@ -440,6 +448,26 @@ class Ledger:
         """The pod was deleted: release it whether assumed or bound (with ``uid``: only a
         record of that uid, not one of a pod re-created under the same name since)."""
         return bool(self._release("delete", [pod_key], token=uid))
+
+    def release_orphans(self, *, scan_count: int = 500) -> list[str]:
+        """The consistency sweep's half for the ledger: release every reservation, assumed
+        or bound, whose pod the store no longer has (no pod under its name, or one of
+        another uid). Nothing should leave one, but one that is left would hold its room
+        for good. Read in chunks of about ``scan_count`` records; each release checks the
+        store again in its script. Returns the keys released."""
+        released: list[str] = []
+        meta_key = self._keys.store_meta("Pod")
+        for chunk in hash_pages(self._r, self.pods_key, scan_count):
+            keys = [_s(k) for k in chunk]
+            metas = self._r.hmget(meta_key, keys)
+            suspects = [
+                key
+                for key, raw, meta in zip(keys, chunk.values(), metas, strict=True)
+                if meta is None or parse_meta(meta).uid != decode_record(key, raw, None).uid
+            ]
+            if suspects:
+                released += self._release("orphan", suspects)
+        return released
 
     def reap_expired_assumed(self, now_ms: int | None = None) -> list[str]:
         """Release the assumed pods whose deadline passed and requeue them (backoffQ for
@@ -515,7 +543,9 @@ class Ledger:
     ) -> str:
         """Record a pod already bound to ``node`` (informer sync); idempotent. A record of
         another uid or node under the same name is replaced. Returns "added", "confirmed"
-        (it was assumed there) or "present". ``nonzero``: as in :class:`Decision`."""
+        (it was assumed there), "present", or "gone" when the store no longer has this pod
+        (``uid``) bound to ``node``: nothing is recorded then, since the pod's deletion may
+        already have been handled. ``nonzero``: as in :class:`Decision`."""
         check_name("pod key", pod_key, " ")
         check_name("node name", node, ": ")
         record = encode_record(
@@ -536,6 +566,7 @@ class Ledger:
             self._keys.info,
             self.topokeys_key,
             *self.node_keys(node),
+            self._keys.store_meta("Pod"),
             *self.feed_keys,
         ]
         for _ in range(_RETRIES):

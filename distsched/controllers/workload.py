@@ -105,7 +105,7 @@ class WorkloadController:
         informer: Informer | None = None,
     ) -> None:
         self.store = Store(client, keys, clock)
-        self.informer = informer or Informer(client, keys, WATCHED_KINDS)
+        self.informer = informer or Informer(client, keys, WATCHED_KINDS, clock=clock)
         self._dirty: set[Ref] = set()
         self._gone: set[str] = set()  # uids of deleted owners whose objects to collect
         self._owner_by_uid: dict[str, Ref] = {}

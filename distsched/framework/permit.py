@@ -11,7 +11,7 @@ Unschedulable status on the first rejection or at a waiting plugin's deadline (k
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import redis
 
@@ -21,6 +21,7 @@ from distsched.keys import Keys
 from distsched.redis_text import as_text
 
 VERDICT_TTL_S = 3600
+LOST_RESERVATION = "pod deleted, or its reservation expired, while waiting on permit"
 
 
 def allow(client: redis.Redis, keys: Keys, pod_key: str, plugin: str) -> None:
@@ -45,7 +46,7 @@ def wait_on_permit(
     waiting: Mapping[str, tuple[Sequence[str], int | Mapping[str, int]]],
     clock: Clock,
     *,
-    keep_alive: Callable[[Sequence[str]], object] | None = None,
+    keep_alive: Callable[[Sequence[str]], Iterable[str]] | None = None,
     poll_s: float = 1.0,
 ) -> dict[str, Status]:
     """Wait for the verdicts of several waiting pods at once: pod key -> (plugins, deadline
@@ -53,7 +54,8 @@ def wait_on_permit(
     when that plugin has not allowed it by then (kube: a timer per plugin). Returns pod
     key -> Success or an Unschedulable status. ``keep_alive`` is called with the
     still-waiting pods about every ``poll_s`` (the binder renews their reservations so the
-    reaper leaves them alone)."""
+    reaper leaves them alone) and returns those whose reservation is gone: they are
+    rejected at once (kube's RejectWaitingPod when a waiting pod is deleted)."""
     deadlines: dict[str, dict[str, int]] = {}
     for key, (plugins, deadline) in waiting.items():
         if plugins:
@@ -78,7 +80,11 @@ def wait_on_permit(
         if not pending:
             break
         if keep_alive is not None:
-            keep_alive(list(pending))
+            for key in keep_alive(list(pending)):
+                if pending.pop(key, None) is not None:
+                    results[key] = Status(Code.UNSCHEDULABLE, LOST_RESERVATION)
+            if not pending:
+                break
         soonest = min(deadlines[k][p] for k in pending for p in pending[k]) - now
         reply = client.blpop(
             [keys.permit(k) for k in pending], timeout=max(0.01, min(poll_s, soonest / 1000))

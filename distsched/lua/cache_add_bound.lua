@@ -2,6 +2,11 @@
 
 Bound pods are facts: they are added without a fit check. A node the ledger does not know
 yet is created as a ghost (live = "0", no allocatable) until cache_node_set sees it.
+A fact only while the store still says so: the pod must be in the store with the record's
+uid and bound to that node, else nothing is written ("gone"). Callers decide from events
+or listings that may be older than the store (a worker handling a binding while another
+already handled the pod's deletion; a resync listing a pod deleted since), and a record
+added after its pod's deletion was handled would stay in the ledger for good.
 Idempotent: a record with the same uid on the same node is left as it is (an assumed one
 becomes bound, as in cache_confirm). A record of another uid or on another node is not
 touched: the caller deletes it (cache_release delete) and calls again.
@@ -17,23 +22,26 @@ KEYS[8]  set    cache:topokeys: topology keys whose domains keep a generation
 KEYS[9]  hash   cache:node:<node>
 KEYS[10] hash   cache:ports:<node>
 KEYS[11] set    cache:nodepods:<node>
+KEYS[12] hash   store meta of pods: ns/name -> "<rv>|<node>|<bound_at>|<uid>"
 KEYS[n-2] hash  cache:usage, KEYS[n-1] zset cache:feed, KEYS[n] string cache:feedver
 ARGV[1]  string pod key ns/name
 ARGV[2]  string node name
 ARGV[3]  string the ledger record (lib/ledger_record.lua), its node = ARGV[2]
-Returns "added", "confirmed" (was assumed there), "present" (already bound there) or
-"conflict" (another record holds the name; nothing written).
+Returns "added", "confirmed" (was assumed there), "present" (already bound there),
+"conflict" (another record holds the name; nothing written) or "gone" (the store does not
+have this pod bound to this node; nothing written).
 ]]
 
 --!include numbers
 --!include queue_record
 --!include ledger_record
+--!include storemeta
 
 local function fail(msg)
   return redis.error_reply('ERR cache_add_bound: ' .. msg)
 end
 
-if #KEYS ~= 14 or #ARGV ~= 3 then return fail('expects 14 keys and 3 arguments') end
+if #KEYS ~= 15 or #ARGV ~= 3 then return fail('expects 15 keys and 3 arguments') end
 local key, node = ARGV[1], ARGV[2]
 if key == '' or node == '' then return fail('pod key and node must be non-empty') end
 local rec = led_decode(ARGV[3])
@@ -42,6 +50,11 @@ local req = parse_requests(rec.req)
 if not req then return fail('bad request') end
 local ports, msg = parse_ports(rec.ports)
 if not ports then return fail(msg) end
+
+local meta = redis.call('HGET', KEYS[12], key)
+if not meta then return 'gone' end
+local meta_rv, meta_node, _, meta_uid = meta_parse(meta)
+if meta_rv == nil or meta_node ~= node or meta_uid ~= rec.uid then return 'gone' end
 
 local held = led_decode(redis.call('HGET', KEYS[1], key))
 if held then

@@ -4,6 +4,9 @@ Modes (ARGV[2]):
   forget  assumed pods only, and only when ARGV[3] is "" or equals the record's token
   delete  assumed or bound pods (the pod object was deleted); only the record of uid
           ARGV[3] when it is not "" (a pod re-created under the name keeps its own)
+  orphan  assumed or bound pods the store no longer has (no pod under the name, or one of
+          another uid): the consistency sweep's repair of a record whose pod's deletion
+          was missed; a record whose pod the store has is never taken
   expire  assumed pods whose assume deadline <= ARGV[1]; each one whose queue record still
           says assumed with the same uid is requeued through the queue's hand-off
           (lib/queue_record.lua rec_requeue_released: backoffQ for the backoff of its
@@ -29,10 +32,11 @@ KEYS[11+3(i-1)], KEYS[12+3(i-1)], KEYS[13+3(i-1)] for node i of ARGV[7..]:
          hash cache:node:<name>, hash cache:ports:<name>, set cache:nodepods:<name>
 KEYS[n-3] hash  store meta of pods: ns/name -> "<rv>|<node>|<bound_at>|<uid>" (expire mode: a
                 pod the store already has bound to the record's node is confirmed, not released:
-                its binder died between the store's bind and the ledger's confirm)
+                its binder died between the store's bind and the ledger's confirm; orphan
+                mode: the pods the store has)
 KEYS[n-2] hash  cache:usage, KEYS[n-1] zset cache:feed, KEYS[n] string cache:feedver
 ARGV[1]  integer  now (ms since epoch)
-ARGV[2]  string   mode: forget | delete | expire
+ARGV[2]  string   mode: forget | delete | orphan | expire
 ARGV[3]  string   token required by forget, uid required by delete ("" = any)
 ARGV[4]  integer  initial backoff (ms)
 ARGV[5]  integer  maximum backoff (ms)
@@ -60,7 +64,7 @@ if not is_count(now) or not is_count(initial) or not is_count(maximum)
     or not is_count(wake_cap) or wake_cap < 1 or not is_count(n_nodes) then
   return fail('now, backoff durations, wake cap and node count must be non-negative integers')
 end
-if mode ~= 'forget' and mode ~= 'delete' and mode ~= 'expire' then
+if mode ~= 'forget' and mode ~= 'delete' and mode ~= 'orphan' and mode ~= 'expire' then
   return fail('unknown mode ' .. tostring(mode))
 end
 if #KEYS ~= 14 + 3 * n_nodes then return fail('expected ' .. (14 + 3 * n_nodes) .. ' keys') end
@@ -99,6 +103,14 @@ local function node_state(i)
   return st
 end
 
+-- Whether the store has this incarnation of the pod (any node, bound or not).
+local function in_store(key, uid)
+  local raw = redis.call('HGET', KEYS[#KEYS - 3], key)
+  if not raw then return false end
+  local rv, _, _, meta_uid = meta_parse(raw)
+  return rv ~= nil and meta_uid == uid
+end
+
 -- The node the store has the pod bound to ('' when unbound or unknown).
 local function bound_node_in_store(key)
   local raw = redis.call('HGET', KEYS[#KEYS - 3], key)
@@ -125,6 +137,8 @@ for a = 8 + n_nodes, #ARGV do
     local take
     if mode == 'delete' then
       take = token == '' or rec.uid == token
+    elseif mode == 'orphan' then
+      take = not in_store(key, rec.uid)
     elseif mode == 'forget' then
       take = deadline ~= nil and (token == '' or rec.token == token)
     else

@@ -6,6 +6,9 @@
 -- KEYS[4]  stream  the queue handlers' events (q:events): this event too, for pods and nodes
 -- KEYS[5]  hash    objects of the kind: key -> msgpack blob
 -- KEYS[6]  hash    meta of the kind: key -> "<rv>|<node>|<bound_at>|<uid>"
+-- For pods, the pod's own records elsewhere, deleted with it (KEYS 7 and 8 both or none):
+-- KEYS[7]  hash    the queue's explain records (q:explain): its field key goes
+-- KEYS[8]  list    the pod's Permit verdicts (permit:<ns/name>): deleted
 --
 -- ARGV[1]  int     stream cap (XADD MAXLEN ~)
 -- ARGV[2]  string  epoch candidate (a fresh random id; used only if KEYS[3] is missing)
@@ -21,6 +24,9 @@
 --!include storemeta
 --!include storeevent
 
+if #KEYS ~= 6 and #KEYS ~= 8 then
+  return redis.error_reply('ERR store_delete: expects 6 keys, or 8 for a pod')
+end
 local meta_raw = redis.call('HGET', KEYS[6], ARGV[4])
 if not meta_raw then
   return {'notfound'}
@@ -34,6 +40,10 @@ local old = redis.call('HGET', KEYS[5], ARGV[4])
 local rv = string.format('%d', redis.call('INCR', KEYS[1]))
 redis.call('HDEL', KEYS[5], ARGV[4])
 redis.call('HDEL', KEYS[6], ARGV[4])
+if #KEYS == 8 then
+  redis.call('HDEL', KEYS[7], ARGV[4])
+  redis.call('DEL', KEYS[8])
+end
 local extra = {'obj', old}
 if bound_at and bound_at ~= '' then
   extra[#extra + 1] = 'objmeta'

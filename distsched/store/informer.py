@@ -29,6 +29,10 @@ event carries no object: the informer rebuilds the bound pod from its own previo
 (old = that copy, new = it with spec.nodeName, PodScheduled and the rv set, the same pair
 as if the whole object had been shipped); without a copy it reads the store.
 
+Position. The informer reports how far it has read (``store:readers``, at most every
+5 s and on every relist) so that the stream is trimmed only below what every live reader
+has read (:mod:`distsched.store.trim`); :meth:`Informer.stop` withdraws the report.
+
 Client: ``block_ms`` must stay below its socket timeout (redis-py's default is 5 s).
 redis-py's default retries (10, backoff capped at 1 s) hide outages shorter than ~3 s from
 the informer: reads just stall, and the epoch and rv checks still catch lost data. Give it
@@ -40,13 +44,16 @@ from __future__ import annotations
 import builtins
 import logging
 import threading
+import uuid
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
 import redis
 
+from distsched.clock import SYSTEM_CLOCK, Clock
 from distsched.keys import Keys
+from distsched.store import trim
 from distsched.store.codec import (
     DELETED,
     KINDS,
@@ -117,6 +124,8 @@ class Informer:
         batch: int = 1000,
         backoff_initial_s: float = 0.1,
         backoff_max_s: float = 5.0,
+        reader: str | None = None,
+        clock: Clock = SYSTEM_CLOCK,
     ) -> None:
         self._client = client
         self._keys = keys
@@ -141,6 +150,10 @@ class Informer:
         # Relists because the store was reset (Redis lost its data: the rv went back or
         # the epoch changed): a role compares it to notice and set itself up again.
         self.resets = 0
+        # The name this informer reports its stream position under (store:readers).
+        self.reader = reader or f"informer-{uuid.uuid4().hex[:12]}"
+        self._clock = clock
+        self._next_report_ms = 0
 
     # --- handlers and the indexer -----------------------------------------------------
     def add_handler(self, kind: str, handler: EventHandler, *, lazy: bool = False) -> None:
@@ -183,11 +196,26 @@ class Informer:
         self._thread.start()
 
     def stop(self, timeout: float | None = 10.0) -> None:
-        """Stop the thread; returns after its current read (at most ``block_ms``)."""
+        """Stop the thread; returns after its current read (at most ``block_ms``). The
+        informer no longer holds the event stream back."""
         self._stop.set()
         if self._thread is not None:
             self._thread.join(timeout)
             self._thread = None
+        self.forget_position()
+
+    def forget_position(self) -> None:
+        """Withdraw this informer's stream position (it stops reading)."""
+        try:
+            trim.forget_reader(self._client, self._keys, self.reader)
+        except redis.RedisError:
+            log.info("informer: could not withdraw %s's position; it expires", self.reader)
+
+    def _report_position(self, *, now: bool = False) -> None:
+        at = self._clock.now_ms()
+        if now or at >= self._next_report_ms:
+            trim.report_position(self._client, self._keys, self.reader, self._rv, at)
+            self._next_report_ms = at + trim.REPORT_INTERVAL_MS
 
     def _run(self) -> None:
         failures = 0
@@ -211,6 +239,7 @@ class Informer:
         deliveries made (per object, not per handler)."""
         if self._need_relist:
             return self._relist()
+        self._report_position()
         reply = self._client.xread(
             {self._keys.events: f"{self._rv}-0"},
             count=self._batch,
@@ -318,6 +347,7 @@ class Informer:
             self._need_relist = False
             self.relists += 1
             self.resets += int(reset)
+        self._report_position(now=True)
         self._synced.set()
         return delivered
 

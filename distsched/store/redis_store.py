@@ -201,6 +201,11 @@ class Store:
         self._scripts = ScriptSet(client)
 
     @property
+    def clock(self) -> Clock:
+        """The clock the store stamps writes with (its readers share it)."""
+        return self._clock
+
+    @property
     def keys(self) -> Keys:
         return self._keys
 
@@ -516,11 +521,18 @@ class Store:
     @acknowledged("delete")
     def delete(self, kind: str, key: str, *, uid: str | None = None) -> Obj:
         """Delete an object (:class:`NotFound` if absent; with ``uid``, :class:`UidMismatch`
-        if the stored object is another incarnation). Returns its last state."""
+        if the stored object is another incarnation). Returns its last state. A pod's own
+        records outside the store (its explain record, its Permit verdicts) go with it."""
         if kind not in ALL_KINDS:
             raise InvalidObject(f"kind must be one of {', '.join(ALL_KINDS)}, got {kind!r}")
+        own_records = [self._keys.explain, self._keys.permit(key)] if kind == "Pod" else []
         reply = self._scripts.get("store_delete")(
-            keys=[*self._write_keys(), self._keys.objects(kind), self._keys.store_meta(kind)],
+            keys=[
+                *self._write_keys(),
+                self._keys.objects(kind),
+                self._keys.store_meta(kind),
+                *own_records,
+            ],
             args=[self._max_events, secrets.token_hex(8), kind, key, uid or ""],
         )
         if reply[0] == b"notfound":

@@ -154,7 +154,6 @@ class QueueEventHandlers:
         node_usage: Callable[[str], NodeOccupancy],
         clock_ms: Callable[[], int],
         pre_enqueue_rejects: Callable[[dict[str, Any]], bool],
-        reject_waiting: Callable[[str], None] | None = None,
         hint: Hint | None = None,
     ) -> None:
         self.queue = queue
@@ -167,7 +166,6 @@ class QueueEventHandlers:
         self.now_ms = clock_ms
         # kube's runPreEnqueuePlugins for the pod's profile: True keeps the pod gated.
         self.pre_enqueue_rejects = pre_enqueue_rejects
-        self.reject_waiting = reject_waiting
         # QueueingHints (kube 1.28+, GA in 1.34); None: the seed's rules only.
         self.hint = hint
 
@@ -204,14 +202,13 @@ class QueueEventHandlers:
                     newly_bound = [e for e in newly_bound if e.key != event.key]
                     # An unassigned pod may be assumed (reserved, not bound): release it too.
                     # Its room is free again, so this is an AssignedPodDelete as well (kube:
-                    # RejectWaitingPod, or the binding's failure, moves the waiting pods).
+                    # RejectWaitingPod, or the binding's failure, moves the waiting pods; a
+                    # binder waiting on Permit for it sees the reservation gone and stops).
                     # Only the deleted pod's own records: the store's create script may have
                     # queued (even reserved) a pod re-created under the name since.
                     uid = uid_of(event.obj)
                     released = self.ledger.pod_deleted(event.key, uid)
                     self.queue.delete([event.key], now_ms=now, uids=[uid])
-                    if released and not event.node:
-                        self._reject_waiting(event.key)
                     if event.node or released:
                         deleted.append(event)
                     continue
@@ -396,11 +393,6 @@ class QueueEventHandlers:
             if queue or (fallback and seed_rule(pod)):
                 keys.append(key)
         return keys
-
-    def _reject_waiting(self, pod_key: str) -> None:
-        """kube's RejectWaitingPod: a binder waiting on Permit for this pod stops now."""
-        if self.reject_waiting is not None:
-            self.reject_waiting(pod_key)
 
     def _move(
         self, event: ClusterEvent, now: int, keys: list[str] | None, *, decided: bool = False

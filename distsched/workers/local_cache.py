@@ -97,6 +97,7 @@ class ClusterView:
         nominator: PodNominator | None = None,
         informer_client: redis.Redis | None = None,
         lazy_pods: bool = True,
+        reader: str | None = None,
     ) -> None:
         self.store = store
         self.ledger = ledger
@@ -107,7 +108,11 @@ class ClusterView:
         # profiles' Handle carries the same object).
         self.nominator = nominator if nominator is not None else PodNominator()
         self.informer = Informer(
-            informer_client or client, keys, ("Pod", "Node", "Namespace", "PodDisruptionBudget")
+            informer_client or client,
+            keys,
+            ("Pod", "Node", "Namespace", "PodDisruptionBudget"),
+            reader=reader,
+            clock=store.clock,
         )
         node_handler = FuncHandler(
             add=self._on_node_add, update=self._on_node_update, delete=self._on_node_delete

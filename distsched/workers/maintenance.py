@@ -2,7 +2,9 @@
 
 kube-scheduler runs these as goroutines in its one active scheduler; here every worker
 offers to run each task on its interval, and a ``SET NX PX`` lock per task makes one of
-them do it per interval.
+them do it per interval. Besides the queue's flushes and the reapers, the consistency
+sweep (:class:`ConsistencySweep`) repairs whatever record a missed event left out of step
+with the store, so that no future race can hold room or lose a pod for good.
 """
 
 from __future__ import annotations
@@ -15,7 +17,14 @@ from dataclasses import dataclass, field
 
 import redis
 
+from distsched import metrics
+from distsched.cache.ledger import Ledger
+from distsched.clock import Clock
+from distsched.explain_record import forget_explanations_of_deleted_pods
 from distsched.keys import Keys
+from distsched.queue_redis import RedisQueue
+from distsched.store import trim
+from distsched.workers.eventhandlers import GROUP
 
 log = logging.getLogger(__name__)
 
@@ -56,3 +65,57 @@ class Periodic:
                     continue
                 if result:
                     log.debug("periodic %s: %s", task.name, result)
+
+
+def trim_event_streams(client: redis.Redis, keys: Keys, now_ms: int) -> int:
+    """Trim the store's event stream below its readers' positions and the queue handlers'
+    stream below their consumer group's progress (:mod:`distsched.store.trim`)."""
+    trimmed = trim.trim_store_events(client, keys, now_ms=now_ms)
+    return trimmed + trim.trim_queue_events(client, keys, GROUP)
+
+
+REPAIR_KINDS = {"orphan": "queue-orphan", "bound": "queue-bound", "repaired": "queue-lost"}
+
+
+class ConsistencySweep:
+    """Finds and repairs the records that nothing should leave behind, each checked against
+    the store inside the script that repairs it: ledger reservations (assumed or bound) of
+    pods the store no longer has, queue records of deleted or bound pods, pods in no
+    sub-queue (put back once two sweeps in a row saw them so), explain records of deleted
+    pods. Every repair is counted (``consistency_repairs_total{kind}``) and logged."""
+
+    def __init__(
+        self, client: redis.Redis, keys: Keys, *, ledger: Ledger, queue: RedisQueue, clock: Clock
+    ) -> None:
+        self._client = client
+        self._keys = keys
+        self._ledger = ledger
+        self._queue = queue
+        self._clock = clock
+        self._lost: dict[str, str] = {}
+
+    def run(self) -> int:
+        """One sweep; returns the number of records repaired."""
+        found: dict[str, list[str]] = {}
+        found["reservation"] = self._ledger.release_orphans()
+        repair = self._queue.repair(self._lost, now_ms=self._clock.now_ms())
+        self._lost = repair.lost
+        for verdict, pods in repair.repaired.items():
+            if verdict == "unreadable":
+                log.warning(
+                    "sweep: %d unreadable queue records, left as they are: %s", len(pods), pods[:5]
+                )
+                continue
+            found[REPAIR_KINDS[verdict]] = pods
+        found["explain"] = forget_explanations_of_deleted_pods(self._client, self._keys)
+        total = 0
+        for kind, pods in found.items():
+            if not pods:
+                continue
+            total += len(pods)
+            metrics.consistency_repairs.labels(kind).inc(len(pods))
+            # A lost pod or a leaked reservation means a bug somewhere; the others are
+            # also left by an event handled late (an attempt that ended after a delete).
+            level = logging.WARNING if kind in ("reservation", "queue-lost") else logging.INFO
+            log.log(level, "sweep: repaired %d %s record(s): %s", len(pods), kind, pods[:5])
+        return total

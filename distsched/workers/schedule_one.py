@@ -46,7 +46,6 @@ from distsched.clock import SYSTEM_CLOCK, Clock
 from distsched.connection import infrastructure_error
 from distsched.explain_record import Explanation, record_failure
 from distsched.faults import pause_at  # crash tests only; a no-op unless env set
-from distsched.framework import permit
 from distsched.framework.batching import schedule_pod_batched
 from distsched.framework.cycle_state import CycleState
 from distsched.framework.diagnosis import FitError, SchedulingError
@@ -69,7 +68,7 @@ from distsched.workers.eventhandlers import (
     record_bound_pod,
 )
 from distsched.workers.local_cache import ClusterView
-from distsched.workers.maintenance import Periodic
+from distsched.workers.maintenance import ConsistencySweep, Periodic, trim_event_streams
 from distsched.workers.preemption import apply_post_filter
 from distsched.workers.topology_lock import TopologyLocks
 
@@ -99,6 +98,8 @@ class WorkerConfig:
     # Bound pods are parsed only when a decision reads pod lists (local_cache); False
     # parses each one when its event arrives (same decisions: the tests' reference).
     lazy_pods: bool = True
+    # How often one of the workers runs the consistency sweep (maintenance.ConsistencySweep).
+    sweep_interval_s: float = 60.0
 
 
 def next_pop_size(config: WorkerConfig, popped: int, current: int, elapsed_s: float) -> int:
@@ -230,6 +231,7 @@ class SchedulingWorker:
             nominator=nominator,
             informer_client=informer_client,
             lazy_pods=self.config.lazy_pods,
+            reader=self.name,
         )
         self.snapshot = self.view.snapshot
         self.informer = self.view.informer
@@ -249,7 +251,6 @@ class SchedulingWorker:
             node_usage=self._node_usage,
             clock_ms=clock.now_ms,
             pre_enqueue_rejects=self._pre_enqueue_rejects,
-            reject_waiting=lambda key: permit.reject(client, keys, key, "", "pod deleted"),
             hint=self._queueing_hint if self.config.queueing_hints else None,
         )
         self.consumer = EventConsumer(
@@ -257,6 +258,9 @@ class SchedulingWorker:
         )
         self.bind_queue = bind_queue(client, keys)
         self.periodic = Periodic(client, keys)
+        self.sweep = ConsistencySweep(
+            client, keys, ledger=self.ledger, queue=self.queue, clock=clock
+        )
         self.topology_locks = TopologyLocks(client, keys)
         # Topology keys this worker registered with the ledger (cache:topokeys).
         self._watched: set[str] = set()
@@ -289,6 +293,10 @@ class SchedulingWorker:
         self.periodic.every("reap-assumed", 1.0, self._reap_assumed)
         self.periodic.every("claim-events", 10.0, self.consumer.claim_abandoned)
         self.periodic.every("resync", 300.0, self.resync)
+        self.periodic.every("sweep", self.config.sweep_interval_s, self.sweep.run)
+        self.periodic.every(
+            "trim-events", 10.0, lambda: trim_event_streams(self.client, self.keys, now())
+        )
         del led
 
     def _reclaim_leases(self) -> int:
@@ -499,9 +507,11 @@ class SchedulingWorker:
 
     def stop(self) -> None:
         """Hand over what is pending (a worker stopped with reserved pods in hand would
-        leave them to the reaper, after their assume deadline)."""
+        leave them to the reaper, after their assume deadline); the informer no longer
+        holds the event stream back."""
         self._flush_bindings(force=True)
         self._hand_back_unattempted()
+        self.informer.forget_position()
 
     def _not_attempted(self, popped: Sequence[QueuedPod]) -> None:
         """An infrastructure error (Redis unreachable, a pop or a reservation no replica

@@ -71,3 +71,34 @@ def test_wait_on_permit_times_out_on_a_real_clock(r: redis.Redis, keys: Keys) ->
     result = permit.wait_on_permit(r, keys, {"ns/p": (["Slow"], deadline)}, clock)
     assert not result["ns/p"].is_success()
     assert clock.now_ms() >= deadline
+
+
+def test_a_waiting_pod_deleted_meanwhile_is_rejected_and_leaves_no_verdict_list(
+    r: redis.Redis, keys: Keys, clock: FakeClock
+) -> None:
+    (held,) = reserved(r, keys, clock, 1)
+    binder = Binder(r, keys, clock=clock, ledger_config=TTL)
+    store, ledger = Store(r, keys, clock=clock), Ledger(r, keys, clock)
+
+    def delete_while_waiting() -> None:
+        # What the delete and its handler do: the store's delete, the ledger's release.
+        store.delete("Pod", held.pod_key)
+        ledger.pod_deleted(held.pod_key)
+
+    threading.Timer(0.2, delete_while_waiting).start()
+    outcome = binder.bind([waiting(held, ["Gang"], clock.now_ms() + 60_000)])
+    assert outcome.bound == []
+    assert permit.LOST_RESERVATION in outcome.failed[held.pod_key]
+    assert r.exists(keys.permit(held.pod_key)) == 0
+    assert ledger.check_consistency() == []
+
+
+def test_deleting_a_pod_deletes_its_verdicts_and_explain_record(
+    r: redis.Redis, keys: Keys, clock: FakeClock
+) -> None:
+    (held,) = reserved(r, keys, clock, 1)
+    permit.allow(r, keys, held.pod_key, "Gang")
+    r.hset(keys.explain, held.pod_key, "{}")
+    Store(r, keys, clock=clock).delete("Pod", held.pod_key)
+    assert r.exists(keys.permit(held.pod_key)) == 0
+    assert r.hexists(keys.explain, held.pod_key) == 0

@@ -111,3 +111,25 @@ def snapshot_db(r: redis.Redis) -> dict[bytes, Any]:
         else:
             out[key] = r.get(key)
     return out
+
+
+def bound_in_store(r: redis.Redis, keys: Keys, pod_key: str, uid: str, node: str) -> None:
+    """Write the store meta of a pod bound to ``node`` (what the ledger checks before it
+    records a bound pod: the store must have it bound there)."""
+    r.hset(keys.store_meta("Pod"), pod_key, f"1|{node}||{uid}")
+
+
+def add_bound(
+    ledger: Ledger,
+    r: redis.Redis,
+    keys: Keys,
+    pod_key: str,
+    uid: str,
+    node: str,
+    req: Mapping[str, int],
+    ports: Sequence[Any] = (),
+    **options: Any,
+) -> str:
+    """``Ledger.add_bound_pod`` for a pod the store has bound there (written first)."""
+    bound_in_store(r, keys, pod_key, uid, node)
+    return ledger.add_bound_pod(pod_key, uid, node, req, ports, **options)

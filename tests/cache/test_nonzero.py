@@ -11,7 +11,14 @@ from distsched.cache.ledger import Ledger, Reserved
 from distsched.cache.ledger_types import NodeUsage, nonzero_extra_requests
 from distsched.clock import FakeClock
 from distsched.keys import Keys
-from tests.cache.ledger_helpers import SMALL, ZONE, decision, make_ledger, pop_like_queue
+from tests.cache.ledger_helpers import (
+    SMALL,
+    ZONE,
+    add_bound,
+    decision,
+    make_ledger,
+    pop_like_queue,
+)
 
 MI = 1 << 20
 
@@ -52,7 +59,7 @@ def test_reserve_release_and_bound_pods_sum_the_extra_apart_from_requests(
     assert usages["n1"].requested == {"cpu": 900, "pods": 2}
     assert usages["n1"].nonzero_extra == (100, 400 * MI)
 
-    ledger.add_bound_pod("ns/c", "uid-c", "n1", {"memory": MI}, nonzero=(100, MI))
+    add_bound(ledger, r, keys, "ns/c", "uid-c", "n1", {"memory": MI}, nonzero=(100, MI))
     assert ledger.node_state(["n1"])["n1"].nonzero_extra == (200, 400 * MI)
     assert ledger.release("ns/a")
     assert ledger.pod_deleted("ns/c")

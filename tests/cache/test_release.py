@@ -13,6 +13,8 @@ from distsched.model.objects import Node, NodeStatus, ObjectMeta
 from tests.cache.ledger_helpers import (
     SMALL,
     ZONE,
+    add_bound,
+    bound_in_store,
     decision,
     info_of,
     make_ledger,
@@ -226,13 +228,13 @@ def test_add_bound_pod_is_idempotent(
 ) -> None:
     req = {"cpu": 300, "memory": 1000}
     port = [("10.0.0.1", "TCP", 443)]
-    assert ledger.add_bound_pod("ns/p", "u1", "n1", req, port) == "added"
-    assert ledger.add_bound_pod("ns/p", "u1", "n1", req, port) == "present"
+    assert add_bound(ledger, r, keys, "ns/p", "u1", "n1", req, port) == "added"
+    assert add_bound(ledger, r, keys, "ns/p", "u1", "n1", req, port) == "present"
     state = ledger.node_state(["n1"])["n1"]
     assert state.requested == {"cpu": 300, "memory": 1000, "pods": 1}
     assert state.ports == (("10.0.0.1", "TCP", 443),)
     # bound pods are facts: they are recorded even when they do not fit
-    assert ledger.add_bound_pod("ns/huge", "u2", "n1", {"cpu": 5_000}) == "added"
+    assert add_bound(ledger, r, keys, "ns/huge", "u2", "n1", {"cpu": 5_000}) == "added"
     assert ledger.node_state(["n1"])["n1"].requested["cpu"] == 5_300
     assert ledger.check_consistency() == []
 
@@ -241,13 +243,18 @@ def test_add_bound_pod_moves_and_replaces_records(
     r: redis.Redis, keys: Keys, clock: FakeClock, ledger: Ledger
 ) -> None:
     reserve(r, keys, clock, ledger, "ns/assumed-here", epoch=1)
-    assert ledger.add_bound_pod("ns/assumed-here", "uid-ns/assumed-here", "n1", {}) == "confirmed"
+    assert (
+        add_bound(ledger, r, keys, "ns/assumed-here", "uid-ns/assumed-here", "n1", {})
+        == "confirmed"
+    )
     assert info_of(r, keys, "ns/assumed-here") is None
     reserve(r, keys, clock, ledger, "ns/assumed-there", epoch=2)
     # bound elsewhere than assumed (kube's cache moves the pod to the real node)
-    assert ledger.add_bound_pod("ns/assumed-there", "uid-ns/assumed-there", "n2", {}) == "added"
-    ledger.add_bound_pod("ns/old", "old-uid", "n1", {"cpu": 10})
-    assert ledger.add_bound_pod("ns/old", "new-uid", "n1", {"cpu": 20}) == "added"
+    assert (
+        add_bound(ledger, r, keys, "ns/assumed-there", "uid-ns/assumed-there", "n2", {}) == "added"
+    )
+    add_bound(ledger, r, keys, "ns/old", "old-uid", "n1", {"cpu": 10})
+    assert add_bound(ledger, r, keys, "ns/old", "new-uid", "n1", {"cpu": 20}) == "added"
     state = ledger.node_state(["n1", "n2"])
     assert state["n1"].pods == ("ns/assumed-here", "ns/old")
     assert state["n1"].requested == {"cpu": 120, "memory": 1 << 20, "pods": 2}
@@ -259,7 +266,7 @@ def test_add_bound_pod_moves_and_replaces_records(
 def test_add_bound_pod_on_unknown_node_makes_a_ghost(
     r: redis.Redis, keys: Keys, clock: FakeClock, ledger: Ledger
 ) -> None:
-    assert ledger.add_bound_pod("ns/p", "u", "later", {"cpu": 400}, anti_affinity_keys=[ZONE])
+    assert add_bound(ledger, r, keys, "ns/p", "u", "later", {"cpu": 400}, anti_affinity_keys=[ZONE])
     ghost = ledger.node_state(["later"])["later"]
     assert not ghost.live and ghost.requested["cpu"] == 400
     aagen_before = ledger.node_state(["n1"])["n1"].anti_affinity_gens[domain(ZONE, "a")]
@@ -362,3 +369,21 @@ def test_reaper_confirms_a_pod_the_store_already_bound(
     assert ledger.node_state(["n1"])["n1"].requested["cpu"] == 700
     assert ledger.check_consistency() == []
     assert info_of(r, keys, "ns/bound") is None
+
+
+def test_add_bound_pod_records_only_what_the_store_has_bound_there(
+    r: redis.Redis, keys: Keys, ledger: Ledger
+) -> None:
+    # not in the store (deleted since the event or listing the caller read)
+    assert ledger.add_bound_pod("ns/p", "u1", "n1", {"cpu": 100}) == "gone"
+    # another incarnation under the name, bound elsewhere, or not bound at all
+    bound_in_store(r, keys, "ns/p", "u2", "n1")
+    assert ledger.add_bound_pod("ns/p", "u1", "n1", {"cpu": 100}) == "gone"
+    bound_in_store(r, keys, "ns/p", "u1", "n2")
+    assert ledger.add_bound_pod("ns/p", "u1", "n1", {"cpu": 100}) == "gone"
+    bound_in_store(r, keys, "ns/p", "u1", "")
+    assert ledger.add_bound_pod("ns/p", "u1", "n1", {"cpu": 100}) == "gone"
+    assert r.hlen(keys.ledger_pods) == 0
+    assert ledger.node_state(["n1"])["n1"].requested.get("cpu", 0) == 0
+    bound_in_store(r, keys, "ns/p", "u1", "n1")
+    assert ledger.add_bound_pod("ns/p", "u1", "n1", {"cpu": 100}) == "added"

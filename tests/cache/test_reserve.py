@@ -16,6 +16,7 @@ from distsched.queue_redis import RedisQueue
 from tests.cache.ledger_helpers import (
     SMALL,
     ZONE,
+    add_bound,
     decision,
     info_of,
     make_ledger,
@@ -153,11 +154,11 @@ def test_stale_and_fresh_in_one_batch(
 def test_pod_already_holding_a_reservation_is_not_reserved_twice(
     r: redis.Redis, keys: Keys, clock: FakeClock, ledger: Ledger
 ) -> None:
-    ledger.add_bound_pod("ns/p", "uid-ns/p", "n1", {"cpu": 100})
+    add_bound(ledger, r, keys, "ns/p", "uid-ns/p", "n1", {"cpu": 100})
     popped(r, keys, clock, "ns/p")
     [result] = ledger.reserve_batch([decision("ns/p", "n2")])
     assert isinstance(result, Stale)
-    ledger.add_bound_pod("ns/q", "old", "n1", {"cpu": 100})
+    add_bound(ledger, r, keys, "ns/q", "old", "n1", {"cpu": 100})
     popped(r, keys, clock, "ns/q")
     [result] = ledger.reserve_batch([decision("ns/q", "n2")])
     assert isinstance(result, Rejected) and "previous pod" in result.reason
