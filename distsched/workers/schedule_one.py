@@ -253,6 +253,9 @@ class SchedulingWorker:
             pre_enqueue_rejects=self._pre_enqueue_rejects,
             hint=self._queueing_hint if self.config.queueing_hints else None,
         )
+        # q:profiles before the consumer group: once a worker is seen consuming events,
+        # the store's create script already queues the pods of its profiles itself.
+        self._write_profiles()
         self.consumer = EventConsumer(
             client, keys.queue_events, self.name, self.handlers, store=self.store
         )
@@ -325,8 +328,7 @@ class SchedulingWorker:
     def _set_up_shared_state(self) -> None:
         """What every worker writes at start: its profiles' modes (q:profiles), and one
         resync of ledger and queue with the store (whichever worker takes the lock)."""
-        for name, mode in self.profile_modes().items():
-            self.client.hset(self.keys.profiles, name, mode)
+        self._write_profiles()
         if self.client.set(self.keys.lock("resync"), self.name, nx=True, px=60_000):
             self.resync()
         self.view.refresh_from_ledger()
@@ -348,6 +350,10 @@ class SchedulingWorker:
         self._watched.clear()
         self._set_up_shared_state()
         self._resets = (self.informer.resets, self.consumer.resets)
+
+    def _write_profiles(self) -> None:
+        for name, mode in self.profile_modes().items():
+            self.client.hset(self.keys.profiles, name, mode)
 
     def profile_modes(self) -> dict[str, str]:
         """How the store's create script may enqueue a pending pod of each profile
@@ -532,10 +538,11 @@ class SchedulingWorker:
             return
         where = self.queue.hand_back(self._unattempted)
         log.info(
-            "handed back %d pods an infrastructure error kept from being scheduled (%d were "
-            "still to be attempted)",
-            len(self._unattempted),
+            "%s: handed back %d of %d popped pods an infrastructure error kept from being "
+            "scheduled, uncounted (the others were finished or gone)",
+            self.name,
             sum(1 for w in where if w),
+            len(self._unattempted),
         )
         self._unattempted = []
         metrics.queue_incoming_pods.labels("active", "Unattempted").inc(
