@@ -35,7 +35,7 @@ from urllib.parse import parse_qs, unquote
 import redis
 from redis.sentinel import Sentinel
 
-from distsched import replication
+from distsched import metrics, replication
 
 log = logging.getLogger(__name__)
 
@@ -234,6 +234,28 @@ def _sentinel_client(
     return sentinel.master_for(target.service, **connection)
 
 
+RETRYABLE: tuple[type[redis.RedisError], ...] = (
+    redis.ConnectionError,  # BusyLoadingError (a restarting server) too
+    redis.TimeoutError,  # replication.NotReplicated too
+    redis.exceptions.ReadOnlyError,  # a demoted primary, until the reconnect
+    redis.exceptions.OutOfMemoryError,
+    redis.exceptions.TryAgainError,
+    redis.exceptions.ClusterDownError,  # MASTERDOWN: a replica that lost its primary
+)
+"""Errors of the infrastructure rather than refusals of what was asked: a role waits
+them out and goes on, and a pod that met one was not attempted."""
+_RETRYABLE_REPLIES = ("NOREPLICAS", "MISCONF")  # replies redis-py has no class for
+
+
+def infrastructure_error(exc: BaseException) -> bool:
+    """Whether ``exc`` says Redis could not do the work (unreachable, loading, out of
+    memory, read-only after a failover, writes unacknowledged by replicas, a failing
+    disk), not that the work was refused (a script's error, a wrong argument)."""
+    if isinstance(exc, RETRYABLE):
+        return True
+    return isinstance(exc, redis.ResponseError) and str(exc).startswith(_RETRYABLE_REPLIES)
+
+
 class Backoff:
     """Exponential backoff with jitter for reconnect loops: 0.1 s doubling to 5 s."""
 
@@ -257,8 +279,11 @@ def retry_redis(
     what: str,
     stop: Callable[[], bool] = lambda: False,
     on_retry: Callable[[], None] | None = None,
+    role: str | None = None,
 ) -> T | None:
-    """Run ``fn`` until it succeeds, waiting out Redis outages with backoff and saying so.
+    """Run ``fn`` until it succeeds, waiting out Redis outages (:func:`infrastructure_error`)
+    with backoff and saying so; with ``role``, each retry counts in
+    ``redis_retries_total{role}``.
 
     Returns None only when ``stop()`` turned true while Redis was unreachable.
     """
@@ -266,11 +291,15 @@ def retry_redis(
     while True:
         try:
             result = fn()
-        except (redis.ConnectionError, redis.TimeoutError, redis.BusyLoadingError) as exc:
+        except redis.RedisError as exc:
+            if not infrastructure_error(exc):
+                raise
             if stop():
                 return None
             delay = backoff.next_delay()
             log.warning("%s: Redis unavailable (%s); retrying in %.1fs", what, exc, delay)
+            if role:
+                metrics.redis_retries.labels(role).inc()
             if on_retry:
                 on_retry()
             time.sleep(delay)

@@ -245,6 +245,26 @@ class MemoryQueue:
                     forgotten += 1
             return forgotten
 
+    def hand_back(self, leases: Sequence[tuple[str, int]]) -> list[str]:
+        with self._cond:
+            out = []
+            seen: set[str] = set()
+            for key, epoch in leases:
+                info = None if key in seen else self._infos.get(key)
+                seen.add(key)
+                if info is None or info["e"] != epoch or info["d"] <= 0:
+                    out.append("")
+                    continue
+                if info["w"] in (ASSUMED, HANDED_OFF):
+                    out.append("")
+                    continue
+                info["d"] -= 1
+                info["a"] = max(0, info["a"] - 1)
+                if info["w"] in (INFLIGHT, DEAD):
+                    self._to_active(key, info)
+                out.append(info["w"])
+            return out
+
     def assume(self, leases: Sequence[tuple[str, int, str]]) -> list[bool]:
         with self._cond:
             out = []

@@ -3,8 +3,11 @@
 This module owns every move between sub-queues; the ledger's and the store's scripts make
 the cache hand-offs through the same record library. Every move is one Lua script
 in ``distsched/lua/queue_<move>.lua`` and a batch is one script call, so a move is atomic
-and any number of scheduling workers may share the queue. Time always comes in as
-``now_ms``; no script reads the Redis clock.
+and any number of scheduling workers may share the queue. Each script checks the keys it
+will write (their types, the counters it reads; ``lua/lib/precheck.lua``) before its
+first write, since Redis does not roll back a script that fails half way: a key set by
+hand fails the move with a message naming it, and no pod is left between sub-queues.
+Time always comes in as ``now_ms``; no script reads the Redis clock.
 
 Like kube's PriorityQueue the queue has these sub-queues, each a sorted set with one
 meaning per score (key names from :class:`distsched.keys.Keys`):
@@ -22,7 +25,9 @@ meaning per score (key names from :class:`distsched.keys.Keys`):
 - inflight (``inflight``): pods a worker popped, score = lease deadline ms. A lease that
   expires (the worker died) sends the pod back to activeQ.
 - dead (``dead``): pods that were delivered ``max_deliveries`` times without an orderly
-  outcome (they crash workers), score = time dead-lettered ms.
+  outcome (they crash workers), score = time dead-lettered ms. A delivery its worker
+  handed back unattempted (:meth:`RedisQueue.hand_back`, after an infrastructure error)
+  does not count.
 
 The ``info`` hash maps ns/name to the pod's queue record, one line of text readable in
 redis-cli, ``w|e|cy|a|d|u|p|ts|its|bo|pl|uid``: where it is (a sub-queue name, or
@@ -50,7 +55,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -162,7 +167,17 @@ class RedisQueue:
         pairs = zip(keys, uids if uids is not None else [""] * len(keys), strict=True)
         return int(self._run("delete", script_keys, [x for pair in pairs for x in pair]))
 
-    def pop(self, max_pods: int, *, now_ms: int) -> list[QueuedPod]:
+    def pop(
+        self,
+        max_pods: int,
+        *,
+        now_ms: int,
+        unacknowledged: Callable[[list[QueuedPod]], None] | None = None,
+    ) -> list[QueuedPod]:
+        """Pop and lease up to ``max_pods`` pods. With a replica acknowledgement policy the
+        leases are acknowledged before they are returned; should that fail (the error is
+        raised), ``unacknowledged`` gets the popped pods first, so that the caller can
+        :meth:`hand_back` what it was never given."""
         if max_pods < 1:
             raise ValueError("max_pods must be at least 1")
         k = self._keys
@@ -183,7 +198,12 @@ class RedisQueue:
         if popped:
             # A worker acts on these lease epochs only once they would survive a failover:
             # a promoted replica never re-issues an epoch some worker already holds.
-            replication.acknowledge(self._client, k.ack, "pop")
+            try:
+                replication.acknowledge(self._client, k.ack, "pop")
+            except redis.RedisError:
+                if unacknowledged is not None:
+                    unacknowledged(popped)
+                raise
         return popped
 
     def pop_blocking(self, max_pods: int, *, timeout_s: float, clock: Clock) -> list[QueuedPod]:
@@ -213,6 +233,16 @@ class RedisQueue:
         if not keys:
             return 0
         return int(self._run("forget", [self._keys.info, self._keys.inflight], keys))
+
+    def hand_back(self, leases: Sequence[tuple[str, int]]) -> list[str]:
+        if not leases:
+            return []
+        k = self._keys
+        args: list[Any] = [WAKE_CAP]
+        for key, epoch in leases:
+            args += [key, epoch]
+        where = self._run("hand_back", [k.info, k.inflight, k.dead, k.active, k.wake], args)
+        return [_text(w) for w in where]
 
     def assume(self, leases: Sequence[tuple[str, int, str]]) -> list[bool]:
         if not leases:

@@ -43,7 +43,8 @@ INFO_FIELDS: Mapping[str, str] = {
     "pl": "comma-joined unschedulable plugins of the last failure ('' = none)",
     "cy": "scheduling cycle of the last pop",
     "e": "lease epoch of the last pop (fencing token)",
-    "d": "deliveries: pops since the last orderly outcome (done / failure add)",
+    "d": "deliveries: pops since the last orderly outcome (done / failure add), but those "
+    "handed back unattempted",
     "bo": "backoff expiry ms (0 = never failed)",
 }
 
@@ -262,6 +263,15 @@ class SchedulingQueue(Protocol):
     def done_many(self, leases: Sequence[tuple[str, int]]) -> list[bool]: ...
 
     def forget(self, keys: Sequence[str]) -> int: ...
+
+    def hand_back(self, leases: Sequence[tuple[str, int]]) -> list[str]:
+        """Popped pods their worker never attempted (an infrastructure error stopped it),
+        each (key, epoch) as popped: their pop is not counted (attempts and deliveries
+        -1) and a pod still inflight, or dead-lettered by a later pop, goes back to
+        activeQ at its old place. A pod popped again since, deleted, given an orderly
+        outcome (d = 0) or assumed is left alone. Returns where each pod is afterwards
+        ('' when left alone; a key listed twice is handed back once)."""
+        ...
 
     def assume(self, leases: Sequence[tuple[str, int, str]]) -> list[bool]:
         """The queue's half of a reservation: each (key, epoch, uid) still leased under

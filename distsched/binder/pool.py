@@ -13,6 +13,10 @@ deadline the claim renewed, and the assumed-pod reaper of the scheduling workers
 and requeues them once it passes. Pods the job had already written to the store are
 confirmed by the workers' handler of the bind event. Should rq ever run such a job again,
 its claim finds the reservations gone or bound and it binds nothing.
+
+Redis outages: a child waits for Redis like every role (:class:`BindingWorker`), from its
+start on (rq's constructor talks to Redis, so it is made inside the retry), says so, and
+stops at once on SIGTERM while Redis is unreachable.
 """
 
 from __future__ import annotations
@@ -22,7 +26,9 @@ import multiprocessing as mp
 import signal
 import time
 from multiprocessing.process import BaseProcess
+from typing import Any
 
+import redis
 from rq import SimpleWorker
 
 from distsched import gc_tuning, metrics
@@ -30,7 +36,7 @@ from distsched.binder.cycle import JOB_FUNCTIONS, BinderSettings, configure
 from distsched.binder.jobs import bind_queue
 from distsched.binder.safety import MsgpackSerializer, allow_list_job_class
 from distsched.cache.ledger import LedgerConfig
-from distsched.connection import RedisOptions, connect, retry_redis
+from distsched.connection import RedisOptions, connect, infrastructure_error, retry_redis
 from distsched.framework.profile import load_config
 from distsched.keys import Keys
 
@@ -41,6 +47,56 @@ SHUTDOWN_GRACE_S = 5.0
 CHECK_S = 0.2
 QUICK_DEATH_S = 5.0
 MAX_RESPAWN_DELAY_S = 10.0
+
+
+class BindingWorker(SimpleWorker):
+    """rq's SimpleWorker, with the outage handling every distsched role has.
+
+    rq waits out a lost connection in its dequeue loop with messages of its own and a
+    wait growing to 60 s; the first step of that loop is a heartbeat, so the heartbeat
+    waits for Redis instead, as the other roles do: it says "Redis unavailable (...);
+    retrying in Xs" and then "Redis is back", and counts
+    ``redis_retries_total{role="binder"}``. A Redis back without its data has lost rq's
+    registration of this worker: the heartbeat finds it gone and registers again."""
+
+    # rq's own wait after a failed dequeue, before its loop reaches the heartbeat.
+    max_connection_wait_time = 1.0
+
+    def __init__(self, *args: Any, what: str, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.what = what
+        self.stopping = False
+
+    def request_stop(self, signum: Any, frame: Any) -> None:
+        # rq sets _stop_requested only during a job; an idle worker just leaves its loop.
+        self.stopping = True
+        super().request_stop(signum, frame)
+
+    def heartbeat(self, timeout: int | None = None, pipeline: Any = None) -> None:
+        if pipeline is not None:  # part of rq's job bookkeeping: rq handles its errors
+            super().heartbeat(timeout, pipeline)
+            return
+        registered = retry_redis(
+            lambda: self._beat(timeout),
+            what=self.what,
+            role="binder",
+            stop=lambda: self.stopping,
+        )
+        if registered is False:
+            log.warning(
+                "%s: Redis lost its data (rq's registration of this worker is gone); "
+                "registering again",
+                self.what,
+            )
+            self.connection.delete(self.key)  # the beat made a partial one
+            self.register_birth()
+
+    def _beat(self, timeout: int | None) -> bool:
+        """rq's heartbeat in one round trip; whether the worker was still registered."""
+        with self.connection.pipeline(transaction=False) as pipe:
+            pipe.exists(self.key)
+            super().heartbeat(timeout, pipeline=pipe)
+            return bool(pipe.execute()[0])
 
 
 def run_one_binder(
@@ -72,19 +128,42 @@ def run_one_binder(
     queue = bind_queue(client, keys, job_class=job_class)
     if metrics_port:
         metrics.register_queue_collector(client, keys)
-    worker = SimpleWorker(
-        [queue], connection=client, serializer=MsgpackSerializer, job_class=job_class
-    )
     # A binder has no initial list: what it froze is its modules, config and profiles.
     gc_tuning.tune()
     gc_tuning.freeze_initial_state()
-    log.info("%s ready (rq worker %s)", mp.current_process().name, worker.name)
-    retry_redis(
-        lambda: worker.work(with_scheduler=False, logging_level="WARNING"),
-        what=f"binder {mp.current_process().name}",
-        # rq's own SIGTERM handler sets this; without it an outage would retry forever.
-        stop=lambda: bool(getattr(worker, "_stop_requested", False)),
-    )
+    what = f"binder {mp.current_process().name}"
+
+    def new_worker() -> BindingWorker:  # rq's constructor talks to Redis
+        return BindingWorker(
+            [queue], connection=client, serializer=MsgpackSerializer, job_class=job_class, what=what
+        )
+
+    # Started while Redis is down, or rq's loop ended on an outage (it raises from its
+    # teardown): wait for Redis, saying so, and go on with a new rq worker.
+    while True:
+        worker = retry_redis(new_worker, what=what, role="binder")
+        assert worker is not None  # no stop() given: it waits as long as it takes
+        log.info("%s ready (rq worker %s)", mp.current_process().name, worker.name)
+        started = time.monotonic()
+        try:
+            worker.work(with_scheduler=False, logging_level="WARNING")
+        except redis.RedisError as exc:
+            if worker.stopping:  # its pods are still assumed: the reaper requeues them
+                log.warning("%s: Redis unavailable at stop (%s)", what, exc)
+                return
+            if not infrastructure_error(exc):
+                raise
+            metrics.redis_retries.labels("binder").inc()
+            log.warning("%s: Redis unavailable (%s); starting over once it answers", what, exc)
+            continue
+        if worker.stopping:
+            return
+        ran_s = time.monotonic() - started
+        if ran_s < QUICK_DEATH_S:
+            # rq quit on something else at once (it logged what): exit, and the pool
+            # respawns this slot with its backoff rather than a loop here.
+            log.warning("%s: rq's worker quit after %.1fs; exiting", what, ran_s)
+            return
 
 
 def run_binder_pool(

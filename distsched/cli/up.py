@@ -24,7 +24,7 @@ from distsched.cli.common import (
     redis_options,
     tls_args,
 )
-from distsched.connection import RedisOptions, connect
+from distsched.connection import RedisOptions, connect, redact_url, retry_redis
 from distsched.output import console, err_console
 
 log = logging.getLogger("distsched")
@@ -81,6 +81,7 @@ def up(
     """Run every role in the foreground (with an embedded Redis when no URL is given).
 
     Ctrl-C or SIGTERM stops the workers, the binders and the embedded server; exit 0.
+    A Redis URL whose server is down is waited for.
     """
     from distsched.embedded import EmbeddedRedis
 
@@ -99,7 +100,7 @@ def up(
             err_console.print(
                 f"embedded Redis at {embedded.url} (data in {embedded.data_dir})", soft_wrap=True
             )
-        ctx.client().ping()  # fail fast, before any child starts, on a bad URL or password
+        _wait_for_redis(ctx)
         role_args = ["--config", config] if config else []
         for i in range(workers):
             metrics = ["--metrics-port", str(metrics_port + i)] if metrics_port else []
@@ -135,6 +136,21 @@ def up(
         _stop_children(children)
         if embedded:
             embedded.stop()
+
+
+def _wait_for_redis(ctx: Context) -> None:
+    """Before any child starts: fail fast on refused credentials, wait for a server that
+    is down (saying so, as every role does), so that no child starts into an outage."""
+    client = ctx.client()
+    where = f"Redis at {redact_url(ctx.options.url)}"
+
+    def ping() -> bool:
+        try:
+            return bool(client.ping())
+        except redis.AuthenticationError as exc:
+            fail(f"{where} refused the credentials: {exc}")
+
+    retry_redis(ping, what="up")
 
 
 def _demo_thread(ctx: Context, result: list[int]) -> None:

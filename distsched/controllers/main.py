@@ -24,8 +24,8 @@ import redis
 from redis.backoff import NoBackoff
 from redis.retry import Retry
 
-from distsched import gc_tuning
-from distsched.connection import Backoff, RedisOptions, connect
+from distsched import gc_tuning, metrics
+from distsched.connection import Backoff, RedisOptions, connect, infrastructure_error
 from distsched.controllers.workload import WorkloadController
 from distsched.keys import Keys
 from distsched.lua import ScriptSet
@@ -33,7 +33,6 @@ from distsched.lua import ScriptSet
 log = logging.getLogger(__name__)
 
 DEFAULT_LEASE_MS = 15_000
-RETRYABLE = (redis.ConnectionError, redis.TimeoutError, redis.BusyLoadingError)
 
 
 class Lease:
@@ -83,13 +82,19 @@ def run_controller(
     block_ms = max(1, min(1000, lease_ms // 3))
     controller: WorkloadController | None = None
     backoff = Backoff()
+    outage = False
     log.info("controller %s started", lease.identity)
     while not stop.is_set():
         try:
-            if not lease.hold():
+            held = lease.hold()
+            if outage:
+                log.warning("controller %s: Redis is back", lease.identity)
+                outage = False
+            if not held:
                 if controller is not None:
                     log.warning("controller %s lost the lease", lease.identity)
                 controller = None
+                backoff.reset()
                 stop.wait(block_ms / 1000)
                 continue
             if controller is None:
@@ -101,15 +106,15 @@ def run_controller(
                 controller.collect_orphans()
             controller.sync(block_ms=block_ms)
             backoff.reset()
-        except RETRYABLE as exc:
+        except Exception as exc:
             controller = None  # relist after the outage
             delay = backoff.next_delay()
-            log.warning("controller: Redis unavailable (%s); retrying in %.1fs", exc, delay)
-            stop.wait(delay)
-        except Exception:
-            controller = None
-            delay = backoff.next_delay()
-            log.exception("controller: unexpected error; going on in %.1fs", delay)
+            if infrastructure_error(exc):
+                outage = True
+                metrics.redis_retries.labels("controller").inc()
+                log.warning("controller: Redis unavailable (%s); retrying in %.1fs", exc, delay)
+            else:
+                log.exception("controller: unexpected error; going on in %.1fs", delay)
             stop.wait(delay)
     with contextlib.suppress(redis.RedisError):
         lease.release()

@@ -10,6 +10,7 @@
 -- Returns: integer, the number of pods added.
 
 --!include queue_record
+--!include precheck
 --!include bulk
 
 local now = tonumber(ARGV[1])
@@ -35,6 +36,9 @@ for i = 3, #ARGV, 4 do
   keys[#keys + 1] = ARGV[i]
 end
 if #keys == 0 then return 0 end
+local bad = wrong_types('queue_add', {{KEYS[1], 'hash'}, {KEYS[2], 'zset'}, {KEYS[3], 'zset'},
+                                      {KEYS[4], 'list'}})
+if bad then return redis.error_reply(bad) end
 
 local known = hmget_all(KEYS[1], keys)
 local fields, gated, seen = {}, {}, {}

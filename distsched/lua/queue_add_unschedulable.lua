@@ -25,6 +25,7 @@
 -- Returns: 'stale' | 'present' | 'backoff' | 'unschedulable' | 'active'.
 
 --!include queue_record
+--!include precheck
 
 local key, plugins = ARGV[1], ARGV[3]
 local epoch, now = tonumber(ARGV[2]), tonumber(ARGV[4])
@@ -45,7 +46,11 @@ if not r then return 'stale' end
 if r.e ~= epoch then return 'stale' end
 if r.w ~= 'inflight' and r.w ~= 'assumed' and r.w ~= '' then return 'present' end
 
-local move_cycle = tonumber(redis.call('GET', KEYS[5]) or '0')
+local bad = wrong_types('queue_add_unschedulable', {{KEYS[2], 'zset'}, {KEYS[3], 'zset'},
+  {KEYS[4], 'zset'}, {KEYS[6], 'zset'}, {KEYS[7], 'list'}})
+if bad then return redis.error_reply(bad) end
+local move_cycle, err = read_counter('queue_add_unschedulable', KEYS[5])
+if err then return redis.error_reply(err) end
 redis.call('ZREM', KEYS[2], key)
 r.ts = now
 r.pl = plugins

@@ -14,8 +14,12 @@
 -- Returns: integer, the number of pods that were known and are now gone.
 
 --!include queue_record
+--!include precheck
 
 if #ARGV % 2 ~= 0 then return redis.error_reply('queue_delete: expects key, uid pairs') end
+local bad = wrong_types('queue_delete', {{KEYS[1], 'hash'}, {KEYS[2], 'zset'}, {KEYS[3], 'zset'},
+  {KEYS[4], 'zset'}, {KEYS[5], 'zset'}, {KEYS[6], 'zset'}, {KEYS[7], 'zset'}})
+if bad then return redis.error_reply(bad) end
 local set_of = {backoff = KEYS[3], unschedulable = KEYS[4], gated = KEYS[5],
                 inflight = KEYS[6], dead = KEYS[7]}
 local deleted = 0

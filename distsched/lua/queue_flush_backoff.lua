@@ -11,6 +11,7 @@
 -- the caller calls again while examined is 1000).
 
 --!include queue_record
+--!include precheck
 
 local now, wake_cap = tonumber(ARGV[1]), tonumber(ARGV[2])
 if not now or not wake_cap or wake_cap < 1 then
@@ -18,6 +19,9 @@ if not now or not wake_cap or wake_cap < 1 then
 end
 local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, 1000)
 if #due == 0 then return {0, 0} end
+local bad = wrong_types('queue_flush_backoff', {{KEYS[2], 'zset'}, {KEYS[3], 'hash'},
+                                                {KEYS[4], 'list'}})
+if bad then return redis.error_reply(bad) end
 -- Read every record before the first write; a member without one is only discarded.
 local records = redis.call('HMGET', KEYS[3], unpack(due))
 redis.call('ZREM', KEYS[1], unpack(due))

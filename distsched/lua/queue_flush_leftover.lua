@@ -17,6 +17,7 @@
 -- (at most 1000 per call: the caller calls again while examined is 1000).
 
 --!include queue_record
+--!include precheck
 
 local now, max_ms, wake_cap = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 if not now or not max_ms or not wake_cap or wake_cap < 1 then
@@ -26,6 +27,11 @@ end
 local bound = string.format('(%d', now - max_ms)
 local stale = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', bound, 'LIMIT', 0, 1000)
 if #stale == 0 then return {0, 0} end
+local bad = wrong_types('queue_flush_leftover', {{KEYS[2], 'zset'}, {KEYS[3], 'zset'},
+                                                 {KEYS[4], 'hash'}, {KEYS[5], 'list'}})
+if bad then return redis.error_reply(bad) end
+local cycle, err = read_counter('queue_flush_leftover', KEYS[6])
+if err then return redis.error_reply(err) end
 -- Read every record before the first write; a member without one is only discarded.
 local records = redis.call('HMGET', KEYS[4], unpack(stale))
 redis.call('ZREM', KEYS[1], unpack(stale))
@@ -41,7 +47,7 @@ for i, key in ipairs(stale) do
 end
 if #fields > 0 then
   redis.call('HSET', KEYS[4], unpack(fields))
-  redis.call('SET', KEYS[7], redis.call('GET', KEYS[6]) or '0')
+  redis.call('SET', KEYS[7], cycle)
 end
 wake(KEYS[5], activated, wake_cap)
 return {#fields / 2, #stale}

@@ -22,6 +22,7 @@
 -- Returns: integer, the number of pods moved.
 
 --!include queue_record
+--!include precheck
 
 local now, wake_cap, n = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[4])
 local wildcard = ARGV[3]
@@ -34,7 +35,12 @@ end
 local interested = {}
 for i = 5, 4 + n do interested[ARGV[i]] = true end
 
-redis.call('SET', KEYS[6], redis.call('GET', KEYS[5]) or '0')
+local bad = wrong_types('queue_move_all', {{KEYS[1], 'zset'}, {KEYS[2], 'zset'}, {KEYS[3], 'zset'},
+                                           {KEYS[4], 'hash'}, {KEYS[7], 'list'}})
+if bad then return redis.error_reply(bad) end
+local cycle, err = read_counter('queue_move_all', KEYS[5])
+if err then return redis.error_reply(err) end
+redis.call('SET', KEYS[6], cycle)
 local candidates
 if ARGV[5 + n] == '1' then
   candidates = {}

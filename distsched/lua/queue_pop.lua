@@ -15,9 +15,11 @@
 -- ARGV[2]  int     now_ms
 -- ARGV[3]  int     lease_ms        lease length
 -- ARGV[4]  int     max_deliveries
--- Returns: flat array {key1, record1, key2, record2, ...} in pop order.
+-- Returns: flat array {key1, record1, key2, record2, ...} in pop order; an error, with
+-- nothing written, when a key holds another type or a counter is not a number.
 
 --!include queue_record
+--!include precheck
 
 local max_pods = tonumber(ARGV[1])
 local now = tonumber(ARGV[2])
@@ -27,24 +29,37 @@ if not max_pods or max_pods < 1 or max_pods > 1000 or not now or not lease_ms
     or not max_deliveries then
   return redis.error_reply('queue_pop: max_pods (1..1000), now_ms, lease_ms, max_deliveries must be numbers')
 end
+local bad = wrong_types('queue_pop', {{KEYS[1], 'zset'}, {KEYS[2], 'zset'}, {KEYS[3], 'zset'},
+                                      {KEYS[4], 'hash'}})
+if bad then return redis.error_reply(bad) end
+local cycle, epoch, err
+cycle, err = read_counter('queue_pop', KEYS[5])
+if err then return redis.error_reply(err) end
+epoch, err = read_counter('queue_pop', KEYS[6])
+if err then return redis.error_reply(err) end
 
-local cycle = tonumber(redis.call('GET', KEYS[5]) or '0')
-local epoch = tonumber(redis.call('GET', KEYS[6]) or '0')
+-- Read first (the head of activeQ, window by window, and the records), write after: a
+-- pop that fails leaves every pod where it was.
 local out, fields, leases, dead = {}, {}, {}, {}
-local taken = 0
+local taken, examined = 0, 0
 while taken < max_pods do
-  local head = redis.call('ZPOPMIN', KEYS[1], max_pods - taken)
+  local head = redis.call('ZRANGE', KEYS[1], examined, examined + max_pods - taken - 1)
   if #head == 0 then break end
+  examined = examined + #head
   local keys = {}
-  for i = 1, #head, 2 do
-    local member = head[i]
-    keys[#keys + 1] = string.sub(member, string.find(member, '|', 1, true) + 1)
+  for i, member in ipairs(head) do
+    -- A member that is not "<ts>|ns/name" names no pod: popping it discards it.
+    local bar = string.find(member, '|', 1, true)
+    keys[i] = bar and string.sub(member, bar + 1) or ''
   end
   local records = redis.call('HMGET', KEYS[4], unpack(keys))
   for n, key in ipairs(keys) do
     -- An activeQ member without a record cannot be scheduled; popping it discards it.
     -- (rec_pop: the update seen during an earlier attempt, u, is this attempt's object.)
-    local text, dead_lettered = rec_pop(records[n], cycle + 1, epoch + 1, max_deliveries)
+    local text, dead_lettered = nil, false
+    if key ~= '' then
+      text, dead_lettered = rec_pop(records[n], cycle + 1, epoch + 1, max_deliveries)
+    end
     if text then
       fields[#fields + 1] = key
       fields[#fields + 1] = text
@@ -63,6 +78,8 @@ while taken < max_pods do
     end
   end
 end
+-- The head looked at, exactly: nothing ran between the reads and this.
+if examined > 0 then redis.call('ZPOPMIN', KEYS[1], examined) end
 if #fields > 0 then redis.call('HSET', KEYS[4], unpack(fields)) end
 if #leases > 0 then redis.call('ZADD', KEYS[2], unpack(leases)) end
 if #dead > 0 then redis.call('ZADD', KEYS[3], unpack(dead)) end

@@ -12,6 +12,7 @@
 -- caller calls again while it gets 1000).
 
 --!include queue_record
+--!include precheck
 
 local now, wake_cap = tonumber(ARGV[1]), tonumber(ARGV[2])
 if not now or not wake_cap or wake_cap < 1 then
@@ -19,6 +20,8 @@ if not now or not wake_cap or wake_cap < 1 then
 end
 local expired = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, 1000)
 if #expired == 0 then return expired end
+local bad = wrong_types('queue_reclaim', {{KEYS[2], 'zset'}, {KEYS[3], 'hash'}, {KEYS[4], 'list'}})
+if bad then return redis.error_reply(bad) end
 -- Read every record before the first write; a member without one is only discarded.
 local records = redis.call('HMGET', KEYS[3], unpack(expired))
 redis.call('ZREM', KEYS[1], unpack(expired))

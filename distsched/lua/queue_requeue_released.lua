@@ -14,12 +14,16 @@
 -- Returns: array, per pod, where it went ('backoff' | 'active'), or '' (not assumed).
 
 --!include queue_record
+--!include precheck
 
 local now, initial, maximum = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local wake_cap = tonumber(ARGV[4])
 if not now or not initial or not maximum or not wake_cap or wake_cap < 1 then
   return redis.error_reply('queue_requeue_released: numeric arguments expected')
 end
+local bad = wrong_types('queue_requeue_released', {{KEYS[1], 'hash'}, {KEYS[2], 'zset'},
+                                                   {KEYS[3], 'zset'}, {KEYS[4], 'list'}})
+if bad then return redis.error_reply(bad) end
 local out = {}
 local activated = 0
 for i = 5, #ARGV do

@@ -26,6 +26,7 @@
 -- Returns: string, where the pod is afterwards (the record's w).
 
 --!include queue_record
+--!include precheck
 
 local now = tonumber(ARGV[1])
 local wake_cap = tonumber(ARGV[2])
@@ -42,6 +43,9 @@ end
 if string.find(key, '|', 1, true) then
   return redis.error_reply('queue_update: pod key must not contain "|"')
 end
+local bad = wrong_types('queue_update', {{KEYS[1], 'hash'}, {KEYS[2], 'zset'}, {KEYS[3], 'zset'},
+  {KEYS[4], 'zset'}, {KEYS[5], 'zset'}, {KEYS[6], 'list'}})
+if bad then return redis.error_reply(bad) end
 
 local r = rec_decode(redis.call('HGET', KEYS[1], key))
 if not r then

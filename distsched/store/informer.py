@@ -12,7 +12,9 @@ the stream was trimmed empty. In all these cases, and after a Redis connection e
 restart may have dropped the last writes), the informer relists and reconciles: deletes
 for vanished objects (``final_state_unknown=True``, like ``DeletedFinalStateUnknown``),
 updates for changed ones, adds for new ones; an object re-created under the same key (new
-uid) is a delete then an add.
+uid) is a delete then an add. A relist that finds the store reset (its rv below ours, or
+another epoch) counts in :attr:`Informer.resets`: a role that set things up in Redis
+once compares it to notice that they are gone.
 
 Handlers run in the informer's thread (or the caller's, with :meth:`Informer.poll_once`;
 never both), under the informer's lock; an exception in a handler is logged and does not
@@ -146,6 +148,9 @@ class Informer:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.relists = 0
+        # Relists because the store was reset (Redis lost its data: the rv went back or
+        # the epoch changed): a role compares it to notice and set itself up again.
+        self.resets = 0
         # The name this informer reports its stream position under (store:readers).
         self.reader = reader or f"informer-{uuid.uuid4().hex[:12]}"
         self._clock = clock
@@ -306,10 +311,16 @@ class Informer:
                 else:
                     self._call(h.on_update, lazy, previous, new)
 
+    def relist(self) -> int:
+        """List the store again now and reconcile the indexer with it (deletes, updates,
+        adds to the handlers, as after a gap); returns the deliveries made."""
+        return self._relist()
+
     def _relist(self) -> int:
         # One damaged record must not stop every relist: it is left out, with a warning.
         snap = self._store.snapshot(self._kinds, on_undecodable=_skip_undecodable)
         with self._lock:
+            reset = snap.rv < self._rv or bool(self._epoch and snap.epoch != self._epoch)
             initial = not self._synced.is_set()
             delivered = 0
             for kind in self._kinds:
@@ -337,6 +348,7 @@ class Informer:
             self._rv, self._epoch = snap.rv, snap.epoch
             self._need_relist = False
             self.relists += 1
+            self.resets += int(reset)
         self._report_position(now=True)
         self._synced.set()
         return delivered

@@ -484,11 +484,18 @@ class EventConsumer:
         self.batch = batch
         self.claim_idle_ms = claim_idle_ms
         self._reread = False
+        # Times the group was found gone and made again (Redis lost its data): the worker
+        # compares it to notice and set itself up again.
+        self.resets = 0
         self.ensure_group()
 
-    def ensure_group(self) -> None:
+    def ensure_group(self, *, from_start: bool = False) -> None:
+        """Create the consumer group (reading from new entries on, or from the stream's
+        first entry with ``from_start``) and this consumer, if missing."""
         try:
-            self.client.xgroup_create(self.stream, GROUP, id="$", mkstream=True)
+            self.client.xgroup_create(
+                self.stream, GROUP, id="0" if from_start else "$", mkstream=True
+            )
         except redis.ResponseError as exc:
             if "BUSYGROUP" not in str(exc):
                 raise
@@ -504,6 +511,27 @@ class EventConsumer:
 
     def poll(self, block_ms: int | None = None) -> int:
         """Handle up to one batch of new events; returns how many."""
+        try:
+            return self._poll(block_ms)
+        except redis.ResponseError as exc:
+            return self._group_lost(exc)
+
+    def _group_lost(self, exc: redis.ResponseError) -> int:
+        """The group is gone with the stream: Redis lost its data (a restart without
+        persistence, FLUSHALL). Make it again, reading from the stream's first entry:
+        whatever the stream holds now was written after the loss."""
+        if "NOGROUP" not in str(exc):
+            raise exc
+        log.warning(
+            "consumer group %s of %s is gone (Redis lost its data?); creating it again",
+            GROUP,
+            self.stream,
+        )
+        self.ensure_group(from_start=True)
+        self.resets += 1
+        return 0
+
+    def _poll(self, block_ms: int | None) -> int:
         if self._reread:
             own: Any = self.client.xreadgroup(
                 GROUP, self.consumer, {self.stream: "0"}, count=self.batch
@@ -525,9 +553,12 @@ class EventConsumer:
 
     def claim_abandoned(self) -> int:
         """Take over events a dead worker read but never acknowledged."""
-        _next, entries, *_ = self.client.xautoclaim(
-            self.stream, GROUP, self.consumer, self.claim_idle_ms, "0-0", count=self.batch
-        )
+        try:
+            _next, entries, *_ = self.client.xautoclaim(
+                self.stream, GROUP, self.consumer, self.claim_idle_ms, "0-0", count=self.batch
+            )
+        except redis.ResponseError as exc:
+            return self._group_lost(exc)
         return self._handle(entries) if entries else 0
 
     def _handle(self, entries: Iterable[tuple[bytes, dict[bytes, bytes]]]) -> int:

@@ -277,6 +277,21 @@ class ClusterView:
         self.feed_version = version
         return len(usages)
 
+    def forget_ledger(self) -> None:
+        """Redis lost its data: the ledger starts over (its feed version and node
+        generations count from 0 again). Forget what was mirrored of the old one, so that
+        the next refresh reads the whole feed, and count every node empty until the
+        ledger says otherwise."""
+        self.feed_version = 0
+        self._usage.clear()
+        self.node_states.clear()
+        self._topology.clear()
+        self._pods_generation.clear()
+        self._pods_dirty.clear()
+        self.multi_node_generations = DomainGenerations({}, {})
+        indices = [int(i) for i in self.snapshot.node_indices()]
+        self.snapshot.set_usages(indices, [{}] * len(indices), [(0, 0)] * len(indices))
+
     def multi_node_domains(self) -> list[str]:
         """Topology domains ("key=value") that two or more nodes of the snapshot share."""
         if self._domains_label_version != self.snapshot.label_version:

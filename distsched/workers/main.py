@@ -1,8 +1,10 @@
 """`distsched worker`: one scheduling worker process, until SIGTERM/SIGINT.
 
-Redis outages are waited out with backoff and logged; the worker never exits because
-Redis went away, and loses no pod: what it had popped or reserved comes back through
-the lease and assume-deadline reapers of whichever worker runs next.
+Redis outages are waited out with backoff and logged, from the start on: a worker started
+while Redis is down waits for it. The worker never exits because Redis went away, and
+loses no pod: what it had popped and not attempted it hands back once Redis answers, and
+what it had reserved comes back through the assume-deadline reaper. When Redis comes back
+without its data, the worker sets itself up again (SchedulingWorker._notice_reset).
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import os
 import signal
 import sys
 import threading
+import uuid
 
 import redis
 from redis.backoff import NoBackoff
@@ -19,7 +22,7 @@ from redis.retry import Retry
 
 from distsched import gc_tuning, metrics
 from distsched.cache.ledger import LedgerConfig
-from distsched.connection import Backoff, RedisOptions, connect
+from distsched.connection import Backoff, RedisOptions, connect, infrastructure_error
 from distsched.framework.interface import Handle
 from distsched.framework.nominator import NOMINATOR_KEY, PodNominator
 from distsched.framework.profile import ConfigError, build_profiles, load_config
@@ -28,8 +31,6 @@ from distsched.queue_types import QueueConfig
 from distsched.workers.schedule_one import SchedulingWorker, WorkerConfig
 
 log = logging.getLogger(__name__)
-
-RETRYABLE = (redis.ConnectionError, redis.TimeoutError, redis.BusyLoadingError)
 
 
 def run_worker(
@@ -67,51 +68,65 @@ def run_worker(
     if metrics_port:
         metrics.serve(metrics_port, addr=metrics_addr)
         metrics.register_queue_collector(client, keys)
-    worker = SchedulingWorker(
-        client,
-        keys,
-        profiles=profiles,
-        # DISTSCHED_QUEUEING_HINTS=0 is kube's SchedulerQueueingHints=false: seed rules only.
-        config=WorkerConfig(
-            batch=batch,
-            batch_budget_s=batch_budget_ms / 1000,
-            bind_linger_s=bind_linger_ms / 1000,
-            queueing_hints=os.environ.get("DISTSCHED_QUEUEING_HINTS", "1") != "0",
-        ),
-        queue_config=QueueConfig(lease_ms=lease_ms) if lease_ms else None,
-        ledger_config=LedgerConfig(assume_ttl_ms=assume_ttl_ms) if assume_ttl_ms else None,
-        # The same nominator as the profiles' Handle: the view feeds what Filter reads.
-        nominator=nominator,
-        scheduler_config=scheduler_config,
-    )
+
+    name = f"worker-{uuid.uuid4().hex[:8]}"
+
+    def build() -> SchedulingWorker:
+        return SchedulingWorker(
+            client,
+            keys,
+            profiles=profiles,
+            name=name,
+            # DISTSCHED_QUEUEING_HINTS=0 is kube's SchedulerQueueingHints=false: seed rules.
+            config=WorkerConfig(
+                batch=batch,
+                batch_budget_s=batch_budget_ms / 1000,
+                bind_linger_s=bind_linger_ms / 1000,
+                queueing_hints=os.environ.get("DISTSCHED_QUEUEING_HINTS", "1") != "0",
+            ),
+            queue_config=QueueConfig(lease_ms=lease_ms) if lease_ms else None,
+            ledger_config=LedgerConfig(assume_ttl_ms=assume_ttl_ms) if assume_ttl_ms else None,
+            # The same nominator as the profiles' Handle: the view feeds what Filter reads.
+            nominator=nominator,
+            scheduler_config=scheduler_config,
+        )
+
     backoff = Backoff()
+    worker: SchedulingWorker | None = None
     started = False
-    log.info("%s scheduling for %s", worker.name, ", ".join(profiles))
+    log.info("%s scheduling for %s", name, ", ".join(profiles))
     while not stop.is_set():
         try:
+            # Built and started in the loop: a worker started while Redis is down waits
+            # for it like one that loses it later.
+            if worker is None:
+                worker = build()
             if not started:
                 worker.start()
                 started = True
+                log.info("%s started", name)
                 gc_tuning.freeze_initial_state()  # the initial list lives as long as we do
             worker.run_once()
             if backoff.failures:
-                log.warning("%s: Redis is back", worker.name)
+                log.warning("%s: Redis is back", name)
                 backoff.reset()
                 worker.consumer.reread_pending()
-        except RETRYABLE as exc:
-            metrics.redis_retries.labels("worker").inc()
+        except Exception as exc:
             delay = backoff.next_delay()
-            log.warning("%s: Redis unavailable (%s); retrying in %.1fs", worker.name, exc, delay)
+            if infrastructure_error(exc):
+                metrics.redis_retries.labels("worker").inc()
+                log.warning("%s: Redis unavailable (%s); retrying in %.1fs", name, exc, delay)
+            else:
+                # Not a crash loop: what this turn had popped or reserved comes back
+                # through the lease and assume-deadline reapers; wait a little, go on.
+                log.exception("%s: unexpected error; going on in %.1fs", name, delay)
             stop.wait(delay)
-        except Exception:
-            # Not a crash loop: what this turn had popped or reserved comes back through
-            # the lease and assume-deadline reapers; wait a little and go on.
-            delay = backoff.next_delay()
-            log.exception("%s: unexpected error; going on in %.1fs", worker.name, delay)
-            stop.wait(delay)
+    if worker is None:
+        log.info("%s stopped before Redis answered", name)
+        return
     try:
         worker.stop()
-    except RETRYABLE:
+    except redis.RedisError:
         log.warning(
             "%s: Redis unavailable at stop; the reaper requeues its reserved pods", worker.name
         )

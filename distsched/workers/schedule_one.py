@@ -43,6 +43,7 @@ from distsched.binder.jobs import Binding, bind_queue, enqueue_bindings
 from distsched.cache.ledger import Ledger, LedgerConfig
 from distsched.cache.ledger_types import Decision, Rejected, Reserved
 from distsched.clock import SYSTEM_CLOCK, Clock
+from distsched.connection import infrastructure_error
 from distsched.explain_record import Explanation, record_failure
 from distsched.faults import pause_at  # crash tests only; a no-op unless env set
 from distsched.framework.batching import schedule_pod_batched
@@ -57,7 +58,7 @@ from distsched.keys import Keys
 from distsched.model import HostPort, Node, Pod
 from distsched.model.objects import DEFAULT_SCHEDULER_NAME
 from distsched.queue_redis import RedisQueue
-from distsched.queue_types import QueueConfig, QueuedPod
+from distsched.queue_types import ACTIVE, QueueConfig, QueuedPod
 from distsched.store import Store, object_key
 from distsched.workers.eventhandlers import (
     EventConsumer,
@@ -237,6 +238,9 @@ class SchedulingWorker:
         self.nominator = self.view.nominator
         self._pending_bindings: list[Binding] = []
         self._pending_since = 0.0
+        # Leases (key, epoch) of popped pods an infrastructure error kept from being
+        # attempted, to hand back uncounted as soon as Redis answers (queue.hand_back).
+        self._unattempted: list[tuple[str, int]] = []
         self.handlers = QueueEventHandlers(
             queue=self.queue,
             ledger=self.ledger,
@@ -249,6 +253,9 @@ class SchedulingWorker:
             pre_enqueue_rejects=self._pre_enqueue_rejects,
             hint=self._queueing_hint if self.config.queueing_hints else None,
         )
+        # q:profiles before the consumer group: once a worker is seen consuming events,
+        # the store's create script already queues the pods of its profiles itself.
+        self._write_profiles()
         self.consumer = EventConsumer(
             client, keys.queue_events, self.name, self.handlers, store=self.store
         )
@@ -261,6 +268,8 @@ class SchedulingWorker:
         # Topology keys this worker registered with the ledger (cache:topokeys).
         self._watched: set[str] = set()
         self._setup_periodic()
+        # (informer, consumer) resets seen: a change means Redis lost its data.
+        self._resets = (0, 0)
         self.scheduled = 0
         self.conflicts = 0
         self.pop_size = self.config.batch
@@ -313,11 +322,38 @@ class SchedulingWorker:
         while not self.informer.has_synced:
             self.informer.poll_once(0)
         self.consumer.ensure_group()
-        for name, mode in self.profile_modes().items():
-            self.client.hset(self.keys.profiles, name, mode)
+        self._set_up_shared_state()
+        self._resets = (self.informer.resets, self.consumer.resets)
+
+    def _set_up_shared_state(self) -> None:
+        """What every worker writes at start: its profiles' modes (q:profiles), and one
+        resync of ledger and queue with the store (whichever worker takes the lock)."""
+        self._write_profiles()
         if self.client.set(self.keys.lock("resync"), self.name, nx=True, px=60_000):
             self.resync()
         self.view.refresh_from_ledger()
+
+    def _notice_reset(self) -> None:
+        """Redis lost its data (a restart without persistence, FLUSHALL, a failover to a
+        replica that had none of it) if the informer found the store reset or the event
+        consumer found its group gone: set up again what start() did once. The consumer
+        group and this consumer first (from the stream's first entry: everything in it
+        was written after the loss), then a fresh list of the store, q:profiles, the
+        ledger mirror and the topology keys this worker registered (both gone with the
+        ledger), and a resync of ledger and queue from the list."""
+        if (self.informer.resets, self.consumer.resets) == self._resets:
+            return
+        log.warning("%s: Redis lost its data; setting the worker up again", self.name)
+        self.consumer.ensure_group(from_start=True)
+        self.informer.relist()
+        self.view.forget_ledger()
+        self._watched.clear()
+        self._set_up_shared_state()
+        self._resets = (self.informer.resets, self.consumer.resets)
+
+    def _write_profiles(self) -> None:
+        for name, mode in self.profile_modes().items():
+            self.client.hset(self.keys.profiles, name, mode)
 
     def profile_modes(self) -> dict[str, str]:
         """How the store's create script may enqueue a pending pod of each profile
@@ -393,15 +429,19 @@ class SchedulingWorker:
     # ------------------------------------------------------------------ the loop
     def run_once(self) -> int:
         """One turn of the loop; returns the number of pods popped."""
+        self._hand_back_unattempted()
         for _ in range(self.config.event_batches_per_loop):
             if not self.informer.poll_once(0):
                 break
         for _ in range(self.config.event_batches_per_loop):
             if not self.consumer.poll(None):
                 break
+        self._notice_reset()
         self.view.refresh_from_ledger()
         self.periodic.tick()
-        popped = self.queue.pop(self.pop_size, now_ms=self.clock.now_ms())
+        popped = self.queue.pop(
+            self.pop_size, now_ms=self.clock.now_ms(), unacknowledged=self._not_attempted
+        )
         if not popped:
             linger = self._linger_left()
             wait = min(linger, self.config.idle_wait_s) if self._pending_bindings else None
@@ -411,7 +451,12 @@ class SchedulingWorker:
             return 0
         pause_at("pop", [p.key for p in popped])
         started = time.monotonic()
-        self.schedule_one_batch(popped)
+        try:
+            self.schedule_one_batch(popped)
+        except Exception as exc:
+            if infrastructure_error(exc):
+                self._not_attempted(popped)
+            raise
         self.pop_size = next_pop_size(
             self.config, len(popped), self.pop_size, time.monotonic() - started
         )
@@ -471,7 +516,38 @@ class SchedulingWorker:
         leave them to the reaper, after their assume deadline); the informer no longer
         holds the event stream back."""
         self._flush_bindings(force=True)
+        self._hand_back_unattempted()
         self.informer.forget_position()
+
+    def _not_attempted(self, popped: Sequence[QueuedPod]) -> None:
+        """An infrastructure error (Redis unreachable, a pop or a reservation no replica
+        acknowledged) stopped the batch: its pods go back with their pop uncounted, so
+        that the infrastructure's failures never dead-letter a healthy pod. Pods the
+        batch did finish (reserved, failed, bound, deleted) are left alone by the queue;
+        a worker that dies instead hands nothing back, and its pods count (that is how
+        a pod that kills workers is found). Now if Redis answers, else at the next turn
+        that reaches it (the queue then uncounts the delivery the reaper requeued)."""
+        self._unattempted += [(p.key, p.epoch) for p in popped]
+        try:
+            self._hand_back_unattempted()
+        except redis.RedisError as exc:
+            log.info("%d unattempted pods wait to be handed back: %s", len(self._unattempted), exc)
+
+    def _hand_back_unattempted(self) -> None:
+        if not self._unattempted:
+            return
+        where = self.queue.hand_back(self._unattempted)
+        log.info(
+            "%s: handed back %d of %d popped pods an infrastructure error kept from being "
+            "scheduled, uncounted (the others were finished or gone)",
+            self.name,
+            sum(1 for w in where if w),
+            len(self._unattempted),
+        )
+        self._unattempted = []
+        metrics.queue_incoming_pods.labels("active", "Unattempted").inc(
+            sum(1 for w in where if w == ACTIVE)
+        )
 
     def _shared_keys(self, topology_keys: set[str]) -> list[str]:
         """The keys among ``topology_keys`` whose domains span several nodes (zones, not

@@ -410,6 +410,66 @@ def test_orderly_outcomes_reset_deliveries(make_queue: QueueFactory) -> None:
     assert fail(queue, clock, pod, error=True) == "backoff"
 
 
+def test_hand_back_returns_an_unattempted_pop_uncounted(
+    queue: SchedulingQueue, clock: FakeClock
+) -> None:
+    queue.add([E("ns/a", "u", 0)], now_ms=clock.now_ms())
+    clock.step(1)
+    queue.add([E("ns/b", "u", 0)], now_ms=clock.now_ms())
+    a, b = queue.pop(2, now_ms=clock.now_ms())
+    assert queue.hand_back([(a.key, a.epoch), (b.key, b.epoch)]) == ["active", "active"]
+    info = queue.info("ns/a")
+    assert info is not None and (info["a"], info["d"]) == (0, 0)
+    # Back at their old places, and their old leases are worth nothing now.
+    again = queue.pop(2, now_ms=clock.now_ms())
+    assert [(p.key, p.attempts, p.timestamp_ms) for p in again] == [
+        ("ns/a", 1, a.timestamp_ms),
+        ("ns/b", 1, b.timestamp_ms),
+    ]
+    assert queue.hand_back([(a.key, a.epoch)]) == [""]
+    assert queue.where("ns/a") == "inflight"
+    assert queue.hand_back([]) == []
+
+
+def test_hand_back_leaves_attempted_and_unknown_pods_alone(
+    queue: SchedulingQueue, clock: FakeClock
+) -> None:
+    queue.add([E(f"ns/p{i}", "u", 0) for i in range(3)], now_ms=clock.now_ms())
+    failed, done, assumed = queue.pop(3, now_ms=clock.now_ms())
+    assert fail(queue, clock, failed) == "unschedulable"
+    assert queue.done(done.key, epoch=done.epoch)
+    assert queue.assume([(assumed.key, assumed.epoch, "u")]) == [True]
+    leases = [(p.key, p.epoch) for p in (failed, done, assumed)] + [("ns/gone", 1)]
+    assert queue.hand_back(leases) == ["", "", "", ""]
+    assert [queue.where(p.key) for p in (failed, done, assumed)] == ["unschedulable", "", "assumed"]
+
+
+def test_hand_back_after_the_lease_expired_uncounts_the_delivery(
+    make_queue: QueueFactory,
+) -> None:
+    """A worker that could not reach Redis hands its pods back once it can: by then the
+    reaper may have requeued them (counted) or a later pop dead-lettered them."""
+    clock = FakeClock()
+    queue = make_queue(config=QueueConfig(max_deliveries=2))
+    queue.add([E("ns/a", "u", 0)], now_ms=clock.now_ms())
+    for _ in range(6):
+        pod = pop_one(queue, clock)
+        clock.step(10_000)
+        assert queue.reclaim_expired_leases(now_ms=clock.now_ms()) == ["ns/a"]
+        assert queue.hand_back([(pod.key, pod.epoch)]) == ["active"]
+    pop_one(queue, clock)  # the first delivery without an outcome
+    clock.step(10_000)
+    queue.reclaim_expired_leases(now_ms=clock.now_ms())
+    late = pop_one(queue, clock)  # the second delivery without an outcome
+    clock.step(10_000)
+    queue.reclaim_expired_leases(now_ms=clock.now_ms())
+    assert queue.pop(1, now_ms=clock.now_ms()) == []
+    assert queue.where("ns/a") == "dead"
+    assert queue.hand_back([(late.key, late.epoch)]) == ["active"]
+    again = pop_one(queue, clock)
+    assert (again.key, again.attempts) == ("ns/a", 2)
+
+
 # --- gates, updates, deletes ------------------------------------------------------------
 def test_gated_pods_wait_until_ungated(queue: SchedulingQueue, clock: FakeClock) -> None:
     queue.add([E("ns/g", "u", 100, gated=True), E("ns/a", "u", 0)], now_ms=clock.now_ms())

@@ -238,6 +238,7 @@ def test_every_queue_script_is_exercised_by_the_contract() -> None:
         "queue_move_all.lua": ".move_all_to_active_or_backoff(",
         "queue_reclaim.lua": ".reclaim_expired_leases(",
         "queue_assume.lua": ".assume(",
+        "queue_hand_back.lua": ".hand_back(",
         "queue_requeue_released.lua": ".requeue_released(",
     }
     assert set(method_of) == set(QUEUE_SCRIPTS)

@@ -183,6 +183,12 @@ class QueueMachine(RuleBasedStateMachine):
             keys, now_ms=self.now()
         )
 
+    @rule(keys=st.lists(keys_, max_size=3), stale=st.booleans())
+    def hand_back(self, keys: list[str], stale: bool) -> None:
+        """A worker gives back pods it never attempted (maybe long after their pop)."""
+        leases = [(key, self.epoch_of(key, stale)) for key in keys]
+        assert self.memory.hand_back(leases) == self.redis.hand_back(leases)
+
     @rule(keys=st.lists(keys_, max_size=3))
     def forget(self, keys: list[str]) -> None:
         assert self.memory.forget(keys) == self.redis.forget(keys)

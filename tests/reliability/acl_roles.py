@@ -15,7 +15,7 @@ CONNECTION = "+ping +hello +select +client|setinfo +client|setname +client|getna
 LUA = (
     "+evalsha +script|load "
     "+del +get +hdel +hexists +hget +hgetall +hincrby +hlen +hmget +hset +incr +incrby "
-    "+ltrim +rpush +sadd +scard +set +smembers +srem +xadd +zadd +zcard +zmscore +zpopmin "
+    "+ltrim +rpush +sadd +scard +set +smembers +srem +type +xadd +zadd +zcard +zmscore +zpopmin "
     "+zrange +zrangebyscore +zrem +zremrangebyscore +zscore"
 )
 # rq's side of a binding job: enqueue (workers) and dequeue/heartbeat/finish (binders).

@@ -46,6 +46,7 @@ class InProcessCluster:
         queueing_hints: bool = True,
         lazy_pods: bool = True,
         seed: int | None = None,
+        worker_client: redis.Redis | None = None,
     ) -> None:
         self.r, self.keys, self.clock = r, keys, clock
         self.config = config or default_config(registry)
@@ -58,12 +59,14 @@ class InProcessCluster:
         self.seed = seed
         self.workers: list[SchedulingWorker] = []
         self.store = Store(r, keys, clock=clock)
-        self.worker = self.add_worker()
+        # The first worker may have a client of its own (a test that takes Redis away
+        # from the worker alone); everything else here uses ``r``.
+        self.worker = self.add_worker(worker_client)
         self.binder = Binder(r, keys, clock=clock, config=self.config, registry=registry)
         self.bind_queue = bind_queue(r, keys)
         self.queue = self.worker.queue
 
-    def add_worker(self) -> SchedulingWorker:
+    def add_worker(self, client: redis.Redis | None = None) -> SchedulingWorker:
         """Another scheduling worker on the same Redis (started: initial list done)."""
         rng = None if self.seed is None else random.Random(self.seed + len(self.workers))
         profiles = build_profiles(self.config, registry=self.registry, rng=rng)
@@ -74,7 +77,7 @@ class InProcessCluster:
                         seed = 1_000_003 * self.seed + len(self.workers)
                         plugin.rng = random.Random(seed)  # type: ignore[attr-defined]
         worker = SchedulingWorker(
-            self.r,
+            client or self.r,
             self.keys,
             profiles=profiles,
             clock=self.clock,

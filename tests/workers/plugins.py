@@ -84,7 +84,9 @@ REGISTRY: Mapping[str, PluginSpec] = {
 }
 
 
-def config(*plugins: str, extra: str = "") -> SchedulerConfig:
+def config(
+    *plugins: str, extra: str = "", registry: Mapping[str, PluginSpec] = REGISTRY
+) -> SchedulerConfig:
     """A one-profile configuration with ``plugins`` enabled on every extension point."""
     enabled = "\n".join(f"          - name: {name}" for name in plugins)
     text = f"""
@@ -98,7 +100,7 @@ profiles:
         enabled:
 {enabled}
 """
-    return parse_config(text, "test-config.yaml", REGISTRY)
+    return parse_config(text, "test-config.yaml", registry)
 
 
 class FifoSort(QueueSortPlugin):

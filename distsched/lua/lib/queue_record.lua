@@ -10,6 +10,7 @@
 --   e    lease epoch of the last pop (the fencing token)
 --   cy   scheduling cycle of the last pop
 --   a    attempts (+1 at pop)          d    deliveries since the last orderly outcome
+--        (a pop handed back unattempted, queue_hand_back.lua, counts in neither)
 --   u    1 while the object was updated in flight or assumed, else 0
 --   p    priority (int32)              ts   queue timestamp ms (add, every failure re-add)
 --   its  initial attempt timestamp ms  bo   backoff expiry ms (0 = never failed)
