@@ -9,6 +9,7 @@ stderr, never a traceback, and never show a password from the URL.
 | :mod:`~distsched.cli.objects` | apply, get, delete |
 | :mod:`~distsched.cli.inspect` | queue, explain |
 | :mod:`~distsched.cli.roles` | worker, binder, controller, server |
+| :mod:`~distsched.cli.kube` | kube-bridge |
 | :mod:`~distsched.cli.up` | up (all roles, the demo) |
 | :mod:`~distsched.cli.replay` | replay |
 | :mod:`~distsched.cli.bench` | bench |
@@ -18,7 +19,7 @@ from __future__ import annotations
 
 import click
 
-from distsched.cli import bench, inspect, objects, replay, roles, up
+from distsched.cli import bench, inspect, kube, objects, replay, roles, up
 from distsched.cli.common import DistschedGroup, setup_logging
 
 
@@ -40,6 +41,7 @@ for command in (
     roles.binder,
     roles.controller,
     roles.server,
+    kube.kube_bridge,
     up.up,
     replay.replay,
     bench.bench,

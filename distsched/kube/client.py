@@ -18,7 +18,7 @@ import logging
 import ssl
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Generator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any
@@ -133,18 +133,27 @@ class KubeClient:
             verify = ssl.create_default_context(cafile=config.ca_file)
         cert = (config.client_cert, config.client_key) if config.client_cert else None
         auth = (config.username, config.password or "") if config.username else None
-        self._http = httpx.Client(
-            base_url=config.server,
-            http2=http2,
-            verify=verify,
-            cert=cert,  # type: ignore[arg-type]
-            auth=auth,
-            timeout=httpx.Timeout(timeout_s),
-            limits=httpx.Limits(
-                max_connections=max_connections, max_keepalive_connections=max_connections
-            ),
-            headers={"User-Agent": user_agent, "Accept": "application/json"},
-        )
+
+        def http(http2: bool, connections: int) -> httpx.Client:
+            return httpx.Client(
+                base_url=config.server,
+                http2=http2,
+                verify=verify,
+                cert=cert,  # type: ignore[arg-type]
+                auth=auth,
+                timeout=httpx.Timeout(timeout_s),
+                limits=httpx.Limits(
+                    max_connections=connections, max_keepalive_connections=connections
+                ),
+                headers={"User-Agent": user_agent, "Accept": "application/json"},
+            )
+
+        self._http = http(http2, max_connections)
+        # Watches are long streams read by blocking threads: over one shared HTTP/2
+        # connection a thread waiting on a quiet stream holds the connection's read lock
+        # and starves the others (httpcore's sync HTTP/2), so each watch gets a
+        # connection of its own.
+        self._watch_http = http(False, 64)
         self._extensions = (
             {"sni_hostname": config.tls_server_name} if config.tls_server_name else {}
         )
@@ -155,6 +164,7 @@ class KubeClient:
         if self._pool is not None:
             self._pool.shutdown(wait=False, cancel_futures=True)
         self._http.close()
+        self._watch_http.close()
 
     # --- plumbing -----------------------------------------------------------------------
     def _headers(self, content_type: str | None = None) -> dict[str, str]:
@@ -246,7 +256,7 @@ class KubeClient:
         namespace: str | None = None,
         params: dict[str, Any] | None = None,
         timeout_s: int = WATCH_TIMEOUT_S,
-    ) -> Iterator[WatchEvent]:
+    ) -> Generator[WatchEvent, None, None]:
         """Events from ``resource_version`` on, with bookmarks, until the server ends the
         watch (after about ``timeout_s``). Raises :class:`ApiError` with ``gone`` when the
         version is too old (an ERROR event or a 410 reply): the caller relists."""
@@ -260,7 +270,7 @@ class KubeClient:
         what = resource.describe(namespace)
         timeout = httpx.Timeout(30.0, read=timeout_s + 30.0)
         try:
-            with self._http.stream(
+            with self._watch_http.stream(
                 "GET",
                 resource.path(namespace),
                 params=query,
