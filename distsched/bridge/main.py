@@ -178,12 +178,12 @@ class MirrorWriter:
         """Whether the store lost its data since the last call (a new epoch)."""
         epoch = self.store.client.get(self.store.keys.store_epoch)
         current = as_text(epoch) if epoch is not None else ""
-        reset = bool(self.epoch) and current != self.epoch
-        if current:
-            self.epoch = current
-        elif self.epoch:
-            reset = True
-            self.epoch = ""
+        # A new epoch, or none at all although objects were written (their first write
+        # set one; the writer may not have read it yet).
+        reset = (bool(self.epoch) and current != self.epoch) or (
+            not current and bool(self._digests)
+        )
+        self.epoch = current
         if reset:
             self._digests.clear()
         return reset
@@ -236,6 +236,8 @@ class Bridge:
 
     def close(self) -> None:
         self.stop.set()
+        for reflector in self.reflectors:
+            reflector.close()
 
 
 def profile_names(config_path: str | None) -> list[str]:

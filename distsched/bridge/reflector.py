@@ -18,7 +18,7 @@ from typing import Protocol
 from distsched import metrics
 from distsched.bridge.convert import Mirrored, Obj, store_object, wanted
 from distsched.connection import Backoff
-from distsched.kube.client import ApiError, KubeClient
+from distsched.kube.client import ApiError, KubeClient, WatchCancel
 from distsched.store.codec import object_key
 from distsched.store.mirror import Change
 
@@ -52,6 +52,7 @@ class Reflector:
         self.synced = threading.Event()
         self.lists = 0
         self._relist = threading.Event()
+        self._cancel = WatchCancel()
         self._thread: threading.Thread | None = None
 
     @property
@@ -68,7 +69,13 @@ class Reflector:
             self._thread.join(timeout)
 
     def relist(self) -> None:
+        """List again now (the watch in progress is ended)."""
         self._relist.set()
+        self._cancel.cancel()
+
+    def close(self) -> None:
+        """End the watch in progress; with ``stop`` set, the thread returns."""
+        self._cancel.cancel()
 
     def _params(self) -> dict[str, str]:
         selector = self.mirrored.field_selector
@@ -81,6 +88,7 @@ class Reflector:
             try:
                 if need_list or self._relist.is_set():
                     self._relist.clear()
+                    self._cancel.reset()
                     self._list()
                     need_list = False
                 self._watch()
@@ -124,6 +132,7 @@ class Reflector:
             resource_version=self.resource_version,
             params=self._params(),
             timeout_s=self.watch_timeout_s,
+            cancel=self._cancel,
         )
         try:
             for event in events:

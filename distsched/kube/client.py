@@ -14,7 +14,9 @@ naming the verb, the resource and the API server's reason (for an RBAC denial:
 from __future__ import annotations
 
 import builtins
+import contextlib
 import logging
+import socket
 import ssl
 import threading
 import time
@@ -106,6 +108,42 @@ PRIORITY_CLASSES = Resource("scheduling.k8s.io/v1", "priorityclasses", False)
 PDBS = Resource("policy/v1", "poddisruptionbudgets", True)
 EVENTS = Resource("events.k8s.io/v1", "events", True)
 LEASES = Resource("coordination.k8s.io/v1", "leases", True)
+
+
+class WatchCancel:
+    """Ends a watch that another thread is blocked reading (its response is closed)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._reply: httpx.Response | None = None
+        self.cancelled = False
+
+    def attach(self, reply: httpx.Response) -> bool:
+        """Called by the watch; False when cancelled already (the watch ends at once)."""
+        with self._lock:
+            self._reply = reply
+            return not self.cancelled
+
+    def detach(self) -> None:
+        with self._lock:
+            self._reply = None
+
+    def cancel(self) -> None:
+        with self._lock:
+            self.cancelled = True
+            reply = self._reply
+        if reply is not None:
+            # Closing the response does not wake a thread blocked reading its socket:
+            # shutting the socket down does (the read sees the end of the stream).
+            stream = reply.extensions.get("network_stream")
+            sock = stream.get_extra_info("socket") if stream is not None else None
+            if sock is not None:
+                with contextlib.suppress(OSError):
+                    sock.shutdown(socket.SHUT_RDWR)
+
+    def reset(self) -> None:
+        with self._lock:
+            self.cancelled = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -256,10 +294,12 @@ class KubeClient:
         namespace: str | None = None,
         params: dict[str, Any] | None = None,
         timeout_s: int = WATCH_TIMEOUT_S,
+        cancel: WatchCancel | None = None,
     ) -> Generator[WatchEvent, None, None]:
         """Events from ``resource_version`` on, with bookmarks, until the server ends the
-        watch (after about ``timeout_s``). Raises :class:`ApiError` with ``gone`` when the
-        version is too old (an ERROR event or a 410 reply): the caller relists."""
+        watch (after about ``timeout_s``) or another thread calls ``cancel.cancel()``.
+        Raises :class:`ApiError` with ``gone`` when the version is too old (an ERROR event
+        or a 410 reply): the caller relists."""
         query = {
             **(params or {}),
             "watch": "1",
@@ -280,6 +320,8 @@ class KubeClient:
             ) as reply:
                 if reply.status_code >= 400:
                     raise _error(reply.status_code, reply.read(), "watch", what)
+                if cancel is not None and not cancel.attach(reply):
+                    return
                 for line in reply.iter_lines():
                     if not line:
                         continue
@@ -296,10 +338,15 @@ class KubeClient:
                             what=what,
                         )
                     yield WatchEvent(kind, obj)
-        except httpx.HTTPError as exc:
+        except (httpx.HTTPError, httpx.StreamError) as exc:
+            if cancel is not None and cancel.cancelled:
+                return
             raise ApiError(
                 0, "Unavailable", str(exc) or type(exc).__name__, verb="watch", what=what
             ) from exc
+        finally:
+            if cancel is not None:
+                cancel.detach()
 
     # --- writes ---------------------------------------------------------------------------
     def create(self, resource: Resource, obj: Obj, namespace: str | None = None) -> Obj:
