@@ -1,7 +1,7 @@
 """What kube-scheduler writes to the API server, written the way it does.
 
 - Bindings: ``POST pods/{name}/binding`` (DefaultBinder), many at once over the client's
-  HTTP/2 connection, each answered on its own: bound, conflict (bound elsewhere: another
+  connections, each answered on its own: bound, conflict (bound elsewhere: another
   scheduler won), not found (deleted), or an error.
 - Pod status after a failed attempt: condition PodScheduled=False (reason Unschedulable
   or SchedulerError, kube's "0/N nodes are available: ..." message) and
