@@ -2,9 +2,10 @@
 
 Built on httpx, over a pool of keep-alive HTTP/1.1 connections (httpx's synchronous
 HTTP/2 is not safe for requests from many threads at once: the API server answered
-concurrent streams with PROTOCOL_ERROR), and msgspec's JSON codec (the fastest decoder measured for pod lists and watch events; see
-the closing note of issue 20 / BENCHMARKS.md). Objects are plain dicts, as the store keeps
-them: no generated model classes (the official client's models cost ~10x the decoding).
+concurrent streams with PROTOCOL_ERROR), and msgspec's JSON codec (the fastest decoder
+measured for pod lists and watch events; see BENCHMARKS.md). Objects are plain dicts, as
+the store keeps them: no generated model classes (the official client's models cost ~10x
+the decoding).
 
 Thread-safe: one :class:`KubeClient` serves a process's threads (the bridge's watches, the
 binder's concurrent bindings). Errors are :class:`ApiError`, whose message is one line
