@@ -52,11 +52,14 @@ RQ_WORKER = (
     "blmove", "lmove", "blpop", "lpop", "lrange", "lrem", "hincrbyfloat", "client|info",
     "subscribe", "unsubscribe",
 )  # fmt: skip
-# The worker's own reads: the wake list, the store's event stream (every informer) and
-# the queue's events (a consumer group). The worker's periodic maintenance belongs here.
+# The worker's own commands: the wake list, the store's event stream (every informer) and
+# the queue's events (a consumer group); then its periodic maintenance: trimming the
+# streams by what their readers have read (store/trim.py), the consistency sweep's scans
+# (scan.py).
 WORKER = (
     "blpop", "xread", "xreadgroup", "xack", "xautoclaim", "xgroup|create",
     "xgroup|createconsumer", "xrange",
+    "xtrim", "xinfo|groups", "xpending", "hscan",
 )  # fmt: skip
 # The operator's CLI (queue, get, explain): reads only.
 OPERATOR = (

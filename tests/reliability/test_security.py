@@ -62,11 +62,8 @@ def acl_server(server_binary: Path, tmp_path: Path) -> Iterator[EmbeddedRedis]:
 
 
 def acl_denials(admin: redis.Redis) -> list[str]:
-    entries = admin.execute_command("ACL", "LOG")
-    out = []
-    for entry in entries:  # redis-py parses each entry into a dict of str
-        out.append(f"{entry['username']}: {entry['object']} ({entry['reason']})")
-    return out
+    # acl_log() decodes the entries (the raw command's have bytes keys).
+    return [f"{e['username']}: {e['object']} ({e['reason']})" for e in admin.acl_log()]
 
 
 def test_role_users_schedule_without_a_single_acl_denial(
