@@ -513,9 +513,9 @@ class SchedulingWorker:
                 batch = [a for a in attempts if self._decide_safely(a)]
                 self._reserve(batch, depends=depends)
         except BaseException:
-            # The pods stay inflight until their lease expires; the snapshot must not keep
-            # charging their nodes for reservations the ledger never made (the change feed
-            # only corrects nodes whose ledger usage changes).
+            # The pods go back to the queue (handed back, or when their lease expires);
+            # the snapshot must not keep charging their nodes for reservations the ledger
+            # never made (the change feed only corrects nodes whose ledger usage changes).
             for attempt in attempts:
                 if not attempt.reserved:
                     self._undo_reserve(attempt)

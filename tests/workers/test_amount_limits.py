@@ -104,7 +104,7 @@ def test_a_failed_reservation_leaves_the_snapshot_as_the_ledger_has_it(
     index = worker.snapshot.get_index("n1")
     assert index is not None and worker.snapshot.requested[index, 0] == 0
 
-    # The popped pods come back after their lease; the node takes all four.
+    # The popped pods come back (handed back, or after their lease); the node takes all four.
     clock.step(worker.queue.config.lease_ms + 1)
     worker._reclaim_leases()
     cluster.settle()
