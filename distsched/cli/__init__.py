@@ -13,13 +13,14 @@ stderr, never a traceback, and never show a password from the URL.
 | :mod:`~distsched.cli.up` | up (all roles, the demo) |
 | :mod:`~distsched.cli.replay` | replay |
 | :mod:`~distsched.cli.bench` | bench |
+| :mod:`~distsched.cli.acl` | acl (least-privilege ACL users per role) |
 """
 
 from __future__ import annotations
 
 import click
 
-from distsched.cli import bench, inspect, kube, objects, replay, roles, up
+from distsched.cli import acl, bench, inspect, kube, objects, replay, roles, up
 from distsched.cli.common import DistschedGroup, setup_logging
 
 
@@ -45,5 +46,6 @@ for command in (
     up.up,
     replay.replay,
     bench.bench,
+    acl.acl,
 ):
     main.add_command(command)

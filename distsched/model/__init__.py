@@ -40,6 +40,7 @@ from distsched.model.objects import (
 from distsched.model.quantity import (
     CPU,
     EPHEMERAL_STORAGE,
+    MAX_AMOUNT,
     MEMORY,
     PODS,
     format_quantity,
@@ -63,6 +64,7 @@ __all__ = [
     "DEFAULT_NAMESPACE",
     "DEFAULT_SCHEDULER_NAME",
     "EPHEMERAL_STORAGE",
+    "MAX_AMOUNT",
     "MAX_MANIFEST_BYTES",
     "MEMORY",
     "PODS",

@@ -175,15 +175,20 @@ class ClusterView:
         return self.pods([key])[key]
 
     def pods(self, keys: list[str]) -> dict[str, Pod | None]:
-        """The typed pods of ``keys`` (None: no such pod). A pod the informer has not seen
-        yet (the store's create script queues a pod at once, so a worker may pop it before
-        its informer reads the event) is read from the store: all of them in one call."""
+        """The typed pods of ``keys`` (None: no such pod)."""
+        objs = self.pod_objects(keys)
+        return {key: None if obj is None else self.pod_from(obj) for key, obj in objs.items()}
+
+    def pod_objects(self, keys: list[str]) -> dict[str, Obj | None]:
+        """The store objects of ``keys`` (None: no such pod). A pod the informer has not
+        seen yet (the store's create script queues a pod at once, so a worker may pop it
+        before its informer reads the event) is read from the store: all in one call."""
         objs: dict[str, Obj | None] = {key: self.informer.get("Pod", key) for key in keys}
         missing = [key for key, obj in objs.items() if obj is None]
         if missing:
             for key, obj in zip(missing, self.store.get_many("Pod", missing), strict=True):
                 objs[key] = obj
-        return {key: None if obj is None else self.pod_from(obj) for key, obj in objs.items()}
+        return objs
 
     def nominate(self, pod: Pod, node: str) -> None:
         """Count ``pod`` as nominated to ``node`` now (its nominatedNodeName is in the
@@ -193,8 +198,27 @@ class ClusterView:
         self.nominator.add(replace(pod, status=status))
 
     # ------------------------------------------------------------------ informer -> snapshot
+    def _usable_node(self, obj: Obj) -> Node | None:
+        """The typed node, or None (logged) when it is unusable: it does not parse, e.g.
+        an allocatable amount beyond what the ledger can account in an object that
+        reached the store without ``apply``. The snapshot then does not have it."""
+        try:
+            node = Node.from_dict(obj)
+            self.snapshot.check_node(node)
+        except ValueError as exc:
+            name = (obj.get("metadata") or {}).get("name")
+            log.warning("node %s is unusable: %s", name, exc)
+            if isinstance(name, str) and self.snapshot.get_index(name) is not None:
+                self._on_node_delete(obj, False)
+            return None
+        return node
+
     def _on_node_add(self, obj: Obj, _initial: bool) -> None:
-        node = Node.from_dict(obj)
+        node = self._usable_node(obj)
+        if node is not None:
+            self._add_node(node)
+
+    def _add_node(self, node: Node) -> None:
         index = self.snapshot.add_node(node)
         usage = self._usage.get(node.metadata.name)
         if usage is not None:
@@ -203,7 +227,13 @@ class ClusterView:
             self._pods_dirty.add(node.metadata.name)
 
     def _on_node_update(self, _old: Obj, new: Obj) -> None:
-        self.snapshot.update_node(Node.from_dict(new))
+        node = self._usable_node(new)
+        if node is None:
+            return
+        if self.snapshot.get_index(node.metadata.name) is None:  # it was unusable
+            self._add_node(node)
+        else:
+            self.snapshot.update_node(node)
 
     def _on_node_delete(self, obj: Obj, _unknown: bool) -> None:
         name = obj["metadata"]["name"]

@@ -41,7 +41,7 @@ from distsched import metrics
 from distsched.binder.cycle import batch_bindable
 from distsched.binder.jobs import Binding, bind_queue, enqueue_bindings
 from distsched.cache.ledger import Ledger, LedgerConfig
-from distsched.cache.ledger_types import Decision, Rejected, Reserved
+from distsched.cache.ledger_types import Decision, Invalid, Rejected, Reserved
 from distsched.clock import SYSTEM_CLOCK, Clock
 from distsched.connection import infrastructure_error
 from distsched.explain_record import Explanation, record_failure
@@ -55,7 +55,7 @@ from distsched.framework.podinfo import PodInfo
 from distsched.framework.profile import Profiles, SchedulerConfig
 from distsched.framework.runtime import Framework
 from distsched.keys import Keys
-from distsched.model import HostPort, Node, Pod
+from distsched.model import HostPort, ManifestError, Node, Pod
 from distsched.model.objects import DEFAULT_SCHEDULER_NAME
 from distsched.queue_redis import RedisQueue
 from distsched.queue_types import ACTIVE, QueueConfig, QueuedPod
@@ -125,6 +125,7 @@ class Attempt:
     node: str = ""
     info: PodInfo | None = None
     tries: int = 0
+    reserved: bool = False
 
 
 def constrained(pod: Pod) -> bool:
@@ -246,7 +247,7 @@ class SchedulingWorker:
             ledger=self.ledger,
             interested=self._interested,
             profiles=list(self.profiles),
-            pod_lookup=self.view.pod,
+            pod_lookup=self._parked_pod,
             parse=self.view.pod_from,
             node_usage=self._node_usage,
             clock_ms=clock.now_ms,
@@ -267,6 +268,8 @@ class SchedulingWorker:
         self.topology_locks = TopologyLocks(client, keys)
         # Topology keys this worker registered with the ledger (cache:topokeys).
         self._watched: set[str] = set()
+        # Pods that do not parse, by the resourceVersion last logged.
+        self._unparsed: dict[str, str] = {}
         self._setup_periodic()
         # (informer, consumer) resets seen: a change means Redis lost its data.
         self._resets = (0, 0)
@@ -372,11 +375,17 @@ class SchedulingWorker:
         group existed, or lost with a Redis that restarted without its data). Idempotent."""
         now = self.clock.now_ms()
         for obj in self.informer.list("Node"):
-            self.ledger.set_node_from(Node.from_dict(obj))
+            try:
+                self.ledger.set_node_from(Node.from_dict(obj))
+            except ValueError as exc:  # unusable (the view logs it too): not a start-up loop
+                log.warning("resync: node %s left out: %s", object_key(obj)[1], exc)
         entries = []
         for obj in self.informer.list("Pod"):
             if (obj.get("spec") or {}).get("nodeName"):
-                record_bound_pod(self.ledger, self.view.pod_from(obj))
+                try:
+                    record_bound_pod(self.ledger, self.view.pod_from(obj))
+                except ValueError as exc:
+                    log.warning("resync: bound pod %s left out: %s", object_key(obj)[1], exc)
             elif self.handlers.responsible_for(obj):
                 entries.append(
                     pod_entry(object_key(obj)[1], obj, gated=self._pre_enqueue_rejects(obj))
@@ -403,6 +412,14 @@ class SchedulingWorker:
             log.debug("no PreEnqueue for %s: it does not parse", object_key(obj)[1], exc_info=True)
             return False
         return not fw.run_pre_enqueue_plugins(pod).is_success()
+
+    def _parked_pod(self, key: str) -> Pod | None:
+        """A pod the queue holds, for the event handlers' move decisions; None when it is
+        gone or does not parse (then it is moved, and its next attempt says why)."""
+        try:
+            return self.view.pod(key)
+        except ValueError:
+            return None
 
     def _interested(self, event: ClusterEvent) -> frozenset[str] | None:
         names: set[str] = set()
@@ -467,9 +484,16 @@ class SchedulingWorker:
         decide each on the snapshot in pop order, reserve them against the ledger, hand
         reserved ones to the binder pool."""
         attempts: list[Attempt] = []
-        pods = self.view.pods([queued.key for queued in popped])
+        objs = self.view.pod_objects([queued.key for queued in popped])
         for queued in popped:
-            attempt = self._prepare(queued, pods[queued.key])
+            obj, pod = objs[queued.key], None
+            if obj is not None:
+                try:
+                    pod = self.view.pod_from(obj)
+                except ValueError as exc:  # a pod that does not parse fails alone
+                    self._fail_unparsed(queued, obj, exc)
+                    continue
+            attempt = self._prepare(queued, pod)
             if attempt is not None:
                 attempts.append(attempt)
         topology_keys: set[str] = set()
@@ -488,6 +512,14 @@ class SchedulingWorker:
                     self._sync_for_constraints(topology_keys)
                 batch = [a for a in attempts if self._decide_safely(a)]
                 self._reserve(batch, depends=depends)
+        except BaseException:
+            # The pods go back to the queue (handed back, or when their lease expires);
+            # the snapshot must not keep charging their nodes for reservations the ledger
+            # never made (the change feed only corrects nodes whose ledger usage changes).
+            for attempt in attempts:
+                if not attempt.reserved:
+                    self._undo_reserve(attempt)
+            raise
         finally:
             # One rq job for the whole pop batch, constrained pods included: rq's per-job
             # round trips would otherwise dominate Redis CPU for those workloads.
@@ -714,10 +746,13 @@ class SchedulingWorker:
             retry: list[Attempt] = []
             for attempt, result in zip(batch, results, strict=True):
                 if isinstance(result, Reserved):
+                    attempt.reserved = True
                     reserved.append(attempt)
                     continue
                 self._undo_reserve(attempt)
-                if isinstance(result, Rejected):
+                if isinstance(result, Invalid):
+                    self._fail(attempt, plugins=[], message=result.reason, error=False)
+                elif isinstance(result, Rejected):
                     self._note_conflict(result)
                     if attempt.tries < self.config.max_reserve_attempts:
                         retry.append(attempt)
@@ -796,24 +831,59 @@ class SchedulingWorker:
         """kube's FailureHandler: back to the queue (unschedulable or backoff), and the
         diagnosis recorded for `distsched explain`."""
         self._unassume(attempt)
+        self._requeue_failed(
+            attempt.queued,
+            attempt.framework.profile_name,
+            plugins=plugins,
+            message=message,
+            error=error,
+            started=attempt.started,
+        )
+
+    def _fail_unparsed(self, queued: QueuedPod, obj: Obj, exc: ValueError) -> None:
+        """A popped pod that does not parse (e.g. requests beyond what the ledger can
+        account, in an object that reached the store without ``apply``): unschedulable
+        with the reason, until an update of the pod (or a move request) retries it."""
+        reason = f"{exc.field}: {exc.reason}" if isinstance(exc, ManifestError) else str(exc)
+        version = str((obj.get("metadata") or {}).get("resourceVersion", ""))
+        if self._unparsed.get(queued.key) != version:  # once per version, not per attempt
+            if len(self._unparsed) >= 10_000:
+                self._unparsed.clear()
+            self._unparsed[queued.key] = version
+            log.warning("pod %s cannot be scheduled: %s", queued.key, reason)
+        profile = (obj.get("spec") or {}).get("schedulerName") or DEFAULT_SCHEDULER_NAME
+        self._requeue_failed(
+            queued,
+            str(profile),
+            plugins=[],
+            message=f"invalid pod: {reason}",
+            error=False,
+            started=time.perf_counter(),
+        )
+
+    def _requeue_failed(
+        self,
+        queued: QueuedPod,
+        profile: str,
+        *,
+        plugins: list[str],
+        message: str,
+        error: bool,
+        started: float,
+    ) -> None:
         now = self.clock.now_ms()
         where = self.queue.add_unschedulable_if_not_present(
-            attempt.pod.key,
-            epoch=attempt.queued.epoch,
-            plugins=plugins,
-            now_ms=now,
-            error=error,
+            queued.key, epoch=queued.epoch, plugins=plugins, now_ms=now, error=error
         )
         result = "error" if error else "unschedulable"
-        profile = attempt.framework.profile_name
         attempts, duration = metrics.attempt_series(result, profile)
         attempts.inc()
-        duration.observe(time.perf_counter() - attempt.started)
+        duration.observe(time.perf_counter() - started)
         metrics.series(metrics.queue_incoming_pods, where, "ScheduleAttemptFailure").inc()
         record_failure(
             self.client,
             self.keys,
-            attempt.pod.key,
+            queued.key,
             Explanation(message, tuple(plugins), profile=profile, at_ms=now, queue=where),
         )
-        log.debug("pod %s: %s (%s)", attempt.pod.key, message, where)
+        log.debug("pod %s: %s (%s)", queued.key, message, where)
