@@ -45,12 +45,20 @@ MIRRORED = (
 
 
 def store_object(kind: str, api_version: str, obj: Obj) -> Obj:
-    """The API object as the store keeps it (a shallow copy: the input is not changed)."""
+    """The API object as the store keeps it (a shallow copy: the input is not changed).
+    A pod's status keeps what scheduling reads (phase, nominatedNodeName): the rest
+    (conditions, container statuses, IPs) is the kubelet's, changes often and is never
+    read, and writing it would wake every worker for nothing."""
     meta = {k: v for k, v in (obj.get("metadata") or {}).items() if k not in _DROPPED_META}
-    return {**obj, "kind": kind, "apiVersion": api_version, "metadata": meta}
+    out = {**obj, "kind": kind, "apiVersion": api_version, "metadata": meta}
+    if kind == "Pod" and "status" in obj:
+        status = obj.get("status") or {}
+        out["status"] = {k: status[k] for k in _POD_STATUS if k in status}
+    return out
 
 
 _DROPPED_META = frozenset({"managedFields", "resourceVersion"})
+_POD_STATUS = ("phase", "nominatedNodeName")
 
 
 def wanted(kind: str, obj: Obj, profiles: Collection[str]) -> bool:

@@ -39,7 +39,7 @@ from distsched.kube.client import KubeClient
 from distsched.lease import Lease
 from distsched.redis_text import as_text
 from distsched.store import Store
-from distsched.store.codec import object_key, parse_meta, uid_of
+from distsched.store.codec import node_name_of, object_key, parse_meta, uid_of
 from distsched.store.mirror import Change, Fence, Fenced, StoreMirror
 
 log = logging.getLogger(__name__)
@@ -53,6 +53,12 @@ _pack = msgspec.msgpack.Encoder().encode
 
 def digest(obj: Obj) -> bytes:
     return hashlib.blake2b(_pack(obj), digest_size=16).digest()
+
+
+def _unbound_digest(pod: Obj) -> bytes:
+    """The digest of a pod as it was before its binding: without spec.nodeName."""
+    spec = {k: v for k, v in (pod.get("spec") or {}).items() if k != "nodeName"}
+    return digest({**pod, "spec": spec})
 
 
 @dataclass
@@ -70,6 +76,8 @@ class MirrorWriter:
         self.mirror = StoreMirror(store, fence=fence)
         self.inbox: queue.Queue[_Message] = queue.Queue()
         self._digests: dict[tuple[str, str], bytes] = {}
+        # Pending pods: the digest of what was written, for telling a binding's echo.
+        self._unbound: dict[tuple[str, str], bytes] = {}
         self.epoch = ""
 
     # --- the reflectors' sink -----------------------------------------------------------
@@ -108,16 +116,36 @@ class MirrorWriter:
 
     def _apply(self, changes: list[Change]) -> int:
         todo = []
+        echoes: list[tuple[Change, bytes]] = []
         for change in changes:
             where = (change.kind, change.key)
             if change.obj is None:
                 self._digests.pop(where, None)
+                self._unbound.pop(where, None)
                 todo.append(change)
                 continue
             d = digest(change.obj)
-            if self._digests.get(where) != d:
-                self._digests[where] = d
-                todo.append(change)
+            if self._digests.get(where) == d:
+                continue
+            node = node_name_of(change.obj)
+            if (
+                change.kind == "Pod"
+                and node
+                and self._unbound.get(where) == _unbound_digest(change.obj)
+            ):
+                echoes.append((change, d))  # only the binding changed: the binder's?
+                continue
+            self._remember(change, d)
+            todo.append(change)
+        if echoes:
+            # A binding our binder made is in the store already (it writes it right after
+            # the API server accepted it): its echo from the watch changes nothing.
+            keys = [change.key for change, _ in echoes]
+            metas = self.store.client.hmget(self.store.keys.store_meta("Pod"), keys)
+            for (change, d), meta in zip(echoes, metas, strict=True):
+                self._remember(change, d)
+                if meta is None or parse_meta(meta).node != node_name_of(change.obj or {}):
+                    todo.append(change)
         if not todo:
             return 0
         stats = self.mirror.apply(todo)
@@ -155,13 +183,21 @@ class MirrorWriter:
         )
         return self._apply_all(changes)
 
+    def _remember(self, change: Change, d: bytes) -> None:
+        where = (change.kind, change.key)
+        self._digests[where] = d
+        if change.kind == "Pod" and change.obj is not None and not node_name_of(change.obj):
+            self._unbound[where] = _unbound_digest(change.obj)
+        else:
+            self._unbound.pop(where, None)
+
     def _apply_all(self, changes: list[Change]) -> int:
         written = 0
         for i in range(0, len(changes), BATCH):
             chunk = changes[i : i + BATCH]
             for change in chunk:
                 if change.obj is not None:
-                    self._digests[(change.kind, change.key)] = digest(change.obj)
+                    self._remember(change, digest(change.obj))
             stats = self.mirror.apply(chunk)
             written += stats.created + stats.updated + stats.deleted
         return written
@@ -186,6 +222,7 @@ class MirrorWriter:
         self.epoch = current
         if reset:
             self._digests.clear()
+            self._unbound.clear()
         return reset
 
 
