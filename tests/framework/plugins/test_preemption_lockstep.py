@@ -16,10 +16,10 @@ from hypothesis import strategies as st
 from distsched.framework.cycle_state import CycleState
 from distsched.framework.diagnosis import FitError
 from distsched.framework.interface import Handle
-from distsched.framework.nominator import NOMINATOR_KEY, PodNominator
+from distsched.framework.listers import DisruptionBudgets, Listers
+from distsched.framework.nominator import PodNominator
 from distsched.framework.plugins import default_preemption
 from distsched.framework.plugins.default_preemption import DefaultPreemption
-from distsched.framework.plugins.helpers.pdbs import PDB_KEY, DisruptionBudgets, budget_from_dict
 from distsched.framework.plugins.helpers.what_if import (
     filter_status,
     fits_on_node,
@@ -35,6 +35,7 @@ from distsched.model.objects import (
     PodAffinityTerm,
     Taint,
 )
+from distsched.model.pdbs import budget_from_dict
 from tests.framework.builders import host_port, make_node, make_pod, snapshot_of
 
 HOST = "kubernetes.io/hostname"
@@ -133,7 +134,7 @@ def dry_run(cluster: dict[str, Any], *, lockstep: bool) -> Any:
     budgets = DisruptionBudgets(
         [b for b in map(budget_from_dict, cluster["budgets"]) if b is not None]
     )
-    handle = Handle(extras={NOMINATOR_KEY: nominator, PDB_KEY: budgets})
+    handle = Handle(listers=Listers(nominator=nominator, budgets=budgets))
     fw = build_profiles(default_config(), handle=handle)[DEFAULT_SCHEDULER_NAME]
     plugin = fw.plugins[default_preemption.NAME]
     assert isinstance(plugin, DefaultPreemption)
@@ -213,7 +214,7 @@ def test_nominated_pods_filtered_together_equal_one_node_at_a_time(cluster: dict
     nominator = PodNominator()
     for p in cluster["nominated"]:
         nominator.add(p)
-    fw = build_profiles(default_config(), handle=Handle(extras={NOMINATOR_KEY: nominator}))[
+    fw = build_profiles(default_config(), handle=Handle(listers=Listers(nominator=nominator)))[
         DEFAULT_SCHEDULER_NAME
     ]
     incoming = cluster["incoming"]
