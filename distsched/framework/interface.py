@@ -223,6 +223,11 @@ class PreFilterPlugin(Plugin):
 
 
 class FilterPlugin(Plugin):
+    # True when a node's verdict reads only that node (its labels, taints, resources,
+    # ports and its own pods): pods added to or taken off other nodes cannot change it,
+    # so what-if edits on many nodes may be judged in one run (framework/what_if.py).
+    reads_only_its_node: bool = False
+
     def filter(
         self, state: CycleState, pod: Pod, snapshot: Snapshot, indices: np.ndarray
     ) -> FilterResult:

@@ -27,10 +27,10 @@ from distsched.framework.diagnosis import (
     ScheduleResult,
     SchedulingError,
 )
-from distsched.framework.plugins.helpers.what_if import run_filter_plugins_with_nominated_pods
 from distsched.framework.podinfo import POD_INFO_STATE_KEY, cycle_pod_info
 from distsched.framework.runtime import FilterOutcome, go_list
 from distsched.framework.status import Status
+from distsched.framework.what_if import run_filter_plugins_with_nominated_pods
 from distsched.model.objects import Pod
 
 if TYPE_CHECKING:

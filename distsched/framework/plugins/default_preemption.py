@@ -7,7 +7,7 @@ node, the victims to delete, and the lower-priority pods nominated to that node 
 nomination should be cleared. The scheduling worker deletes the victims through the
 store, sets the pod's status.nominatedNodeName and clears those nominations.
 
-Dry runs change the worker's snapshot and restore it (helpers/what_if.py), so the
+Dry runs change the worker's snapshot and restore it (framework/what_if.py), so the
 plugin needs its framework to run the filters: the framework hands itself over through
 ``attach_framework`` when it builds its plugins. Nominated pods and budgets come from
 the Handle's listers (framework/listers.py), which the worker's informer feeds.
@@ -51,16 +51,16 @@ from distsched.framework.interface import (
     PostFilterResult,
 )
 from distsched.framework.nominator import PodNominator, nominated_to_add
-from distsched.framework.plugins.helpers.what_if import (
+from distsched.framework.podinfo import PodInfo, cycle_pod_info
+from distsched.framework.snapshot import Snapshot
+from distsched.framework.status import Code, Status
+from distsched.framework.what_if import (
     NodeEdit,
     fits_on_node,
     fits_together,
     node_edit,
     nodes_are_independent,
 )
-from distsched.framework.podinfo import PodInfo, cycle_pod_info
-from distsched.framework.snapshot import Snapshot
-from distsched.framework.status import Code, Status
 from distsched.model.objects import Pod
 from distsched.model.pdbs import Budget
 
@@ -309,7 +309,7 @@ class DefaultPreemption(PostFilterPlugin):
         return candidates, statuses, errors
 
     def nodes_are_independent(self, state: CycleState) -> bool:
-        """See :func:`helpers.what_if.nodes_are_independent`."""
+        """See :func:`distsched.framework.what_if.nodes_are_independent`."""
         assert self.framework is not None
         return nodes_are_independent(self.framework, state)
 

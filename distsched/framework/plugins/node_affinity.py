@@ -47,6 +47,7 @@ ERR_REASON_CONFLICT = "pod affinity terms conflict"
 
 class NodeAffinity(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin, SignPlugin):
     name = NAME
+    reads_only_its_node = True
     scores_in_range = True
 
     def __init__(

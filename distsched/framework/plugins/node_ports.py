@@ -43,6 +43,7 @@ _STATE_KEY = "PreFilter" + NAME
 
 class NodePorts(PreFilterPlugin, FilterPlugin, SignPlugin):
     name = NAME
+    reads_only_its_node = True
 
     def sign_pod(self, pod: Pod, info: PodInfo, snapshot: Snapshot) -> Hashable | None:
         return info.host_ports

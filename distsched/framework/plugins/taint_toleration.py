@@ -52,6 +52,7 @@ class _Untolerated:
 
 class TaintToleration(FilterPlugin, PreScorePlugin, ScorePlugin, SignPlugin):
     name = NAME
+    reads_only_its_node = True
     scores_in_range = True
 
     def __init__(self) -> None:

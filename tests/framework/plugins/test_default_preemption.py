@@ -16,9 +16,6 @@ from distsched.framework.listers import Listers
 from distsched.framework.nominator import PodNominator
 from distsched.framework.plugins import default_preemption
 from distsched.framework.plugins.default_preemption import PreemptionResult, victims_for
-from distsched.framework.plugins.helpers.what_if import (
-    run_filter_plugins_with_nominated_pods,
-)
 from distsched.framework.plugins.inter_pod_affinity import (
     ERR_REASON_AFFINITY,
     ERR_REASON_ANTI_AFFINITY,
@@ -27,6 +24,9 @@ from distsched.framework.profile import build_profiles, default_config
 from distsched.framework.schedule import schedule_pod
 from distsched.framework.snapshot import Snapshot
 from distsched.framework.status import Code
+from distsched.framework.what_if import (
+    run_filter_plugins_with_nominated_pods,
+)
 from distsched.model.objects import (
     DEFAULT_SCHEDULER_NAME,
     Affinity,
