@@ -29,13 +29,14 @@ from distsched import metrics
 from distsched.cache.ledger import Ledger
 from distsched.framework import events
 from distsched.framework.events import ClusterEvent
-from distsched.framework.plugins.helpers.label_selector import (
+from distsched.framework.listers import NamespaceLabels
+from distsched.framework.podinfo import PodInfo
+from distsched.model import HostPort, Node, Pod
+from distsched.model.labels import (
     AffinityTerm,
     InvalidSelector,
     compile_terms,
 )
-from distsched.framework.podinfo import PodInfo
-from distsched.model import HostPort, Node, Pod
 from distsched.model.objects import DEFAULT_SCHEDULER_NAME
 from distsched.queue_types import ACTIVE, BACKOFF, GATED, PodEntry, SchedulingQueue
 from distsched.store import (
@@ -154,6 +155,7 @@ class QueueEventHandlers:
         node_usage: Callable[[str], NodeOccupancy],
         clock_ms: Callable[[], int],
         pre_enqueue_rejects: Callable[[dict[str, Any]], bool],
+        namespaces: NamespaceLabels,
         hint: Hint | None = None,
     ) -> None:
         self.queue = queue
@@ -166,6 +168,8 @@ class QueueEventHandlers:
         self.now_ms = clock_ms
         # kube's runPreEnqueuePlugins for the pod's profile: True keeps the pod gated.
         self.pre_enqueue_rejects = pre_enqueue_rejects
+        # kube's queue nsLister: namespaceSelector terms of the seed's AssignedPodAdd rule.
+        self.namespaces = namespaces
         # QueueingHints (kube 1.28+, GA in 1.34); None: the seed's rules only.
         self.hint = hint
 
@@ -310,7 +314,7 @@ class QueueEventHandlers:
         def seed_rule(pod: Pod) -> bool:
             terms = required_affinity_terms(pod)
             return bool(terms) and any(
-                term.matches(p.metadata.namespace, p.metadata.labels)
+                term.matches(p.metadata.namespace, p.metadata.labels, self.namespaces.of)
                 for term in terms
                 for p in new_pods()
             )

@@ -50,7 +50,6 @@ from distsched.framework.batching import schedule_pod_batched
 from distsched.framework.cycle_state import CycleState
 from distsched.framework.diagnosis import FitError, SchedulingError
 from distsched.framework.events import ClusterEvent
-from distsched.framework.nominator import NOMINATOR_KEY, PodNominator
 from distsched.framework.podinfo import PodInfo
 from distsched.framework.profile import Profiles, SchedulerConfig
 from distsched.framework.runtime import Framework
@@ -180,22 +179,6 @@ def backoff_config(
     )
 
 
-def share_nominator(profiles: Profiles, nominator: PodNominator | None) -> PodNominator:
-    """One PodNominator for the worker's view and every profile's Handle: the view feeds
-    it from pod events, Filter (RunFilterPluginsWithNominatedPods) and preemption read it.
-    A nominator already in a profile's Handle is kept, else ``nominator`` or a new one."""
-    if nominator is None:
-        for fw in profiles.values():
-            found = fw.handle.extras.get(NOMINATOR_KEY)
-            if isinstance(found, PodNominator):
-                nominator = found
-                break
-    nominator = nominator if nominator is not None else PodNominator()
-    for fw in profiles.values():
-        fw.handle.extras[NOMINATOR_KEY] = nominator
-    return nominator
-
-
 class SchedulingWorker:
     def __init__(
         self,
@@ -209,7 +192,6 @@ class SchedulingWorker:
         queue_config: QueueConfig | None = None,
         ledger_config: LedgerConfig | None = None,
         informer_client: redis.Redis | None = None,
-        nominator: PodNominator | None = None,
         scheduler_config: SchedulerConfig | None = None,
     ) -> None:
         self.client = client
@@ -222,14 +204,14 @@ class SchedulingWorker:
         queue_config = backoff_config(scheduler_config, queue_config)
         self.queue = RedisQueue(client, keys, config=queue_config)
         self.ledger = Ledger(client, keys, clock, ledger_config, queue_config=queue_config)
-        nominator = share_nominator(profiles, nominator)
-        # The worker's local picture: snapshot, parsed pods, the ledger's mirror.
+        # The worker's local picture: snapshot, parsed pods, the ledger's mirror, and the
+        # listers its profiles' plugins read (their Handle's).
         self.view = ClusterView(
             client,
             keys,
             store=self.store,
             ledger=self.ledger,
-            nominator=nominator,
+            listers=profiles.handle.listers,
             informer_client=informer_client,
             lazy_pods=self.config.lazy_pods,
             reader=self.name,
@@ -252,6 +234,7 @@ class SchedulingWorker:
             node_usage=self._node_usage,
             clock_ms=clock.now_ms,
             pre_enqueue_rejects=self._pre_enqueue_rejects,
+            namespaces=self.view.listers.namespaces,
             hint=self._queueing_hint if self.config.queueing_hints else None,
         )
         # q:profiles before the consumer group: once a worker is seen consuming events,
