@@ -17,12 +17,12 @@ constraint kept).
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
-import queue
 import statistics
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,7 +34,17 @@ from distsched.bench.checker import (
     check_topology_spread,
 )
 from distsched.bench.workloads import Names, Workload
-from distsched.kube.client import NAMESPACES, NODES, PODS, ApiError, KubeClient, WatchCancel
+from distsched.kube.client import (
+    NAMESPACES,
+    NODES,
+    PODS,
+    ApiError,
+    KubeClient,
+    WatchCancel,
+    binding_request,
+    create_request,
+    delete_request,
+)
 from distsched.model import Node, Pod
 
 Obj = dict[str, Any]
@@ -115,14 +125,10 @@ def _say(message: str) -> None:
     print(f"[bench] {message}", file=sys.stderr, flush=True)
 
 
-def _concurrently(
-    kube: KubeClient, items: Sequence[Any], fn: Callable[[Any], Any], workers: int
-) -> list[Any]:
-    results = kube.concurrently(list(items), fn, workers=workers)
+def _all_ok(results: Sequence[Any], what: str) -> None:
     failures = [r for r in results if isinstance(r, ApiError) and not r.conflict]
     if failures:
-        raise RuntimeError(f"{len(failures)} API calls failed, e.g. {failures[0]}")
-    return results
+        raise RuntimeError(f"{len(failures)} {what} failed, e.g. {failures[0]}")
 
 
 def _prepare(obj: Obj, scheduler: str) -> tuple[str, Obj]:
@@ -134,71 +140,35 @@ def _prepare(obj: Obj, scheduler: str) -> tuple[str, Obj]:
     return namespace, out
 
 
-def create_pods(
-    kube: KubeClient,
-    pods: Sequence[Obj],
-    config: KubeBenchConfig,
-    on_created: Callable[[int], None] | None = None,
-) -> None:
-    """Create pods (concurrently); ``on_created(i)`` as each one is."""
-
-    def one(i: int) -> None:
-        namespace, obj = _prepare(pods[i], config.scheduler_name)
-        kube.create(PODS, obj, namespace)
-        if on_created is not None:
-            on_created(i)
-
-    _concurrently(kube, range(len(pods)), one, config.create_concurrency)
-
-
-class RoundRobinBinder:
-    """The bind-only mode's "scheduler": POSTs a Binding for each pod as soon as it is
-    created, node by node in turn, ``workers`` at a time."""
-
-    def __init__(self, kube: KubeClient, keys: Sequence[str], nodes: Sequence[str], workers: int):
-        self.kube, self.keys, self.nodes = kube, keys, nodes
-        self.todo: queue.Queue[int | None] = queue.Queue()
-        self.failures: list[str] = []
-        self.threads = [
-            threading.Thread(target=self._run, name=f"bench-bind-{i}", daemon=True)
-            for i in range(workers)
-        ]
-        for thread in self.threads:
-            thread.start()
-
-    def created(self, i: int) -> None:
-        self.todo.put(i)
-
-    def _run(self) -> None:
-        while (i := self.todo.get()) is not None:
-            namespace, name = self.keys[i].split("/", 1)
-            try:
-                self.kube.bind(namespace, name, self.nodes[i % len(self.nodes)])
-            except ApiError as exc:
-                self.failures.append(str(exc))
-
-    def close(self) -> None:
-        for _ in self.threads:
-            self.todo.put(None)
-        for thread in self.threads:
-            thread.join()
-
-
 def create_and_bind(
     kube: KubeClient, pods: Sequence[Obj], config: KubeBenchConfig, node_names: Sequence[str]
 ) -> None:
-    """Create ``pods``; in bind-only mode bind each as it is created."""
-    if not config.bind_only:
-        create_pods(kube, pods, config)
-        return
-    keys = [f"{p['metadata']['namespace']}/{p['metadata']['name']}" for p in pods]
-    binder = RoundRobinBinder(kube, keys, node_names, config.bind_concurrency)
-    try:
-        create_pods(kube, pods, config, on_created=binder.created)
-    finally:
-        binder.close()
-    if binder.failures:
-        raise RuntimeError(f"{len(binder.failures)} bindings failed, e.g. {binder.failures[0]}")
+    """Create ``pods`` (``create_concurrency`` at a time); in bind-only mode each one is
+    bound as soon as it exists, node by node in turn (the "scheduler" that takes no time),
+    ``bind_concurrency`` bindings at a time."""
+    create_gate = asyncio.Semaphore(config.create_concurrency)
+    bind_gate = asyncio.Semaphore(config.bind_concurrency)
+    failures: list[str] = []
+
+    async def one(i: int) -> None:
+        namespace, obj = _prepare(pods[i], config.scheduler_name)
+        try:
+            async with create_gate:
+                await kube.arequest(create_request(PODS, obj, namespace))
+            if config.bind_only:
+                async with bind_gate:
+                    name = obj["metadata"]["name"]
+                    node = node_names[i % len(node_names)]
+                    await kube.arequest(binding_request(namespace, name, node))
+        except ApiError as exc:
+            failures.append(str(exc))
+
+    async def all_pods() -> None:
+        await asyncio.gather(*(one(i) for i in range(len(pods))))
+
+    kube.run(all_pods())
+    if failures:
+        raise RuntimeError(f"{len(failures)} pod creates or bindings failed, e.g. {failures[0]}")
 
 
 def _wait_bound(watch: BindWatch, keys: Sequence[str], timeout_s: float, what: str) -> bool:
@@ -266,7 +236,10 @@ def run_kube_bench(kube: KubeClient, config: KubeBenchConfig) -> dict[str, Any]:
     node_objs = workload.nodes(names, config.nodes)
     node_names = [n["metadata"]["name"] for n in node_objs]
     _say(f"creating {len(node_objs)} nodes through the API server")
-    _concurrently(kube, node_objs, lambda n: kube.create(NODES, n), config.create_concurrency)
+    results = kube.request_many(
+        [create_request(NODES, n) for n in node_objs], concurrency=config.create_concurrency
+    )
+    _all_ok(results, "node creates")
     _, rv = kube.list(PODS, params={"limit": 1}, page=1)
     watch = BindWatch(kube, namespaces).start(rv)
     try:
@@ -334,4 +307,6 @@ def _cleanup(kube: KubeClient, namespaces: set[str], node_names: Sequence[str]) 
             )  # fmt: skip
         with contextlib.suppress(ApiError):
             kube.delete(NAMESPACES, namespace)
-    kube.concurrently(list(node_names), lambda n: kube.delete(NODES, n), workers=CREATE_CONCURRENCY)
+    kube.request_many(
+        [delete_request(NODES, n) for n in node_names], concurrency=CREATE_CONCURRENCY
+    )

@@ -25,10 +25,12 @@ import os
 import shutil
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -185,18 +187,23 @@ class TestEnv:
             proc.wait(timeout=5)
 
     def _wait_ready(self, timeout_s: float) -> None:
-        import httpx
-
         deadline = time.monotonic() + timeout_s
-        headers = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
+        context = ssl.create_default_context()
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+        request = urllib.request.Request(
+            f"{self.server}/readyz", headers={"Authorization": f"Bearer {ADMIN_TOKEN}"}
+        )
         while time.monotonic() < deadline:
             for proc, name in ((self.etcd, "etcd"), (self.apiserver, "kube-apiserver")):
                 if proc is not None and proc.poll() is not None:
                     tail = (self.workdir / f"{name}.log").read_text(errors="replace")[-2000:]
                     raise RuntimeError(f"{name} exited with {proc.returncode}:\n{tail}")
-            with contextlib.suppress(httpx.HTTPError):
-                reply = httpx.get(f"{self.server}/readyz", headers=headers, verify=False, timeout=2)
-                if reply.status_code == 200:
+            with (
+                contextlib.suppress(OSError),
+                urllib.request.urlopen(request, timeout=2, context=context) as reply,
+            ):
+                if reply.status == 200:
                     return
             time.sleep(0.2)
         raise RuntimeError(f"kube-apiserver not ready after {timeout_s:.0f}s (see {self.workdir})")

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from distsched.clock import SYSTEM_CLOCK, Clock
-from distsched.kube.client import PODS, ApiError, KubeClient
+from distsched.kube.client import PODS, ApiError, KubeClient, binding_request
 from distsched.kube.events import EventRecorder, truncate
 
 log = logging.getLogger(__name__)
@@ -84,18 +84,15 @@ class KubeWriter:
 
     # --- bindings ------------------------------------------------------------------------
     def bind_many(self, bindings: Sequence[ApiBinding]) -> list[ApiBindResult]:
-        def one(b: ApiBinding) -> ApiBindResult:
-            self.client.bind(b.namespace, b.name, b.node, uid=b.uid)
-            return ApiBindResult("bound")
-
-        results = self.client.concurrently(list(bindings), one, workers=self.bind_concurrency)
+        requests = [binding_request(b.namespace, b.name, b.node, b.uid) for b in bindings]
+        results = self.client.request_many(requests, concurrency=self.bind_concurrency)
         out: list[ApiBindResult] = []
         for binding, result in zip(bindings, results, strict=True):
-            if isinstance(result, ApiBindResult):
-                out.append(result)
-            elif isinstance(result, ApiError) and result.conflict:
+            if not isinstance(result, ApiError):
+                out.append(ApiBindResult("bound"))
+            elif result.conflict:
                 out.append(ApiBindResult("conflict", self._node_of(binding)))
-            elif isinstance(result, ApiError) and result.not_found:
+            elif result.not_found:
                 out.append(ApiBindResult("not-found"))
             else:
                 out.append(ApiBindResult("error", str(result)))
