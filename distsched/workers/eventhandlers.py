@@ -25,7 +25,6 @@ from typing import Any, cast
 
 import redis
 
-from distsched import metrics
 from distsched.cache.ledger import Ledger
 from distsched.framework import events
 from distsched.framework.events import ClusterEvent
@@ -37,7 +36,7 @@ from distsched.framework.plugins.helpers.label_selector import (
 from distsched.framework.podinfo import PodInfo
 from distsched.model import HostPort, Node, Pod
 from distsched.model.objects import DEFAULT_SCHEDULER_NAME
-from distsched.queue_types import ACTIVE, BACKOFF, GATED, PodEntry, SchedulingQueue
+from distsched.queue_types import PodEntry, SchedulingQueue
 from distsched.store import (
     ADDED,
     DELETED,
@@ -231,10 +230,7 @@ class QueueEventHandlers:
                     adds.append(entry)
                 elif pod_spec_changed(old, obj):
                     self._flush_adds(adds, now)
-                    before = self.queue.where(entry.key)
-                    after = self.queue.update(entry, now_ms=now)
-                    if after != before and after in (ACTIVE, BACKOFF, GATED):
-                        metrics.queue_incoming_pods.labels(after, "PodUpdate").inc()
+                    self.queue.update(entry, now_ms=now)
             except (redis.ConnectionError, redis.TimeoutError):
                 raise
             except Exception:
@@ -260,16 +256,9 @@ class QueueEventHandlers:
         return (spec.get("schedulerName") or DEFAULT_SCHEDULER_NAME) in self.profiles
 
     def _flush_adds(self, adds: list[PodEntry], now: int) -> None:
-        if not adds:
-            return
-        # Gated pods are added by a call of their own so queue_incoming_pods is exact.
-        gated = [e for e in adds if e.gated]
-        active = [e for e in adds if not e.gated] if gated else adds
-        for queue, entries in (("active", active), ("gated", gated)):
-            if entries:
-                added = self.queue.add(entries, now_ms=now)
-                metrics.queue_incoming_pods.labels(queue, "PodAdd").inc(added)
-        adds.clear()
+        if adds:
+            self.queue.add(adds, now_ms=now)
+            adds.clear()
 
     def _record_bound(self, bound: list[Event]) -> None:
         """Newly bound pods the ledger does not hold on that node yet (bound by someone
@@ -400,10 +389,9 @@ class QueueEventHandlers:
         """One move request; ``decided``: ``keys`` are already the pods to move (hints),
         else the queue keeps those a plugin interested in ``event`` rejected."""
         interested = None if decided else self.interested(event)
-        moved = self.queue.move_all_to_active_or_backoff(
+        self.queue.move_all_to_active_or_backoff(
             event.label, now_ms=now, interested_plugins=interested, keys=keys
         )
-        metrics.queue_incoming_pods.labels("active_or_backoff", event.label).inc(moved)
 
     # -- nodes --------------------------------------------------------------------------
     def _node_event(self, event: Event) -> None:

@@ -58,7 +58,7 @@ from distsched.keys import Keys
 from distsched.model import HostPort, Node, Pod
 from distsched.model.objects import DEFAULT_SCHEDULER_NAME
 from distsched.queue_redis import RedisQueue
-from distsched.queue_types import ACTIVE, QueueConfig, QueuedPod
+from distsched.queue_types import QueueConfig, QueuedPod
 from distsched.store import Store, object_key
 from distsched.workers.eventhandlers import (
     EventConsumer,
@@ -276,22 +276,11 @@ class SchedulingWorker:
 
     # ------------------------------------------------------------------ start-up
     def _setup_periodic(self) -> None:
-        q, led, now = self.queue, self.ledger, self.clock.now_ms
-
-        def flush_backoff() -> int:
-            moved = q.flush_backoff_completed(now_ms=now())
-            metrics.queue_incoming_pods.labels("active", "BackoffComplete").inc(moved)
-            return moved
-
-        def flush_leftover() -> int:
-            moved = q.flush_unschedulable_leftover(now_ms=now())
-            metrics.queue_incoming_pods.labels("active_or_backoff", "UnschedulableTimeout").inc(
-                moved
-            )
-            return moved
-
-        self.periodic.every("flush-backoff", 1.0, flush_backoff)
-        self.periodic.every("flush-leftover", 30.0, flush_leftover)
+        q, now = self.queue, self.clock.now_ms
+        self.periodic.every("flush-backoff", 1.0, lambda: q.flush_backoff_completed(now_ms=now()))
+        self.periodic.every(
+            "flush-leftover", 30.0, lambda: q.flush_unschedulable_leftover(now_ms=now())
+        )
         self.periodic.every("reclaim-leases", 1.0, self._reclaim_leases)
         self.periodic.every("reap-assumed", 1.0, self._reap_assumed)
         self.periodic.every("claim-events", 10.0, self.consumer.claim_abandoned)
@@ -300,13 +289,11 @@ class SchedulingWorker:
         self.periodic.every(
             "trim-events", 10.0, lambda: trim_event_streams(self.client, self.keys, now())
         )
-        del led
 
     def _reclaim_leases(self) -> int:
         keys = self.queue.reclaim_expired_leases(now_ms=self.clock.now_ms())
         if keys:
             metrics.lease_reclaims.labels("inflight").inc(len(keys))
-            metrics.queue_incoming_pods.labels("active", "LeaseExpired").inc(len(keys))
             log.warning("reclaimed %d expired leases: %s", len(keys), keys[:5])
         return len(keys)
 
@@ -545,9 +532,6 @@ class SchedulingWorker:
             len(self._unattempted),
         )
         self._unattempted = []
-        metrics.queue_incoming_pods.labels("active", "Unattempted").inc(
-            sum(1 for w in where if w == ACTIVE)
-        )
 
     def _shared_keys(self, topology_keys: set[str]) -> list[str]:
         """The keys among ``topology_keys`` whose domains span several nodes (zones, not
@@ -809,7 +793,6 @@ class SchedulingWorker:
         attempts, duration = metrics.attempt_series(result, profile)
         attempts.inc()
         duration.observe(time.perf_counter() - attempt.started)
-        metrics.series(metrics.queue_incoming_pods, where, "ScheduleAttemptFailure").inc()
         record_failure(
             self.client,
             self.keys,
