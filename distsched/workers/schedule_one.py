@@ -242,16 +242,7 @@ class SchedulingWorker:
         # attempted, to hand back uncounted as soon as Redis answers (queue.hand_back).
         self._unattempted: list[tuple[str, int]] = []
         self.handlers = QueueEventHandlers(
-            queue=self.queue,
-            ledger=self.ledger,
-            interested=self._interested,
-            profiles=list(self.profiles),
-            pod_lookup=self.view.pod,
-            parse=self.view.pod_from,
-            node_usage=self._node_usage,
-            clock_ms=clock.now_ms,
-            pre_enqueue_rejects=self._pre_enqueue_rejects,
-            hint=self._queueing_hint if self.config.queueing_hints else None,
+            queue=self.queue, ledger=self.ledger, clock=clock, scheduler=self
         )
         # q:profiles before the consumer group: once a worker is seen consuming events,
         # the store's create script already queues the pods of its profiles itself.
@@ -366,15 +357,28 @@ class SchedulingWorker:
                 record_bound_pod(self.ledger, self.view.pod_from(obj))
             elif self.handlers.responsible_for(obj):
                 entries.append(
-                    pod_entry(object_key(obj)[1], obj, gated=self._pre_enqueue_rejects(obj))
+                    pod_entry(object_key(obj)[1], obj, gated=self.pre_enqueue_rejects(obj))
                 )
         added = 0
         for i in range(0, len(entries), 1000):
             added += self.queue.add(entries[i : i + 1000], now_ms=now)
         return added
 
-    # ------------------------------------------------------------------ lookups
-    def _pre_enqueue_rejects(self, obj: dict[str, Any]) -> bool:
+    # ------------------------------------------------------------------ for the handlers
+    # (eventhandlers.Scheduler: what the queue's event handlers need from the worker)
+    def profile_names(self) -> list[str]:
+        return list(self.profiles)
+
+    def uses_queueing_hints(self) -> bool:
+        return self.config.queueing_hints
+
+    def pod(self, key: str) -> Pod | None:
+        return self.view.pod(key)
+
+    def parse(self, obj: dict[str, Any]) -> Pod:
+        return self.view.pod_from(obj)
+
+    def pre_enqueue_rejects(self, obj: dict[str, Any]) -> bool:
         """Whether the PreEnqueue plugins of the pod's profile keep it gated (kube's
         runPreEnqueuePlugins: any status but success gates it). A pod that does not parse
         is not gated here: its scheduling attempt reports why it cannot be scheduled.
@@ -391,19 +395,19 @@ class SchedulingWorker:
             return False
         return not fw.run_pre_enqueue_plugins(pod).is_success()
 
-    def _interested(self, event: ClusterEvent) -> frozenset[str] | None:
+    def interested(self, event: ClusterEvent) -> frozenset[str] | None:
         names: set[str] = set()
         for fw in self.profiles.values():
             names |= fw.plugins_interested_in(event)
         return frozenset(names)
 
-    def _queueing_hint(
+    def queueing_hint(
         self, pod: Pod, plugin: str, event: ClusterEvent, old: object, new: object
     ) -> bool | None:
         fw = self.profiles.for_pod(pod)
         return None if fw is None else fw.queueing_hint(plugin, event, pod, old, new)
 
-    def _node_usage(self, name: str) -> NodeOccupancy:
+    def node_usage(self, name: str) -> NodeOccupancy:
         state = self.ledger.node_state([name]).get(name)
         if state is None:
             return NodeOccupancy({}, 0, [])
