@@ -49,9 +49,9 @@ from distsched.framework.cycle_state import CycleState
 from distsched.framework.events import ASSIGNED_POD_DELETE
 from distsched.framework.interface import Handle, PluginSpec
 from distsched.framework.permit import wait_on_permit
+from distsched.framework.plugins.default_binder import binding_answer
 from distsched.framework.profile import SchedulerConfig, build_profiles, default_config
 from distsched.framework.registry import IN_TREE_REGISTRY
-from distsched.framework.runtime import Framework
 from distsched.keys import Keys
 from distsched.model import Pod
 from distsched.queue_redis import RedisQueue
@@ -67,19 +67,6 @@ class BindOutcome:
     duplicate: list[str] = field(default_factory=list)
     stale: list[str] = field(default_factory=list)
     failed: dict[str, str] = field(default_factory=dict)
-
-
-def batch_bindable(fw: Framework | None) -> bool:
-    """Whether binding with one store call is exactly what the profile's plugins would do."""
-    if fw is None:
-        return True  # unknown profile: the store write is all a binding can be
-    plugins = [p.name for p in fw.bind_plugins]
-    return (
-        plugins == ["DefaultBinder"]
-        and not fw.pre_bind_plugins
-        and not fw.post_bind_plugins
-        and not fw.reserve_plugins
-    )
 
 
 class Binder:
@@ -107,7 +94,6 @@ class Binder:
         )
         self.ledger = Ledger(client, keys, clock, ledger_config, queue_config=queue_config)
         self.queue = RedisQueue(client, keys, config=queue_config)
-        self._store_results: dict[str, str] = {}
         self.profiles = build_profiles(
             config,
             registry=registry,
@@ -140,8 +126,8 @@ class Binder:
     ) -> None:
         """PreBind → Bind → PostBind → confirm for ``permitted``; the failures among
         ``claimed`` (Permit's included) go through the one failure path."""
-        batched = [b for b in permitted if batch_bindable(self.profiles.get(b.profile))]
-        by_plugins = [b for b in permitted if not batch_bindable(self.profiles.get(b.profile))]
+        batched = [b for b in permitted if self._batch_bindable(b)]
+        by_plugins = [b for b in permitted if not self._batch_bindable(b)]
         stored: list[Binding] = []
         if batched:
             results = self.store.bind_many(
@@ -215,8 +201,13 @@ class Binder:
                 outcome.stale.append(binding.pod_key)
         return [b for b in bindings if b in claimed]
 
+    def _batch_bindable(self, binding: Binding) -> bool:
+        fw = self.profiles.get(binding.profile)
+        # An unknown profile: the store write is all a binding can be.
+        return fw is None or fw.batch_bindable()
+
     def _binds_in_one_step(self, binding: Binding) -> bool:
-        return not binding.permit_plugins and batch_bindable(self.profiles.get(binding.profile))
+        return not binding.permit_plugins and self._batch_bindable(binding)
 
     def _record(
         self, binding: Binding, result: str, outcome: BindOutcome, stored: list[Binding]
@@ -243,9 +234,10 @@ class Binder:
         objs = self.store.get_many("Pod", keys)
         return {k: Pod.from_dict(o) for k, o in zip(keys, objs, strict=True) if o is not None}
 
-    def _bind_pod(self, pod: Pod, node: str) -> None:
-        """DefaultBinder's bind function: the store write (raises when refused)."""
-        self._store_results[pod.key] = self.store.bind(pod.key, pod.metadata.uid, node)
+    def _bind_pod(self, pod: Pod, node: str) -> str:
+        """DefaultBinder's bind function: the store write ("bound" or "already-bound";
+        raises when refused)."""
+        return self.store.bind(pod.key, pod.metadata.uid, node)
 
     def _bind_with_plugins(
         self,
@@ -262,12 +254,11 @@ class Binder:
             return
         status = fw.run_pre_bind_plugins(state, pod, binding.node)
         if status.is_success():
-            self._store_results.pop(pod.key, None)
             status = fw.run_bind_plugins(state, pod, binding.node)
         if not status.is_success():
             outcome.failed[binding.pod_key] = status.message() or "no bind plugin bound the pod"
             return
-        self._record(binding, self._store_results.pop(pod.key, "bound"), outcome, stored)
+        self._record(binding, binding_answer(status), outcome, stored)
 
     # ------------------------------------------------------------------ metrics
     def _observe(self, bindings: Sequence[Binding], outcome: BindOutcome, elapsed: float) -> None:

@@ -38,7 +38,6 @@ from typing import Any
 import redis
 
 from distsched import metrics
-from distsched.binder.cycle import batch_bindable
 from distsched.binder.jobs import Binding, bind_queue, enqueue_bindings
 from distsched.cache.ledger import Ledger, LedgerConfig
 from distsched.cache.ledger_types import Decision, Rejected, Reserved
@@ -767,7 +766,7 @@ class SchedulingWorker:
                     permit_deadlines_ms=tuple(deadlines[p] for p in sorted(waits)),
                     # The binding cycle goes on with this cycle's state (kube passes it on);
                     # a profile bound by one store call has no plugin to read it.
-                    state={} if batch_bindable(fw) else attempt.state.to_wire(),
+                    state={} if fw.batch_bindable() else attempt.state.to_wire(),
                 )
             )
             _, duration = metrics.attempt_series("scheduled", fw.profile_name)
