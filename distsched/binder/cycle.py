@@ -26,7 +26,8 @@ For each job: claim → WaitOnPermit → PreBind → Bind → PostBind → confi
 
 Any failure goes through :func:`handle_binding_failure`: Unreserve, forget the assumed pod
 in the ledger, requeue the pod through the queue's failure handler (backoff), and move
-pods that the freed capacity may help.
+pods that the freed capacity may help. The binder's writes to the cluster (bindings,
+events) go through a :class:`~distsched.framework.cluster_writer.ClusterWriter`.
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ from distsched.cache.ledger import Ledger, LedgerConfig
 from distsched.clock import SYSTEM_CLOCK, Clock
 from distsched.explain_record import Explanation, forget_explanations, record_failure
 from distsched.faults import pause_at
+from distsched.framework.cluster_writer import NORMAL, SCHEDULED, ClusterWriter
 from distsched.framework.cycle_state import CycleState
 from distsched.framework.events import ASSIGNED_POD_DELETE
 from distsched.framework.interface import Handle, PluginSpec
@@ -53,10 +55,11 @@ from distsched.framework.plugins.default_binder import binding_answer
 from distsched.framework.profile import SchedulerConfig, build_profiles, default_config
 from distsched.framework.registry import IN_TREE_REGISTRY
 from distsched.keys import Keys
-from distsched.model import Pod
+from distsched.model import Pod, PodRef
 from distsched.queue_redis import RedisQueue
 from distsched.queue_types import QueueConfig
 from distsched.store import Store
+from distsched.store.writer import StoreWriter
 
 log = logging.getLogger(__name__)
 
@@ -81,11 +84,14 @@ class Binder:
         config: SchedulerConfig | None = None,
         registry: Mapping[str, PluginSpec] = IN_TREE_REGISTRY,
         ledger_config: LedgerConfig | None = None,
+        writer: ClusterWriter | None = None,
     ) -> None:
         self.client = client
         self.keys = keys
         self.clock = clock
         self.store = Store(client, keys, clock=clock)
+        # Standalone, the store is the cluster; a bridge to an API server brings its own.
+        self.writer: ClusterWriter = writer if writer is not None else StoreWriter(self.store)
         config = config or default_config(registry)
         # podInitialBackoffSeconds / podMaxBackoffSeconds: the one backoff, as the workers'.
         queue_config = QueueConfig(
@@ -130,7 +136,7 @@ class Binder:
         by_plugins = [b for b in permitted if not self._batch_bindable(b)]
         stored: list[Binding] = []
         if batched:
-            results = self.store.bind_many(
+            results = self.writer.bind_many(
                 [(b.pod_key, b.uid, b.node) for b in batched],
                 reservations={b.pod_key: b.token for b in batched},
             )
@@ -155,6 +161,7 @@ class Binder:
                 if not ok:  # only after a stall longer than the claim; the bind event adds it
                     log.warning("reservation of %s vanished before its confirm", binding.pod_key)
         forget_explanations(self.client, self.keys, [b.pod_key for b in stored])
+        self._scheduled_events(stored, outcome)
         failed = [b for b in claimed if b.pod_key in outcome.failed]
         if failed:
             handle_binding_failure(self, failed, outcome.failed, pods, states)
@@ -209,6 +216,18 @@ class Binder:
     def _binds_in_one_step(self, binding: Binding) -> bool:
         return not binding.permit_plugins and self._batch_bindable(binding)
 
+    def _scheduled_events(self, stored: list[Binding], outcome: BindOutcome) -> None:
+        """kube's "Scheduled" event for each pod this job bound."""
+        bound = set(outcome.bound)
+        for binding in stored:
+            if binding.pod_key in bound:
+                self.writer.record_event(
+                    PodRef(binding.pod_key, binding.uid),
+                    event_type=NORMAL,
+                    reason=SCHEDULED,
+                    message=f"Successfully assigned {binding.pod_key} to {binding.node}",
+                )
+
     def _record(
         self, binding: Binding, result: str, outcome: BindOutcome, stored: list[Binding]
     ) -> None:
@@ -235,9 +254,9 @@ class Binder:
         return {k: Pod.from_dict(o) for k, o in zip(keys, objs, strict=True) if o is not None}
 
     def _bind_pod(self, pod: Pod, node: str) -> str:
-        """DefaultBinder's bind function: the store write ("bound" or "already-bound";
+        """DefaultBinder's bind function: the writer's bind ("bound" or "already-bound";
         raises when refused)."""
-        return self.store.bind(pod.key, pod.metadata.uid, node)
+        return self.writer.bind(pod.ref(), node)
 
     def _bind_with_plugins(
         self,

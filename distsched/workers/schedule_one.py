@@ -46,6 +46,7 @@ from distsched.connection import infrastructure_error
 from distsched.explain_record import Explanation, record_failure
 from distsched.faults import pause_at  # crash tests only; a no-op unless env set
 from distsched.framework.batching import schedule_pod_batched
+from distsched.framework.cluster_writer import ClusterWriter
 from distsched.framework.cycle_state import CycleState
 from distsched.framework.diagnosis import FitError, SchedulingError
 from distsched.framework.events import ClusterEvent
@@ -59,6 +60,7 @@ from distsched.model.objects import DEFAULT_SCHEDULER_NAME
 from distsched.queue_redis import RedisQueue
 from distsched.queue_types import QueueConfig, QueuedPod
 from distsched.store import Store, object_key
+from distsched.store.writer import StoreWriter
 from distsched.workers.eventhandlers import (
     EventConsumer,
     NodeOccupancy,
@@ -209,6 +211,7 @@ class SchedulingWorker:
         informer_client: redis.Redis | None = None,
         nominator: PodNominator | None = None,
         scheduler_config: SchedulerConfig | None = None,
+        writer: ClusterWriter | None = None,
     ) -> None:
         self.client = client
         self.keys = keys
@@ -217,6 +220,8 @@ class SchedulingWorker:
         self.name = name or f"worker-{uuid.uuid4().hex[:8]}"
         self.config = config or WorkerConfig()
         self.store = Store(client, keys, clock=clock)
+        # Standalone, the store is the cluster; a bridge to an API server brings its own.
+        self.writer: ClusterWriter = writer if writer is not None else StoreWriter(self.store)
         queue_config = backoff_config(scheduler_config, queue_config)
         self.queue = RedisQueue(client, keys, config=queue_config)
         self.ledger = Ledger(client, keys, clock, ledger_config, queue_config=queue_config)
@@ -621,7 +626,7 @@ class SchedulingWorker:
             return
         metrics.preemption_attempts.inc()
         node = apply_post_filter(
-            fw, attempt.state, attempt.pod, err, snapshot=self.snapshot, store=self.store
+            fw, attempt.state, attempt.pod, err, snapshot=self.snapshot, writer=self.writer
         )
         if node:
             # kube's AddNominatedPod after a PostFilter: the rest of this batch must see

@@ -1,0 +1,76 @@
+"""Issue 19: the worker and the binder end failures in the one failure handler, and every
+write they make to the cluster goes through their ClusterWriter (the seam a bridge to a
+real API server plugs into). In-process: real Redis, fake clock."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import redis
+
+from distsched.bench.binder_pool import node_manifest, pod_manifest
+from distsched.clock import FakeClock
+from distsched.framework.cycle_state import CycleState
+from distsched.framework.interface import PluginSpec, PreBindPlugin
+from distsched.framework.status import Code, Status
+from distsched.keys import Keys
+from distsched.model import Pod
+from distsched.store import Store
+from tests.framework.fakes import RecordingWriter
+from tests.workers.harness import InProcessCluster
+from tests.workers.plugins import REGISTRY
+
+
+class Refuser(PreBindPlugin):
+    """PreBind refuses pods named "refused-*"."""
+
+    name = "Refuser"
+
+    def pre_bind(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:
+        if pod.metadata.name.startswith("refused"):
+            return Status(Code.UNSCHEDULABLE, "volume not ready")
+        return None
+
+
+WITH_REFUSER = {**REGISTRY, "Refuser": PluginSpec("Refuser", lambda _a, _h: Refuser(), ())}
+
+
+def prioritized(name: str, cpu: str, priority: int, **spec: Any) -> dict[str, Any]:
+    obj = pod_manifest(name, cpu=cpu)
+    obj["spec"].update(priority=priority, **spec)
+    return obj
+
+
+def scheduled_condition(cluster: InProcessCluster, name: str) -> tuple[str, str, str]:
+    status = cluster.pod(name).get("status") or {}
+    (condition,) = [c for c in status.get("conditions", []) if c["type"] == "PodScheduled"]
+    return condition["status"], condition.get("reason", ""), condition.get("message", "")
+
+
+def test_preemption_deletes_and_nominates_through_the_writer(
+    r: redis.Redis, keys: Keys, clock: FakeClock
+) -> None:
+    writer = RecordingWriter(Store(r, keys, clock=clock))
+    cluster = InProcessCluster(r, keys, clock, writer=writer)
+    cluster.create(node_manifest("n1", cpu="2"), prioritized("victim", "2", 1, nodeName="n1"))
+    cluster.handle_events()
+    cluster.create(prioritized("urgent", "2", 1000))
+    cluster.handle_events()
+    cluster.turn()
+    assert cluster.store.get("Pod", "default/victim") is None
+    assert cluster.pod("urgent")["status"]["nominatedNodeName"] == "n1"
+    assert [c for c in writer.calls if c[0] != "pod_unschedulable"] == [
+        (
+            "delete_pod",
+            "default/victim",
+            "default-scheduler: preempting to accommodate a higher priority pod",
+        ),
+        ("set_nominated_node", "default/urgent", "n1"),
+    ]
+    urgent_uid = cluster.pod("urgent")["metadata"]["uid"]
+    assert (
+        "default/victim",
+        "Normal",
+        "Preempted",
+        f"Preempted by pod {urgent_uid} on node n1",
+    ) in writer.events
