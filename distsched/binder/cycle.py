@@ -24,10 +24,11 @@ For each job: claim → WaitOnPermit → PreBind → Bind → PostBind → confi
 - Confirm: the ledger turns the assumed pod into a bound one and the queue forgets it (in
   the store's bind script for batch binds, :meth:`Ledger.confirm_bound_many` otherwise).
 
-Any failure goes through :func:`handle_binding_failure`: Unreserve, forget the assumed pod
-in the ledger, requeue the pod through the queue's failure handler (backoff), and move
-pods that the freed capacity may help. The binder's writes to the cluster (bindings,
-events) go through a :class:`~distsched.framework.cluster_writer.ClusterWriter`.
+Any failure goes through the failure handler both cycles share
+(:mod:`distsched.framework.failure`): Unreserve, forget the assumed pod in the ledger,
+requeue the pod (backoff), and move pods that the freed capacity may help. The binder's
+writes to the cluster (bindings, events) go through a
+:class:`~distsched.framework.cluster_writer.ClusterWriter`.
 """
 
 from __future__ import annotations
@@ -44,11 +45,11 @@ from distsched import metrics
 from distsched.binder.jobs import BIND_FUNCTION, Binding
 from distsched.cache.ledger import Ledger, LedgerConfig
 from distsched.clock import SYSTEM_CLOCK, Clock
-from distsched.explain_record import Explanation, forget_explanations, record_failure
+from distsched.explain_record import forget_explanations
 from distsched.faults import pause_at
 from distsched.framework.cluster_writer import NORMAL, SCHEDULED, ClusterWriter
 from distsched.framework.cycle_state import CycleState
-from distsched.framework.events import ASSIGNED_POD_DELETE
+from distsched.framework.failure import BINDING, Failure, FailureHandler
 from distsched.framework.interface import Handle, PluginSpec
 from distsched.framework.permit import wait_on_permit
 from distsched.framework.plugins.default_binder import binding_answer
@@ -105,9 +106,8 @@ class Binder:
             registry=registry,
             handle=Handle(bind_pod=self._bind_pod),
         )
-        # Which unschedulable pods freed capacity may help (kube moves them on unreserve).
-        self.interested_on_delete = frozenset().union(
-            *(fw.plugins_interested_in(ASSIGNED_POD_DELETE) for fw in self.profiles.values())
+        self.failures = FailureHandler(
+            client, keys, self.queue, self.ledger, self.writer, self.profiles, clock
         )
 
     # ------------------------------------------------------------------ the cycle
@@ -164,7 +164,22 @@ class Binder:
         self._scheduled_events(stored, outcome)
         failed = [b for b in claimed if b.pod_key in outcome.failed]
         if failed:
-            handle_binding_failure(self, failed, outcome.failed, pods, states)
+            self.failures.handle(
+                [
+                    Failure(
+                        PodRef(b.pod_key, b.uid),
+                        b.epoch,
+                        b.profile,
+                        f"binding to {b.node} failed: {outcome.failed[b.pod_key]}",
+                        cycle=BINDING,
+                        reserved_on=b.node,
+                        token=b.token,
+                        parsed=pods.get(b.pod_key),
+                        state=states.get(b.pod_key),
+                    )
+                    for b in failed
+                ]
+            )
         for binding in by_plugins:
             pod = pods.get(binding.pod_key)
             fw = self.profiles.get(binding.profile)
@@ -299,39 +314,6 @@ class Binder:
         metrics.bindings.labels("failed").inc(len(outcome.failed))
         if outcome.stale:
             log.info("%d stale bindings skipped: %s", len(outcome.stale), outcome.stale[:5])
-
-
-def handle_binding_failure(
-    binder: Binder,
-    failed: Sequence[Binding],
-    why: dict[str, str],
-    pods: dict[str, Pod] | None = None,
-    states: dict[str, CycleState] | None = None,
-) -> None:
-    """The one failure path of the binding cycle: unreserve, forget, requeue with backoff."""
-    now = binder.clock.now_ms()
-    for binding in failed:
-        fw = binder.profiles.get(binding.profile)
-        pod = (pods or {}).get(binding.pod_key)
-        if fw is not None and pod is not None:
-            state = (states or {}).get(binding.pod_key) or CycleState()
-            fw.run_reserve_plugins_unreserve(state, pod, binding.node)
-        binder.ledger.release(binding.pod_key, binding.token)
-        where = binder.queue.add_unschedulable_if_not_present(
-            binding.pod_key, epoch=binding.epoch, plugins=(), now_ms=now, error=True
-        )
-        message = f"binding to {binding.node} failed: {why[binding.pod_key]}"
-        record_failure(
-            binder.client,
-            binder.keys,
-            binding.pod_key,
-            Explanation(message, (), profile=binding.profile, at_ms=now, queue=where),
-        )
-        log.warning("pod %s: %s; requeued: %s", binding.pod_key, message, where)
-    # Freed capacity may help pods that wait for it (kube moves them on unreserve).
-    binder.queue.move_all_to_active_or_backoff(
-        ASSIGNED_POD_DELETE.label, now_ms=now, interested_plugins=binder.interested_on_delete
-    )
 
 
 # ---------------------------------------------------------------------- the rq job

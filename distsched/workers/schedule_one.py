@@ -22,7 +22,10 @@ decisions make (:meth:`SchedulingWorker._decisions`). Batches constrained over t
 multi-node topology key (a zone) take turns across workers
 (:mod:`distsched.workers.topology_lock`); other pods schedule in parallel.
 
-Every failure goes through :meth:`SchedulingWorker._fail`.
+Every failure goes through :meth:`SchedulingWorker._fail`, into the failure handler the
+binding cycle shares (:mod:`distsched.framework.failure`). The worker's writes to the
+cluster (preemption's deletes and nominations, a failed pod's condition) go through a
+:class:`~distsched.framework.cluster_writer.ClusterWriter`.
 """
 
 from __future__ import annotations
@@ -43,13 +46,13 @@ from distsched.cache.ledger import Ledger, LedgerConfig
 from distsched.cache.ledger_types import Decision, Rejected, Reserved
 from distsched.clock import SYSTEM_CLOCK, Clock
 from distsched.connection import infrastructure_error
-from distsched.explain_record import Explanation, record_failure
 from distsched.faults import pause_at  # crash tests only; a no-op unless env set
 from distsched.framework.batching import schedule_pod_batched
 from distsched.framework.cluster_writer import ClusterWriter
 from distsched.framework.cycle_state import CycleState
 from distsched.framework.diagnosis import FitError, SchedulingError
 from distsched.framework.events import ClusterEvent
+from distsched.framework.failure import Failure, FailureHandler
 from distsched.framework.nominator import NOMINATOR_KEY, PodNominator
 from distsched.framework.podinfo import PodInfo
 from distsched.framework.profile import Profiles, SchedulerConfig
@@ -247,6 +250,9 @@ class SchedulingWorker:
         self._unattempted: list[tuple[str, int]] = []
         self.handlers = QueueEventHandlers(
             queue=self.queue, ledger=self.ledger, clock=clock, scheduler=self
+        )
+        self.failures = FailureHandler(
+            client, keys, self.queue, self.ledger, self.writer, profiles, clock
         )
         # q:profiles before the consumer group: once a worker is seen consuming events,
         # the store's create script already queues the pods of its profiles itself.
@@ -570,7 +576,7 @@ class SchedulingWorker:
             raise
         except Exception as exc:
             log.exception("scheduling %s raised", attempt.pod.key)
-            self._fail(attempt, plugins=[], message=f"internal error: {exc}", error=True)
+            self._fail(attempt, message=f"internal error: {exc}", error=True)
             return False
 
     def _prepare(self, queued: QueuedPod, pod: Pod | None) -> Attempt | None:
@@ -606,12 +612,13 @@ class SchedulingWorker:
             )
             return False
         except SchedulingError as err:
-            self._fail(attempt, plugins=[], message=str(err), error=True)
+            self._fail(attempt, message=str(err), error=True)
             return False
         status = fw.run_reserve_plugins_reserve(attempt.state, pod, result.suggested_host)
         if not status.is_success():
-            fw.run_reserve_plugins_unreserve(attempt.state, pod, result.suggested_host)
-            self._fail(attempt, plugins=[], message=status.message(), error=True)
+            self._fail(
+                attempt, message=status.message(), error=True, reserved_on=result.suggested_host
+            )
             return False
         attempt.node = result.suggested_host
         attempt.info = PodInfo.of(pod)
@@ -707,21 +714,23 @@ class SchedulingWorker:
             for attempt, result in zip(batch, results, strict=True):
                 if isinstance(result, Reserved):
                     reserved.append(attempt)
-                    continue
-                self._undo_reserve(attempt)
-                if isinstance(result, Rejected):
-                    self._note_conflict(result)
+                elif not isinstance(result, Rejected):
+                    # Stale: the lease expired and the pod belongs to someone else now.
+                    self._undo_reserve(attempt)
+                    log.info("stale decision for %s: %s", attempt.pod.key, result)
+                else:
                     if attempt.tries < self.config.max_reserve_attempts:
+                        self._undo_reserve(attempt)
                         retry.append(attempt)
                     else:
                         self._fail(
                             attempt,
-                            plugins=[],
                             message=f"reservation conflicts: {result.reason}",
                             error=True,
+                            reserved_on=attempt.node,
                         )
-                else:  # Stale: the lease expired and the pod belongs to someone else now
-                    log.info("stale decision for %s: %s", attempt.pod.key, result)
+                    # After the pod left the view: the node's state is the ledger's.
+                    self._note_conflict(result)
             self._bind(reserved)
             batch = []
             if retry:
@@ -746,10 +755,13 @@ class SchedulingWorker:
             fw = attempt.framework
             status, waits = fw.run_permit_plugins(attempt.state, attempt.pod, attempt.node)
             if not status.is_success() and not status.is_wait():
-                fw.run_reserve_plugins_unreserve(attempt.state, attempt.pod, attempt.node)
-                self.ledger.release(attempt.pod.key, str(attempt.queued.epoch))
-                self._unassume(attempt)
-                self._fail(attempt, plugins=[], message=status.message(), error=False)
+                self._fail(
+                    attempt,
+                    message=status.message(),
+                    error=False,
+                    reserved_on=attempt.node,
+                    reserved_in_ledger=True,
+                )
                 continue
             now = self.clock.now_ms()
             deadlines = {p: now + int(timeout * 1000) for p, timeout in waits.items()}
@@ -784,27 +796,33 @@ class SchedulingWorker:
         self._pending_bindings.extend(bindings)
 
     # ------------------------------------------------------------------ the one failure path
-    def _fail(self, attempt: Attempt, *, plugins: list[str], message: str, error: bool) -> None:
-        """kube's FailureHandler: back to the queue (unschedulable or backoff), and the
-        diagnosis recorded for `distsched explain`."""
+    def _fail(
+        self,
+        attempt: Attempt,
+        *,
+        message: str,
+        error: bool,
+        plugins: Sequence[str] = (),
+        reserved_on: str = "",
+        reserved_in_ledger: bool = False,
+    ) -> None:
+        """kube's FailureHandler (:mod:`distsched.framework.failure`, which the binding
+        cycle shares): Unreserve the Reserve plugins that ran for ``reserved_on``, forget
+        the ledger's reservation (``reserved_in_ledger``), back to the queue, the explain
+        record and the pod's condition. The worker first forgets the pod in its view."""
         self._unassume(attempt)
-        now = self.clock.now_ms()
-        where = self.queue.add_unschedulable_if_not_present(
-            attempt.pod.key,
-            epoch=attempt.queued.epoch,
-            plugins=plugins,
-            now_ms=now,
+        queued = attempt.queued
+        failure = Failure(
+            attempt.pod.ref(),
+            queued.epoch,
+            attempt.framework.profile_name,
+            message,
+            plugins=tuple(plugins),
             error=error,
+            started=attempt.started,
+            reserved_on=reserved_on,
+            token=str(queued.epoch) if reserved_in_ledger else "",
+            parsed=attempt.pod,
+            state=attempt.state,
         )
-        result = "error" if error else "unschedulable"
-        profile = attempt.framework.profile_name
-        attempts, duration = metrics.attempt_series(result, profile)
-        attempts.inc()
-        duration.observe(time.perf_counter() - attempt.started)
-        record_failure(
-            self.client,
-            self.keys,
-            attempt.pod.key,
-            Explanation(message, tuple(plugins), profile=profile, at_ms=now, queue=where),
-        )
-        log.debug("pod %s: %s (%s)", attempt.pod.key, message, where)
+        self.failures.handle([failure])
