@@ -1,10 +1,10 @@
 """What the scheduler writes back to the cluster, behind one small interface (the part of
 kube's clientset that kube-scheduler uses).
 
-The roles write a few things: bindings (the binder, DefaultBinder), preemption's victim
-deletes and nominations (the worker's PostFilter), the PodScheduled=False condition of a
-pod whose attempt failed and kube-scheduler's events (Scheduled, FailedScheduling,
-Preempted) (the failure handler, the binder, preemption). Standalone, the Redis store is
+The roles write a few things: bindings (the binder, DefaultBinder), preemption's victims
+and nominations (the worker's PostFilter), the PodScheduled=False condition of a pod
+whose attempt failed and kube-scheduler's events (Scheduled, FailedScheduling; the
+failure handler, the binder). Standalone, the Redis store is
 the cluster and :class:`distsched.store.writer.StoreWriter` writes into it; against a real
 cluster the API-server bridge implements the same interface (pods/binding, status
 patches, deletes, events) and the store records what the API server accepted.
@@ -19,14 +19,13 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Protocol
 
-from distsched.model import PodRef
+from distsched.model import Pod, PodRef
 
 # kube's event types and the reasons kube-scheduler records.
 NORMAL = "Normal"
 WARNING = "Warning"
 SCHEDULED = "Scheduled"
 FAILED_SCHEDULING = "FailedScheduling"
-PREEMPTED = "Preempted"
 
 # Reasons of the PodScheduled=False condition (kube's v1.PodReasonUnschedulable and
 # v1.PodReasonSchedulerError).
@@ -63,9 +62,11 @@ class ClusterWriter(Protocol):
         """One binding (DefaultBinder's): "bound" or "already-bound"; raises when refused."""
         ...
 
-    def delete_pod(self, pod: PodRef, *, reason: str) -> bool:
-        """Delete a pod (a preemption victim; ``reason`` says why); False when it is gone
-        already. Raises when refused (another incarnation holds the name)."""
+    def preempt(self, victim: Pod, *, preemptor: Pod, node: str) -> None:
+        """kube's PreemptPod: delete the victim (that incarnation only; one gone already
+        is what preemption wanted) for ``preemptor`` on ``node``, with a Preempted event
+        (and, against an API server, the DisruptionTarget condition first). Raises when
+        refused (another incarnation holds the name)."""
         ...
 
     def set_nominated_node(self, pod: PodRef, node: str) -> None:

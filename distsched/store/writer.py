@@ -1,8 +1,9 @@
 """The scheduler's writes in standalone mode: straight into the store, the cluster's truth.
 
 :class:`StoreWriter` is the standalone :class:`~distsched.framework.cluster_writer.ClusterWriter`
-(the binder's bindings, preemption's deletes and nominations, the failure handler's
-PodScheduled=False condition). Events are not kept: there is no ``get events`` yet, and
+(the binder's bindings, preemption's victims and nominations, the failure handler's
+PodScheduled=False condition). A victim is deleted without kube's DisruptionTarget
+condition first. Events are not kept: there is no ``get events`` yet, and
 a Redis write per bound pod would cost the hot path; a bridge to a real API server
 records them there.
 """
@@ -13,7 +14,7 @@ import builtins
 import logging
 from collections.abc import Mapping, Sequence
 
-from distsched.model import PodRef
+from distsched.model import Pod, PodRef
 from distsched.store.codec import node_name_of
 from distsched.store.errors import NotFound, StoreError
 from distsched.store.redis_store import BindResult, Store
@@ -36,13 +37,12 @@ class StoreWriter:
     def bind(self, pod: PodRef, node: str) -> str:
         return self.store.bind(pod.key, pod.uid or None, node)
 
-    def delete_pod(self, pod: PodRef, *, reason: str) -> bool:
+    def preempt(self, victim: Pod, *, preemptor: Pod, node: str) -> None:
         try:
-            self.store.delete("Pod", pod.key, uid=pod.uid or None)
+            self.store.delete("Pod", victim.key, uid=victim.metadata.uid or None)
         except NotFound:
-            return False
-        log.debug("deleted pod %s: %s", pod.key, reason)
-        return True
+            return  # gone already: what preemption wanted
+        log.debug("preempted %s for %s on %s", victim.key, preemptor.key, node)
 
     def set_nominated_node(self, pod: PodRef, node: str) -> None:
         self.store.update_pod_status(pod.key, nominated_node_name=node, uid=pod.uid or None)

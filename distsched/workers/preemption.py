@@ -2,10 +2,10 @@
 
 The plugin decides (distsched/framework/plugins/default_preemption.py); the worker acts through
 its :class:`~distsched.framework.cluster_writer.ClusterWriter` (standalone: the store): it
-deletes the victims (each delete is an AssignedPodDelete event, which moves the preemptor
-back from the unschedulable set) with a Preempted event each, clears lower-priority
-nominations on the node, and records status.nominatedNodeName on the preemptor so that
-its next attempt tries that node first.
+preempts the victims (each delete is an AssignedPodDelete event, which moves the
+preemptor back from the unschedulable set), clears lower-priority nominations on the
+node, and records status.nominatedNodeName on the preemptor so that its next attempt
+tries that node first.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import contextlib
 import logging
 
 from distsched import metrics
-from distsched.framework.cluster_writer import NORMAL, PREEMPTED, ClusterWriter
+from distsched.framework.cluster_writer import ClusterWriter
 from distsched.framework.cycle_state import CycleState
 from distsched.framework.diagnosis import FitError
 from distsched.framework.plugins.default_preemption import PreemptionResult
@@ -48,20 +48,11 @@ def apply_post_filter(
     node = result.nominated_node_name
     victims = result.victims if isinstance(result, PreemptionResult) else ()
     clear = result.clear_nominations if isinstance(result, PreemptionResult) else ()
-    reason = f"{pod.spec.scheduler_name}: preempting to accommodate a higher priority pod"
     for victim in victims:
         try:
-            deleted = writer.delete_pod(victim.ref(), reason=reason)
+            writer.preempt(victim, preemptor=pod, node=node)
         except StoreError as exc:
             log.warning("preemption of %s for %s failed: %s", victim.key, pod.key, exc)
-            continue
-        if deleted:  # else already gone: that is what we wanted
-            writer.record_event(
-                victim.ref(),
-                event_type=NORMAL,
-                reason=PREEMPTED,
-                message=f"Preempted by pod {pod.metadata.uid} on node {node}",
-            )
     for other in clear:
         with contextlib.suppress(StoreError):
             writer.set_nominated_node(PodRef(other.key), "")

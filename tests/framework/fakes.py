@@ -143,9 +143,9 @@ class RecordingWriter(StoreWriter):
         self.calls += [("bind_many", key, node) for key, _uid, node in bindings]
         return super().bind_many(bindings, reservations=reservations)
 
-    def delete_pod(self, pod: PodRef, *, reason: str) -> bool:
-        self.calls.append(("delete_pod", pod.key, reason))
-        return super().delete_pod(pod, reason=reason)
+    def preempt(self, victim: Pod, *, preemptor: Pod, node: str) -> None:
+        self.calls.append(("preempt", victim.key, f"for {preemptor.key} on {node}"))
+        super().preempt(victim, preemptor=preemptor, node=node)
 
     def set_nominated_node(self, pod: PodRef, node: str) -> None:
         self.calls.append(("set_nominated_node", pod.key, node))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -16,7 +17,7 @@ from distsched.framework.cluster_writer import (
     ClusterWriter,
 )
 from distsched.keys import Keys
-from distsched.model import PodRef
+from distsched.model import Pod, PodRef
 from distsched.store import BindConflict, NotFound, Store, UidMismatch
 from distsched.store.writer import StoreWriter
 
@@ -57,12 +58,15 @@ def test_bindings_go_to_the_store(store: Store, writer: ClusterWriter) -> None:
 def test_a_victim_is_deleted_once_and_only_in_its_incarnation(
     store: Store, writer: ClusterWriter
 ) -> None:
-    victim = created(store, "victim")
+    created(store, "victim")
+    victim = Pod.from_dict(stored(store, "default/victim"))
+    preemptor = Pod.from_dict(store.create(pod_manifest("preemptor")))
+    other = replace(victim, metadata=replace(victim.metadata, uid="another-uid"))
     with pytest.raises(UidMismatch):
-        writer.delete_pod(PodRef(victim.key, "another-uid"), reason="preempted")
-    assert writer.delete_pod(victim, reason="preempted") is True
+        writer.preempt(other, preemptor=preemptor, node="n1")
+    writer.preempt(victim, preemptor=preemptor, node="n1")
     assert store.get("Pod", victim.key) is None
-    assert writer.delete_pod(victim, reason="preempted") is False  # gone already
+    writer.preempt(victim, preemptor=preemptor, node="n1")  # gone already: no error
 
 
 def test_nominations_are_set_and_cleared(store: Store, writer: ClusterWriter) -> None:

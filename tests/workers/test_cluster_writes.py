@@ -100,17 +100,6 @@ def test_preemption_deletes_and_nominates_through_the_writer(
     assert cluster.store.get("Pod", "default/victim") is None
     assert cluster.pod("urgent")["status"]["nominatedNodeName"] == "n1"
     assert [c for c in writer.calls if c[0] != "pod_unschedulable"] == [
-        (
-            "delete_pod",
-            "default/victim",
-            "default-scheduler: preempting to accommodate a higher priority pod",
-        ),
+        ("preempt", "default/victim", "for default/urgent on n1"),
         ("set_nominated_node", "default/urgent", "n1"),
     ]
-    urgent_uid = cluster.pod("urgent")["metadata"]["uid"]
-    assert (
-        "default/victim",
-        "Normal",
-        "Preempted",
-        f"Preempted by pod {urgent_uid} on node n1",
-    ) in writer.events
