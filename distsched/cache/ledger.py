@@ -93,6 +93,7 @@ from distsched.cache.ledger_types import (
     Decision,
     Difference,
     HostPort,
+    Invalid,
     LedgerConfig,
     NodeState,
     NodeUsage,
@@ -158,6 +159,29 @@ def _parse_node_hash(flat: Sequence[Any]) -> tuple[bool, int, dict, dict, dict]:
 def _parse_ports(flat: Sequence[Any]) -> tuple[HostPort, ...]:
     used = [field for field, value in _pairs(flat) if field.count("|") == 2 and int(value) > 0]
     return decode_ports(",".join(sorted(used)))
+
+
+def _encode_decision(d: Decision) -> list[str | int]:
+    """One decision's ARGV items for cache_reserve (the node index, item 3, is set by the
+    caller); ValueError when it cannot be sent as given."""
+    check_name("pod key", d.pod_key, " ")
+    check_name("node name", d.node, ": ")
+    if not isinstance(d.uid, str):
+        raise ValueError(f"uid must be a string: {d.uid!r}")
+    encoded: list[str | int] = [
+        d.pod_key,
+        d.uid,
+        check_count("epoch", d.epoch),
+        0,
+        encode_requests(normalize_requests(nonzero_extra_requests(d.requests, d.nonzero))),
+        encode_ports(normalize_ports(d.host_ports)),
+        encode_anti_affinity_keys(d.anti_affinity_keys),
+        check_count("anti_affinity_gen", d.anti_affinity_gen),
+        len(d.domain_checks),
+    ]
+    for dom, gen in d.domain_checks.items():
+        encoded += [check_domain(dom), check_count(f"generation of {dom}", gen)]
+    return encoded
 
 
 @dataclass(frozen=True, slots=True)
@@ -328,36 +352,32 @@ class Ledger:
         return self.reserve_batch([decision])[0]
 
     def reserve_batch(self, decisions: Sequence[Decision]) -> list[ReserveResult]:
-        """Check and reserve the decisions in order, in one script call (see module doc)."""
+        """Check and reserve the decisions in order, in one script call (see module doc).
+        A decision that cannot be sent as given (a request beyond MAX_AMOUNT) is
+        :class:`Invalid` and left out; the others are reserved as if it were not there."""
         if not decisions:
             return []
         if len(decisions) > MAX_BATCH:
             raise ValueError(f"at most {MAX_BATCH} decisions per batch, got {len(decisions)}")
+        invalid: dict[int, Invalid] = {}
+        sent: list[tuple[Decision, list[str | int]]] = []
+        for i, d in enumerate(decisions):
+            try:
+                sent.append((d, _encode_decision(d)))
+            except ValueError as exc:
+                invalid[i] = Invalid(str(exc))
+        reserved = iter(self._reserve_encoded(sent) if sent else [])
+        return [invalid[i] if i in invalid else next(reserved) for i in range(len(decisions))]
+
+    def _reserve_encoded(
+        self, sent: Sequence[tuple[Decision, list[str | int]]]
+    ) -> list[ReserveResult]:
         index: dict[str, int] = {}
         per_pod: list[str | int] = []
-        for d in decisions:
-            check_name("pod key", d.pod_key, " ")
-            check_name("node name", d.node, ": ")
-            if not isinstance(d.uid, str):
-                raise ValueError(f"uid must be a string: {d.uid!r}")
-            node_index = index.setdefault(d.node, len(index) + 1)
-            domain_checks = [
-                (check_domain(dom), check_count(f"generation of {dom}", gen))
-                for dom, gen in d.domain_checks.items()
-            ]
-            per_pod += [
-                d.pod_key,
-                d.uid,
-                check_count("epoch", d.epoch),
-                node_index,
-                encode_requests(normalize_requests(nonzero_extra_requests(d.requests, d.nonzero))),
-                encode_ports(normalize_ports(d.host_ports)),
-                encode_anti_affinity_keys(d.anti_affinity_keys),
-                check_count("anti_affinity_gen", d.anti_affinity_gen),
-                len(domain_checks),
-            ]
-            for dom, gen in domain_checks:
-                per_pod += [dom, gen]
+        for d, encoded in sent:
+            encoded[3] = index.setdefault(d.node, len(index) + 1)
+            per_pod += encoded
+        decisions = [d for d, _ in sent]
         deadline = self._clock.now_ms() + self.config.assume_ttl_ms
         keys = [
             self._keys.inflight,
@@ -387,6 +407,8 @@ class Ledger:
                 results.append(Reserved(detail))
             elif kind == "S":
                 results.append(Stale(detail))
+            elif kind == "I":
+                results.append(Invalid(detail))
             else:
                 results.append(Rejected(detail, states.get(d.node)))
         return results

@@ -22,10 +22,11 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
+from distsched.model.quantity import MAX_AMOUNT, format_quantity, over_limit
+
 HOSTNAME_KEY = "kubernetes.io/hostname"
 WILDCARD_IP = "0.0.0.0"
 PROTOCOLS = frozenset({"TCP", "UDP", "SCTP"})
-MAX_INT = 2**53 - 1  # Lua numbers are doubles: larger integers would lose precision
 
 HostPort = tuple[str, str, int]
 
@@ -177,7 +178,15 @@ class Stale:
     reason: str
 
 
-ReserveResult = Reserved | Rejected | Stale
+@dataclass(frozen=True, slots=True)
+class Invalid:
+    """The decision itself cannot be reserved (a request beyond what the ledger can
+    account, a malformed name): only this pod is refused, trying again cannot help."""
+
+    reason: str
+
+
+ReserveResult = Reserved | Rejected | Stale | Invalid
 
 
 @dataclass(frozen=True, slots=True)
@@ -204,8 +213,10 @@ class Difference:
 
 
 def check_count(what: str, value: object) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_INT:
-        raise ValueError(f"{what} must be an integer in [0, 2**53), got {value!r}")
+    """``value``, an integer the ledger's Lua scripts hold exactly (their numbers are
+    doubles): 0 to the model's MAX_AMOUNT, the bound manifests are validated against."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_AMOUNT:
+        raise ValueError(f"{what} must be an integer from 0 to 2^53-1, got {value!r}")
     return value
 
 
@@ -220,6 +231,8 @@ def normalize_requests(requests: Mapping[str, int]) -> dict[str, int]:
     out: dict[str, int] = {}
     for res, amount in requests.items():
         check_name("resource name", res, ":=, ")
+        if isinstance(amount, int) and amount > MAX_AMOUNT:
+            raise ValueError(f"request {res}: {over_limit(format_quantity(amount, res), res)}")
         if check_count(f"request {res}", amount) > 0:
             out[res] = amount
     out["pods"] = 1

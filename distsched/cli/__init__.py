@@ -9,16 +9,18 @@ stderr, never a traceback, and never show a password from the URL.
 | :mod:`~distsched.cli.objects` | apply, get, delete |
 | :mod:`~distsched.cli.inspect` | queue, explain |
 | :mod:`~distsched.cli.roles` | worker, binder, controller, server |
+| :mod:`~distsched.cli.kube` | kube-bridge |
 | :mod:`~distsched.cli.up` | up (all roles, the demo) |
 | :mod:`~distsched.cli.replay` | replay |
 | :mod:`~distsched.cli.bench` | bench |
+| :mod:`~distsched.cli.acl` | acl (least-privilege ACL users per role) |
 """
 
 from __future__ import annotations
 
 import click
 
-from distsched.cli import bench, inspect, objects, replay, roles, up
+from distsched.cli import acl, bench, inspect, kube, objects, replay, roles, up
 from distsched.cli.common import DistschedGroup, setup_logging
 
 
@@ -40,8 +42,10 @@ for command in (
     roles.binder,
     roles.controller,
     roles.server,
+    kube.kube_bridge,
     up.up,
     replay.replay,
     bench.bench,
+    acl.acl,
 ):
     main.add_command(command)

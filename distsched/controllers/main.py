@@ -14,10 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import os
-import secrets
 import signal
-import socket
 import threading
 
 import redis
@@ -28,40 +25,9 @@ from distsched import gc_tuning, metrics
 from distsched.connection import Backoff, RedisOptions, connect, infrastructure_error
 from distsched.controllers.workload import WorkloadController
 from distsched.keys import Keys
-from distsched.lua import ScriptSet
+from distsched.lease import DEFAULT_LEASE_MS, Lease
 
 log = logging.getLogger(__name__)
-
-DEFAULT_LEASE_MS = 15_000
-
-
-class Lease:
-    """The controller role's leader lease."""
-
-    def __init__(
-        self,
-        client: redis.Redis,
-        keys: Keys,
-        *,
-        lease_ms: int = DEFAULT_LEASE_MS,
-        identity: str | None = None,
-    ) -> None:
-        self._client = client
-        self._key = keys.lock("controller")
-        self._lease_ms = lease_ms
-        self.identity = identity or f"{socket.gethostname()}-{os.getpid()}-{secrets.token_hex(3)}"
-        self._scripts = ScriptSet(client)
-
-    def hold(self) -> bool:
-        """Take the lease if free, renew it if ours; whether we hold it now."""
-        reply = self._scripts.get("controller_lease")(
-            keys=[self._key], args=[self.identity, self._lease_ms]
-        )
-        return bool(reply)
-
-    def release(self) -> None:
-        if self._client.get(self._key) == self.identity.encode():
-            self._client.delete(self._key)
 
 
 def run_controller(
@@ -78,7 +44,7 @@ def run_controller(
         signal.signal(signal.SIGINT, lambda *_: stop.set())
     client = connect(options)
     client.set_retry(Retry(NoBackoff(), 0))
-    lease = Lease(client, keys, lease_ms=lease_ms)
+    lease = Lease(client, keys, "controller", lease_ms=lease_ms)
     block_ms = max(1, min(1000, lease_ms // 3))
     controller: WorkloadController | None = None
     backoff = Backoff()

@@ -52,13 +52,13 @@ from distsched.clock import SYSTEM_CLOCK, Clock
 from distsched.controllers import naming
 from distsched.controllers import pods as make
 from distsched.controllers.disruption import budget_status
-from distsched.framework.plugins.helpers.node_selector import pod_matches_node_selector_and_affinity
-from distsched.framework.plugins.helpers.taints import tolerates
 from distsched.keys import Keys
 from distsched.model.admission import PriorityClasses, admit_pod
 from distsched.model.decode import node_from_dict
 from distsched.model.errors import ManifestError
+from distsched.model.nodeaffinity import pod_matches_node_selector_and_affinity
 from distsched.model.objects import Node, Pod, Taint, Toleration
+from distsched.model.taints import tolerates
 from distsched.model.workloads import Workload
 from distsched.model.workloads import object_from_dict as workload_from_dict
 from distsched.store import (

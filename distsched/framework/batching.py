@@ -42,7 +42,6 @@ import numpy as np
 from distsched.framework.cycle_state import CycleState
 from distsched.framework.diagnosis import ScheduleResult
 from distsched.framework.interface import MAX_NODE_SCORE, MIN_NODE_SCORE, ScorePlugin
-from distsched.framework.nominator import NOMINATOR_KEY
 from distsched.framework.podinfo import POD_INFO_STATE_KEY, PodInfo, cycle_pod_info
 from distsched.framework.schedule import schedule_pod, select_host
 from distsched.framework.status import Status
@@ -236,7 +235,7 @@ class BatchScheduler:
         fw = self.fw
         if fw.signers is None or snapshot.num_nodes == 0 or pod.status.nominated_node_name:
             return None
-        if fw.handle.extras.get(NOMINATOR_KEY):  # nominated pods change what fits where
+        if fw.handle.listers.nominator:  # nominated pods change what fits where
             self.clear()
             return None
         layout = (snapshot.capacity, len(snapshot.resource_names))

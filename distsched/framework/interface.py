@@ -23,6 +23,7 @@ import numpy as np
 
 from distsched.framework.cycle_state import CycleState
 from distsched.framework.events import ClusterEvent
+from distsched.framework.listers import Listers
 from distsched.framework.status import Status
 from distsched.model.objects import Pod
 
@@ -37,14 +38,16 @@ MIN_NODE_SCORE = 0
 MAX_PERMIT_TIMEOUT_SECONDS = 15 * 60.0
 
 
-@dataclass(slots=True)
+@dataclass(frozen=True, slots=True)
 class Handle:
     """What a plugin factory gets besides its args: the worker's shared facilities."""
 
     snapshot: Snapshot | None = None
     # Writes the binding (pod -> node); returns "bound" or "already-bound", raises on failure.
     bind_pod: Callable[[Pod, str], str] | None = None
-    extras: dict[str, Any] = field(default_factory=dict)
+    # The cluster data plugins read besides the snapshot (kube's informer listers), the
+    # same object for the Handle's whole life: a scheduling worker's informer feeds it.
+    listers: Listers = field(default_factory=Listers)
 
 
 class QueuedPod(Protocol):
@@ -220,6 +223,11 @@ class PreFilterPlugin(Plugin):
 
 
 class FilterPlugin(Plugin):
+    # True when a node's verdict reads only that node (its labels, taints, resources,
+    # ports and its own pods): pods added to or taken off other nodes cannot change it,
+    # so what-if edits on many nodes may be judged in one run (framework/what_if.py).
+    reads_only_its_node: bool = False
+
     def filter(
         self, state: CycleState, pod: Pod, snapshot: Snapshot, indices: np.ndarray
     ) -> FilterResult:
@@ -293,11 +301,13 @@ class PostBindPlugin(Plugin):
 PluginFactory = Callable[[dict[str, Any], Handle], Plugin]
 
 
-QueueingHint = Callable[[ClusterEvent, Pod, Any, Any], bool | None]
-"""kube's QueueingHintFn: (event, the unschedulable pod, old object, new object) -> True
-(Queue: the event may make the pod schedulable), False (QueueSkip), or None (no hint for
-this event: the seed's behaviour, interest plus the event handlers' pre-check). The
-objects are typed (Node / Pod); old is None for an add, new is None for a delete."""
+QueueingHint = Callable[[ClusterEvent, Pod, Any, Any, Handle], bool | None]
+"""kube's QueueingHintFn: (event, the unschedulable pod, old object, new object, the
+profile's Handle) -> True (Queue: the event may make the pod schedulable), False
+(QueueSkip), or None (no hint for this event: the seed's behaviour, interest plus the
+event handlers' pre-check). The objects are typed (Node / Pod); old is None for an add,
+new is None for a delete. The Handle gives what kube's hint, a method of its plugin,
+reads through the plugin: the listers."""
 
 
 @dataclass(frozen=True, slots=True)

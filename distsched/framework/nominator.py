@@ -1,17 +1,14 @@
 """kube's nominator: pods that preemption nominated to a node and that are not bound yet.
 
-One ``PodNominator`` per worker, shared by the worker's local cache (which keeps it in step
-with pod events) and every profile's ``Handle.extras[NOMINATOR_KEY]`` (which the filters
-with nominated pods and DefaultPreemption read).
+One ``PodNominator`` per worker, in the listers its profiles' Handle carries
+(framework/listers.py): the worker's local cache keeps it in step with pod events, the
+filters with nominated pods and DefaultPreemption read it.
 """
 
 from __future__ import annotations
 
 from distsched.framework.podinfo import PodInfo
 from distsched.model.objects import Pod
-
-# Where the scheduling worker puts its PodNominator (Handle.extras[NOMINATOR_KEY]).
-NOMINATOR_KEY = "pod_nominator"
 
 
 class PodNominator:

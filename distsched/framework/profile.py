@@ -311,10 +311,11 @@ def _no_unknown(data: dict, known: set[str], source: str, where: str) -> None:
 
 # ---------------------------------------------------------------------------- frameworks
 class Profiles(Mapping[str, Framework]):
-    """The frameworks of one worker, by scheduler name."""
+    """The frameworks of one worker, by scheduler name, and the one Handle they share."""
 
-    def __init__(self, frameworks: dict[str, Framework]) -> None:
+    def __init__(self, frameworks: dict[str, Framework], handle: Handle) -> None:
         self._frameworks = frameworks
+        self.handle = handle
 
     def __getitem__(self, name: str) -> Framework:
         return self._frameworks[name]
@@ -337,7 +338,8 @@ def build_profiles(
     handle: Handle | None = None,
     rng: random.Random | None = None,
 ) -> Profiles:
-    """Instantiate every profile's plugins; bad args become a ConfigError."""
+    """Instantiate every profile's plugins, all with ``handle`` (a new one by default: its
+    own Listers); bad args become a ConfigError."""
     handle = handle if handle is not None else Handle()
     frameworks: dict[str, Framework] = {}
     for i, profile in enumerate(config.profiles):
@@ -364,4 +366,4 @@ def build_profiles(
                 f"{sort.name!r} is not supported: activeQ's order is fixed in Redis "
                 f"({QUEUE_SORT}: priority, then queue time)",
             )
-    return Profiles(frameworks)
+    return Profiles(frameworks, handle)

@@ -316,7 +316,7 @@ class Framework:
         if hint is None:
             return None
         try:
-            return hint(event, pod, old, new)
+            return hint(event, pod, old, new, self.handle)
         except Exception:
             log.exception("queueing hint of %s raised for %s; queueing it", plugin, pod.key)
             return True

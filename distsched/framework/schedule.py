@@ -27,11 +27,10 @@ from distsched.framework.diagnosis import (
     ScheduleResult,
     SchedulingError,
 )
-from distsched.framework.nominator import NOMINATOR_KEY
-from distsched.framework.plugins.helpers.what_if import run_filter_plugins_with_nominated_pods
 from distsched.framework.podinfo import POD_INFO_STATE_KEY, cycle_pod_info
 from distsched.framework.runtime import FilterOutcome, go_list
 from distsched.framework.status import Status
+from distsched.framework.what_if import run_filter_plugins_with_nominated_pods
 from distsched.model.objects import Pod
 
 if TYPE_CHECKING:
@@ -172,9 +171,9 @@ def _run_filters(
     fw: Framework, state: CycleState, pod: Pod, snapshot: Snapshot, candidates: np.ndarray
 ) -> FilterOutcome:
     """kube's RunFilterPluginsWithNominatedPods: where pods nominated by preemption
-    (the worker's PodNominator in ``Handle.extras``) wait with at least this pod's
+    (the worker's PodNominator, in the Handle's listers) wait with at least this pod's
     priority, the node must also fit the pod with them added."""
-    nominator = fw.handle.extras.get(NOMINATOR_KEY)
+    nominator = fw.handle.listers.nominator
     if not nominator:
         return fw.run_filter_plugins(state, pod, snapshot, candidates)
     priority = cycle_pod_info(state, pod).priority

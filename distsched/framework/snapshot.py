@@ -68,6 +68,7 @@ from distsched.framework.podinfo import (
 )
 from distsched.model import HostPort
 from distsched.model.objects import Node, Pod, Taint
+from distsched.model.quantity import MAX_AMOUNT, format_quantity, over_limit
 
 CPU_COL = 0
 MEMORY_COL = 1
@@ -305,8 +306,19 @@ class Snapshot:
         return vector, tuple(unknown)
 
     # ------------------------------------------------------------------ node mutations
+    @staticmethod
+    def check_node(node: Node) -> None:
+        """ValueError when an allocatable amount of ``node`` exceeds MAX_AMOUNT (what the
+        ledger can account; manifests are refused such amounts, objects built in Python
+        are not): free = allocatable - requested must never overflow int64 either."""
+        for resource, amount in node.status.allocatable.items():
+            if amount > MAX_AMOUNT:
+                shown = format_quantity(amount, resource)
+                raise ValueError(f"status.allocatable.{resource}: {over_limit(shown, resource)}")
+
     def add_node(self, node: Node) -> int:
         """Add ``node`` (or update it when its name is known); returns its slot."""
+        self.check_node(node)
         name = node.metadata.name
         if name in self._index_of:
             return self.update_node(node)
@@ -325,6 +337,7 @@ class Snapshot:
         return index
 
     def update_node(self, node: Node) -> int:
+        self.check_node(node)
         index = self._index_of[node.metadata.name]
         old = self._nodes[index]
         self._nodes[index] = node

@@ -35,7 +35,9 @@ then per decision, in order:
          anti-affinity topology keys "k1,k2", expected anti-affinity generation sum,
          C = number of domain checks, then C pairs (domain "<key>=<value>", generation)
 Returns one entry per decision: {"R", token} reserved, {"X", reason} rejected, {"S", reason}
-stale (fencing). An invalid input returns an error and writes nothing.
+stale (fencing), {"I", reason} invalid: a request beyond 2^53-1 (numbers here are doubles),
+refused alone, the batch goes on. Any other invalid input returns an error and writes
+nothing.
 ]]
 
 --!include numbers
@@ -62,7 +64,7 @@ for i = 1, n_nodes do
 end
 
 local decisions = {}
-local parsed_req, parsed_ports, parsed_aks = {}, {}, {}
+local parsed_req, parsed_ports, parsed_aks, req_invalid = {}, {}, {}, {}
 local a = 3 + n_nodes
 while a <= #ARGV do
   local d = #decisions + 1
@@ -81,6 +83,12 @@ while a <= #ARGV do
     req = parse_requests(req_text)
     if not req or string.find(req_text, ' ', 1, true) then return fail('bad requests in #' .. d) end
     parsed_req[req_text] = req
+    req_invalid[req_text] = false
+    for res, amt in pairs(req) do
+      if not is_count(amt) then
+        req_invalid[req_text] = 'request ' .. res .. ' exceeds the largest amount distsched can account (2^53-1)'
+      end
+    end
   end
   local ports = parsed_ports[ports_text]
   if ports == nil then
@@ -105,7 +113,7 @@ while a <= #ARGV do
   end
   decisions[d] = { key = key, uid = uid, epoch = epoch, ni = ni, req = req, req_text = req_text,
                    ports = ports, ports_text = ports_text, ak = ak, aks = aks, aa = aa,
-                   checks = checks }
+                   checks = checks, invalid = req_invalid[req_text] }
   a = a + 9 + 2 * n_checks
 end
 if #decisions < 1 or #decisions > 1000 then return fail('1 to 1000 decisions per call') end
@@ -190,6 +198,7 @@ local results, reserved, taken = {}, {}, {}
 
 local function check(d, dec)
   local key = dec.key
+  if dec.invalid then return 'I', dec.invalid end
   if taken[key] then return 'S', 'pod is not inflight' end
   local assumed, why = rec_assume_text(records[d], dec.epoch, dec.uid)
   if not assumed then return 'S', why end

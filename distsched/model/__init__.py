@@ -41,6 +41,7 @@ from distsched.model.objects import (
 from distsched.model.quantity import (
     CPU,
     EPHEMERAL_STORAGE,
+    MAX_AMOUNT,
     MEMORY,
     PODS,
     format_quantity,
@@ -64,6 +65,7 @@ __all__ = [
     "DEFAULT_NAMESPACE",
     "DEFAULT_SCHEDULER_NAME",
     "EPHEMERAL_STORAGE",
+    "MAX_AMOUNT",
     "MAX_MANIFEST_BYTES",
     "MEMORY",
     "PODS",

@@ -44,8 +44,8 @@ from distsched.model.objects import (
     ResourceRequirements,
     TopologySpreadConstraint,
 )
-from distsched.model.quantity import CPU, MEMORY, format_quantity
-from distsched.model.resources import aggregate_container_requests
+from distsched.model.quantity import CPU, MAX_AMOUNT, MEMORY, amount_limit, format_quantity
+from distsched.model.resources import aggregate_container_requests, spec_requests
 
 API_VERSION = "v1"
 KINDS = ("Pod", "Node", "List")
@@ -219,7 +219,7 @@ def _decode_pod_spec(f: Fields) -> PodSpec:
     if node_name:
         f.check_str("nodeName", node_name, names.dns1123_subdomain)
     affinity = f.get_obj("affinity")
-    return PodSpec(
+    spec = PodSpec(
         containers=containers,
         init_containers=init_containers,
         scheduler_name=scheduler_name,
@@ -235,6 +235,22 @@ def _decode_pod_spec(f: Fields) -> PodSpec:
         scheduling_gates=_decode_scheduling_gates(f),
         resources=_decode_pod_resources(f, containers, init_containers),
     )
+    _check_total_requests(f, spec)
+    return spec
+
+
+def _check_total_requests(f: Fields, spec: PodSpec) -> None:
+    """Every quantity is within MAX_AMOUNT (decode_resource_list); so must be what the
+    pod asks of a node in all (containers, init containers, overhead), as the ledger
+    accounts it."""
+    for resource, amount in spec_requests(spec).items():
+        if amount > MAX_AMOUNT:
+            shown = format_quantity(amount, resource)
+            f.fail(
+                None,
+                f"the pod's {resource} requests add up to {shown}, more than the largest "
+                f"amount distsched can account ({amount_limit(resource)})",
+            )
 
 
 POD_LEVEL_RESOURCES = (CPU, MEMORY)

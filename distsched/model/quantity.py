@@ -15,7 +15,13 @@ Unlike Kubernetes we also reject a bare sign or dot (Kubernetes parses ``"-"`` a
 Canonical units: cpu in millicores, every other resource in whole units (bytes for
 memory, ephemeral-storage and hugepages). Fractions round up, away from zero, like
 ``Quantity.MilliValue()`` / ``Quantity.Value()``: ``0.1m`` cpu is 1 millicore and
-``0.5`` bytes is 1 byte. Values beyond int64 are rejected instead of saturating.
+``0.5`` bytes is 1 byte.
+
+Amounts are bounded by :data:`MAX_AMOUNT` (2^53-1 in canonical units), not by int64 as in
+Kubernetes: the ledger adds and compares amounts in Lua, whose numbers are doubles, exact
+only up to 2^53. A larger amount is rejected here, when a manifest is read, rather than
+accepted and then refused by the ledger at runtime. The limit is far beyond real hardware
+(2^53-1 millicores is 9 * 10^12 cores; 2^53-1 bytes is 8 PiB).
 """
 
 from __future__ import annotations
@@ -29,7 +35,10 @@ EPHEMERAL_STORAGE = "ephemeral-storage"
 PODS = "pods"
 HUGEPAGES_PREFIX = "hugepages-"
 
-INT64_MAX = 2**63 - 1
+MAX_AMOUNT = 2**53 - 1
+"""The largest amount distsched can account, in canonical units (see the module docstring);
+the ledger's checks (``cache.ledger_types.check_count``, ``lua/lib/numbers.lua``) and the
+snapshot use the same bound."""
 MAX_QUANTITY_CHARS = 100  # bounds the work of parsing; real quantities are short
 
 _QUANTITY_RE = re.compile(
@@ -52,8 +61,22 @@ def is_byte_resource(resource: str) -> bool:
     return resource in (MEMORY, EPHEMERAL_STORAGE) or resource.startswith(HUGEPAGES_PREFIX)
 
 
+def amount_limit(resource: str) -> str:
+    """:data:`MAX_AMOUNT` with the canonical unit of ``resource``, for messages."""
+    unit = " millicores" if is_milli_resource(resource) else ""
+    if is_byte_resource(resource):
+        unit = " bytes"
+    return f"2^53-1{unit}"
+
+
+def over_limit(shown: str, resource: str) -> str:
+    """The reason given for an amount above :data:`MAX_AMOUNT` (``shown`` as written)."""
+    return f"{shown} exceeds the largest amount distsched can account ({amount_limit(resource)})"
+
+
 def parse_quantity(value: str | int | float, resource: str) -> int:
-    """``value`` in the canonical unit of ``resource``; ValueError when malformed.
+    """``value`` in the canonical unit of ``resource``; ValueError when malformed or when
+    its magnitude exceeds :data:`MAX_AMOUNT`.
 
     YAML/JSON numbers are accepted too (``cpu: 2``, ``cpu: 0.5``); booleans are not.
     """
@@ -74,10 +97,11 @@ def parse_quantity(value: str | int | float, resource: str) -> int:
     match = _QUANTITY_RE.fullmatch(text)
     if match is None:
         raise ValueError(f"invalid quantity {_quote(text)}")
-    return _scale(match, milli=is_milli_resource(resource), text=text)
+    return _scale(match, resource=resource, text=text)
 
 
-def _scale(match: re.Match[str], *, milli: bool, text: str) -> int:
+def _scale(match: re.Match[str], *, resource: str, text: str) -> int:
+    milli = is_milli_resource(resource)
     int_digits = match["int"] or ""
     frac_digits = match["frac"] if match["frac"] is not None else (match["frac_only"] or "")
     mantissa = int((int_digits + frac_digits) or "0")
@@ -91,8 +115,8 @@ def _scale(match: re.Match[str], *, milli: bool, text: str) -> int:
         exp10 += int(match["exp"])
     if mantissa == 0:
         return 0
-    if exp10 > 40:
-        raise ValueError(f"invalid quantity {_quote(text)}: too large")
+    if exp10 > 40:  # bounds the work below; far beyond MAX_AMOUNT whatever the mantissa
+        raise ValueError(over_limit(text, resource))
     if exp10 < -200:
         # mantissa < 10**100 and 2**exp2 <= 2**60, so the value is a positive fraction < 1.
         magnitude = 1
@@ -100,8 +124,8 @@ def _scale(match: re.Match[str], *, milli: bool, text: str) -> int:
         numerator = mantissa << exp2
         # Fractions round up (away from zero; the sign is applied last).
         magnitude = numerator * 10**exp10 if exp10 >= 0 else -(-numerator // 10**-exp10)
-    if magnitude > INT64_MAX:
-        raise ValueError(f"invalid quantity {_quote(text)}: too large")
+    if magnitude > MAX_AMOUNT:
+        raise ValueError(over_limit(text, resource))
     return -magnitude if match["sign"] == "-" else magnitude
 
 
@@ -110,7 +134,7 @@ def format_quantity(amount: int, resource: str) -> str:
 
     cpu: ``"250m"`` or whole cores ``"2"``; byte resources: the largest exact binary
     suffix (``"1Gi"``), else plain bytes; everything else: the plain integer.
-    ``parse_quantity(format_quantity(n, r), r) == n`` for every int64 ``n``.
+    ``parse_quantity(format_quantity(n, r), r) == n`` for every ``|n| <= MAX_AMOUNT``.
     """
     if is_milli_resource(resource):
         return str(amount // 1000) if amount % 1000 == 0 else f"{amount}m"

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import NamedTuple
 
-from distsched.model.objects import Container, Pod, ResourceList
+from distsched.model.objects import Container, Pod, PodSpec, ResourceList
 from distsched.model.quantity import CPU, MEMORY
 
 # kube-scheduler's scoring defaults for a container that does not request cpu/memory
@@ -72,16 +72,26 @@ def pod_requests(
     ``missing_defaults`` replaces a container's request for a resource it does not name
     at all (an explicit 0 stays 0), like ``NonMissingContainerRequests``.
     """
-    total = aggregate_container_requests(
-        pod.spec.containers, pod.spec.init_containers, missing_defaults
+    return spec_requests(
+        pod.spec, missing_defaults=missing_defaults, exclude_overhead=exclude_overhead
     )
+
+
+def spec_requests(
+    spec: PodSpec,
+    *,
+    missing_defaults: Mapping[str, int] | None = None,
+    exclude_overhead: bool = False,
+) -> ResourceList:
+    """:func:`pod_requests` of a pod with this spec."""
+    total = aggregate_container_requests(spec.containers, spec.init_containers, missing_defaults)
     # Pod-level resources (kube's PodLevelResources): a pod-level request replaces the
     # containers' aggregate for that resource (cpu, memory), overhead still comes on top.
-    pod_level = pod.spec.resources
+    pod_level = spec.resources
     if pod_level is not None:
         total.update(pod_level.requests)
     if not exclude_overhead:
-        _add(total, pod.spec.overhead)
+        _add(total, spec.overhead)
     return total
 
 

@@ -27,6 +27,7 @@ from distsched.model.decode import pod_from_dict
 from distsched.model.decode_common import decode_label_selector, decode_meta
 from distsched.model.errors import ManifestError
 from distsched.model.fields import Fields, expect_object, quote
+from distsched.model.labels import compile_selector
 from distsched.model.objects import DEFAULT_NAMESPACE, LabelSelector, ObjectMeta, Pod
 
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
@@ -257,7 +258,8 @@ def _workload(kind: str, spec: Fields, meta: ObjectMeta, raw: dict[str, Any]) ->
     if selector is not None:
         if not selector.match_labels and not selector.match_expressions:
             spec.fail("selector", "empty selector is invalid for a workload")
-        if not selects(selector, pod.metadata.labels):
+        # Decoded, hence valid: compile_selector raises nothing here.
+        if not compile_selector(selector).matches(pod.metadata.labels):
             spec.fail("template.metadata.labels", "`selector` does not match template `labels`")
     if kind == "Job":
         policy = (template_fields.get_obj("spec") or Fields({})).get_str("restartPolicy")
@@ -286,20 +288,3 @@ def _template_pod(template: Fields, owner: ObjectMeta) -> Pod:
     except ManifestError as exc:
         path = template.at(exc.field) if exc.field else template.path
         raise ManifestError(exc.source, exc.document, path, exc.reason) from None
-
-
-def selects(selector: LabelSelector, labels: dict[str, str]) -> bool:
-    """metav1.LabelSelectorAsSelector(selector).Matches(labels)."""
-    if any(labels.get(k) != v for k, v in selector.match_labels.items()):
-        return False
-    for expr in selector.match_expressions:
-        value = labels.get(expr.key)
-        if expr.operator == "In" and value not in expr.values:
-            return False
-        if expr.operator == "NotIn" and value is not None and value in expr.values:
-            return False
-        if expr.operator == "Exists" and value is None:
-            return False
-        if expr.operator == "DoesNotExist" and value is not None:
-            return False
-    return True

@@ -259,6 +259,10 @@ class Store:
         self._scripts = ScriptSet(client)
 
     @property
+    def client(self) -> redis.Redis:
+        return self._client
+
+    @property
     def clock(self) -> Clock:
         """The clock the store stamps writes with (its readers share it)."""
         return self._clock
@@ -397,6 +401,20 @@ class Store:
         (or a key repeats in the batch) :class:`AlreadyExists` and nothing is written."""
         if not objs:
             return []
+        keys, argv, prepared = self.create_call(objs)
+        status, value = self._scripts.get("store_create")(keys=keys, args=argv)
+        if status != b"ok":
+            kind, key, _ = prepared[int(value) - 1]
+            raise AlreadyExists(kind, key)
+        first = int(value)
+        return [with_rv(new, first + i) for i, (_, _, new) in enumerate(prepared)]
+
+    def create_call(
+        self, objs: Sequence[Obj], *, mirrored: bool = False
+    ) -> tuple[builtins.list[str], builtins.list[Any], builtins.list[tuple[str, str, Obj]]]:
+        """KEYS and ARGV of a store_create call for ``objs``, and (kind, key, object) of
+        each as it will be stored. ``mirrored``: the objects come from a real API server
+        and keep their uid and creationTimestamp (see :mod:`distsched.store.mirror`)."""
         now_ms = self._clock.now_ms()
         now = rfc3339(now_ms)
         slots: dict[str, int] = {}
@@ -414,7 +432,7 @@ class Store:
         prepared: builtins.list[tuple[str, str, Obj]] = []
         for obj in objs:
             kind, key = object_key(obj)
-            new = self._new_object(obj, kind, now)
+            new = self._new_object(obj, kind, now, mirrored=mirrored)
             slot = slots.get(kind)
             if slot is None:
                 slot = slots[kind] = len(slots) + 1
@@ -425,18 +443,17 @@ class Store:
             argv += [slot, kind, key, uid_of(new), node, nominated_of(new), prefix, suffix]
             argv += queue_fields(new) if kind == "Pod" else ["", "", 0]
             prepared.append((kind, key, new))
-        status, value = self._scripts.get("store_create")(keys=keys, args=argv)
-        if status != b"ok":
-            kind, key, _ = prepared[int(value) - 1]
-            raise AlreadyExists(kind, key)
-        first = int(value)
-        return [with_rv(new, first + i) for i, (_, _, new) in enumerate(prepared)]
+        return keys, argv, prepared
 
     @staticmethod
-    def _new_object(obj: Obj, kind: str, now: str) -> Obj:
+    def _new_object(obj: Obj, kind: str, now: str, *, mirrored: bool = False) -> Obj:
         # The store assigns every uid, as kube's API server does (a given one is ignored):
-        # a uid is unique, and the meta record never holds a user's '|' or newline.
-        meta = {**obj["metadata"], "creationTimestamp": now, "uid": str(uuid.uuid4())}
+        # a uid is unique, and the meta record never holds a user's '|' or newline. A
+        # mirrored object is the API server's: its uid and creation time are the truth.
+        if mirrored:
+            meta = dict(obj["metadata"])
+        else:
+            meta = {**obj["metadata"], "creationTimestamp": now, "uid": str(uuid.uuid4())}
         meta.pop("resourceVersion", None)
         if kind in CLUSTER_SCOPED:
             meta.pop("namespace", None)
@@ -533,30 +550,37 @@ class Store:
 
     def _replace(self, kind: str, key: str, current: Obj, new: Obj) -> Obj | None:
         """Write ``new`` if ``current`` is still stored; None when it moved (retry)."""
-        node = node_name_of(new)
-        check_node_name(node, f"{kind} {key}")
-        prefix, suffix = pack_with_rv_slot(new)
-        reply = self._scripts.get("store_update")(
-            keys=[*self._write_keys(), self._keys.objects(kind), self._keys.store_meta(kind)],
-            args=[
-                self._max_events,
-                secrets.token_hex(8),
-                kind,
-                key,
-                rv_of(current),
-                uid_of(new),
-                node,
-                nominated_of(new),
-                "1" if kind in EVENTS_WITH_OLD else "",
-                prefix,
-                suffix,
-            ],
-        )
+        keys, args = self.update_call(kind, key, rv_of(current), new)
+        reply = self._scripts.get("store_update")(keys=keys, args=args)
         if reply[0] == b"ok":
             return with_rv(new, reply[1])
         if reply[0] == b"notfound":
             raise NotFound(kind, key)
         return None
+
+    def update_call(
+        self, kind: str, key: str, current_rv: str, new: Obj
+    ) -> tuple[builtins.list[str], builtins.list[Any]]:
+        """KEYS and ARGV of a store_update call writing ``new`` over the object stored at
+        resourceVersion ``current_rv``."""
+        node = node_name_of(new)
+        check_node_name(node, f"{kind} {key}")
+        prefix, suffix = pack_with_rv_slot(new)
+        keys = [*self._write_keys(), self._keys.objects(kind), self._keys.store_meta(kind)]
+        args = [
+            self._max_events,
+            secrets.token_hex(8),
+            kind,
+            key,
+            current_rv,
+            uid_of(new),
+            node,
+            nominated_of(new),
+            "1" if kind in EVENTS_WITH_OLD else "",
+            prefix,
+            suffix,
+        ]
+        return keys, args
 
     def update_pod_status(
         self,
@@ -607,23 +631,34 @@ class Store:
         """Delete an object (:class:`NotFound` if absent; with ``uid``, :class:`UidMismatch`
         if the stored object is another incarnation). Returns its last state. A pod's own
         records outside the store (its explain record, its Permit verdicts) go with it."""
-        if kind not in ALL_KINDS:
-            raise InvalidObject(f"kind must be one of {', '.join(ALL_KINDS)}, got {kind!r}")
-        own_records = [self._keys.explain, self._keys.permit(key)] if kind == "Pod" else []
-        reply = self._scripts.get("store_delete")(
-            keys=[
-                *self._write_keys(),
-                self._keys.objects(kind),
-                self._keys.store_meta(kind),
-                *own_records,
-            ],
-            args=[self._max_events, secrets.token_hex(8), kind, key, uid or ""],
-        )
+        keys, args = self.delete_call(kind, key, uid)
+        reply = self._scripts.get("store_delete")(keys=keys, args=args)
         if reply[0] == b"notfound":
             raise NotFound(kind, key)
         if reply[0] == b"uid-mismatch":
             raise UidMismatch(kind, key, uid or "", reply[1].decode())
         return with_rv(stored_object(reply[2], _bound_meta(reply[3])), reply[1])
+
+    def delete_call(
+        self, kind: str, key: str, uid: str | None
+    ) -> tuple[builtins.list[str], builtins.list[Any]]:
+        """KEYS and ARGV of a store_delete call (a pod's own records go with it)."""
+        if kind not in ALL_KINDS:
+            raise InvalidObject(f"kind must be one of {', '.join(ALL_KINDS)}, got {kind!r}")
+        own_records = [self._keys.explain, self._keys.permit(key)] if kind == "Pod" else []
+        keys = [
+            *self._write_keys(),
+            self._keys.objects(kind),
+            self._keys.store_meta(kind),
+            *own_records,
+        ]
+        return keys, [self._max_events, secrets.token_hex(8), kind, key, uid or ""]
+
+    @property
+    def scripts(self) -> ScriptSet:
+        """The store's registered scripts (for callers that batch its calls in a
+        transaction, such as :mod:`distsched.store.mirror`)."""
+        return self._scripts
 
     # --- bind -------------------------------------------------------------------------
     def bind(

@@ -29,13 +29,14 @@ from distsched.cache.ledger import Ledger
 from distsched.clock import Clock
 from distsched.framework import events
 from distsched.framework.events import ClusterEvent
-from distsched.framework.plugins.helpers.label_selector import (
+from distsched.framework.listers import NamespaceLabels
+from distsched.framework.podinfo import PodInfo
+from distsched.model import HostPort, Node, Pod
+from distsched.model.labels import (
     AffinityTerm,
     InvalidSelector,
     compile_terms,
 )
-from distsched.framework.podinfo import PodInfo
-from distsched.model import HostPort, Node, Pod
 from distsched.model.objects import DEFAULT_SCHEDULER_NAME
 from distsched.queue_types import PodEntry, SchedulingQueue
 from distsched.store import (
@@ -181,11 +182,19 @@ class QueueEventHandlers:
     """Applies one batch of store events to the queue (and the shared ledger)."""
 
     def __init__(
-        self, *, queue: SchedulingQueue, ledger: Ledger, clock: Clock, scheduler: Scheduler
+        self,
+        *,
+        queue: SchedulingQueue,
+        ledger: Ledger,
+        clock: Clock,
+        namespaces: NamespaceLabels,
+        scheduler: Scheduler,
     ) -> None:
         self.queue = queue
         self.ledger = ledger
         self.clock = clock
+        # kube's queue nsLister: namespaceSelector terms of the seed's AssignedPodAdd rule.
+        self.namespaces = namespaces
         self.scheduler = scheduler
         self.profiles = frozenset(scheduler.profile_names())
         # QueueingHints (kube 1.28+, GA in 1.34); False: the seed's rules only.
@@ -325,7 +334,7 @@ class QueueEventHandlers:
         def seed_rule(pod: Pod) -> bool:
             terms = required_affinity_terms(pod)
             return bool(terms) and any(
-                term.matches(p.metadata.namespace, p.metadata.labels)
+                term.matches(p.metadata.namespace, p.metadata.labels, self.namespaces.of)
                 for term in terms
                 for p in new_pods()
             )

@@ -16,6 +16,11 @@ are parsed at once, because every decision checks their terms (the InterPodAffin
 filter tests existing pods' anti-affinity against any incoming pod); they are told from
 the undecoded blob (``ObjectRef.may_contain``), which almost never needs a decode.
 
+The informer also feeds the listers plugins read through their Handle
+(framework/listers.py): the nominator from pod events, the PodDisruptionBudgets and the
+Namespace objects' labels. The worker hands in the Listers its profiles' Handle carries,
+so each worker's plugins see what its own informer saw.
+
 What a decision tells the ledger it saw (topology-domain and anti-affinity generations,
 see :mod:`distsched.cache.ledger`) comes from here, by the ledger's rule: a single-node
 domain's generation as read with the node's pod list, a multi-node domain's as read by
@@ -32,9 +37,7 @@ import redis
 
 from distsched.cache.ledger import DomainGenerations, Ledger
 from distsched.cache.ledger_types import HOSTNAME_KEY, NodeState, NodeUsage
-from distsched.framework.nominator import PodNominator
-from distsched.framework.plugins.helpers.label_selector import set_namespace_labels
-from distsched.framework.plugins.helpers.pdbs import BUDGETS
+from distsched.framework.listers import DisruptionBudgets, Listers, NamespaceLabels
 from distsched.framework.snapshot import Snapshot
 from distsched.keys import Keys
 from distsched.model import Node, Pod
@@ -72,17 +75,26 @@ def _same_but_binding(old: Obj, new: Obj) -> bool:
     return new_spec == old.get("spec", {}) and old_status == new_status
 
 
-def namespace_handler() -> FuncHandler:
-    """Namespace objects' labels, for namespaceSelector (plugins/helpers/label_selector)."""
+def namespace_handler(namespaces: NamespaceLabels) -> FuncHandler:
+    """Namespace objects' labels into ``namespaces``, for namespaceSelector."""
 
     def labels_of(obj: Obj) -> tuple[str, dict[str, str]]:
         meta = obj.get("metadata") or {}
         return str(meta.get("name")), dict(meta.get("labels") or {})
 
     return FuncHandler(
-        add=lambda obj, _initial: set_namespace_labels(*labels_of(obj)),
-        update=lambda _old, new: set_namespace_labels(*labels_of(new)),
-        delete=lambda obj, _unknown: set_namespace_labels(labels_of(obj)[0], None),
+        add=lambda obj, _initial: namespaces.set(*labels_of(obj)),
+        update=lambda _old, new: namespaces.set(*labels_of(new)),
+        delete=lambda obj, _unknown: namespaces.set(labels_of(obj)[0], None),
+    )
+
+
+def budget_handler(budgets: DisruptionBudgets) -> FuncHandler:
+    """PodDisruptionBudgets into ``budgets``, for DefaultPreemption."""
+    return FuncHandler(
+        add=lambda obj, _initial: budgets.set(obj),
+        update=lambda _old, new: budgets.set(new),
+        delete=lambda obj, _unknown: budgets.delete(obj),
     )
 
 
@@ -94,7 +106,7 @@ class ClusterView:
         *,
         store: Store,
         ledger: Ledger,
-        nominator: PodNominator | None = None,
+        listers: Listers,
         informer_client: redis.Redis | None = None,
         lazy_pods: bool = True,
         reader: str | None = None,
@@ -104,9 +116,10 @@ class ClusterView:
         # False: parse every bound pod when its event arrives (the reference of the tests).
         self.lazy_pods = lazy_pods
         self.snapshot = Snapshot(capacity=1024, usage_from_ledger=True)
-        # Pending pods nominated to a node by preemption, counted when filtering (the
-        # profiles' Handle carries the same object).
-        self.nominator = nominator if nominator is not None else PodNominator()
+        # What the profiles' plugins read besides the snapshot (their Handle carries the
+        # same object): this view's informer feeds it.
+        self.listers = listers
+        self.nominator = listers.nominator
         self.informer = Informer(
             informer_client or client,
             keys,
@@ -123,15 +136,8 @@ class ClusterView:
         self.informer.add_handler("Node", node_handler)
         # Lazy: most pod events are pending pods, which only the nominator may care about.
         self.informer.add_handler("Pod", pod_handler, lazy=True)
-        self.informer.add_handler("Namespace", namespace_handler())
-        self.informer.add_handler(
-            "PodDisruptionBudget",
-            FuncHandler(
-                add=lambda o, _i: BUDGETS.set(o),
-                update=lambda _o, n: BUDGETS.set(n),
-                delete=lambda o, _u: BUDGETS.delete(o),
-            ),
-        )
+        self.informer.add_handler("Namespace", namespace_handler(listers.namespaces))
+        self.informer.add_handler("PodDisruptionBudget", budget_handler(listers.budgets))
         self._parsed: dict[str, tuple[str, Obj, Pod]] = {}
         self.node_states: dict[str, NodeState] = {}
         # node -> (what it was computed from, domains, values by key): node_topology
@@ -175,15 +181,20 @@ class ClusterView:
         return self.pods([key])[key]
 
     def pods(self, keys: list[str]) -> dict[str, Pod | None]:
-        """The typed pods of ``keys`` (None: no such pod). A pod the informer has not seen
-        yet (the store's create script queues a pod at once, so a worker may pop it before
-        its informer reads the event) is read from the store: all of them in one call."""
+        """The typed pods of ``keys`` (None: no such pod)."""
+        objs = self.pod_objects(keys)
+        return {key: None if obj is None else self.pod_from(obj) for key, obj in objs.items()}
+
+    def pod_objects(self, keys: list[str]) -> dict[str, Obj | None]:
+        """The store objects of ``keys`` (None: no such pod). A pod the informer has not
+        seen yet (the store's create script queues a pod at once, so a worker may pop it
+        before its informer reads the event) is read from the store: all in one call."""
         objs: dict[str, Obj | None] = {key: self.informer.get("Pod", key) for key in keys}
         missing = [key for key, obj in objs.items() if obj is None]
         if missing:
             for key, obj in zip(missing, self.store.get_many("Pod", missing), strict=True):
                 objs[key] = obj
-        return {key: None if obj is None else self.pod_from(obj) for key, obj in objs.items()}
+        return objs
 
     def nominate(self, pod: Pod, node: str) -> None:
         """Count ``pod`` as nominated to ``node`` now (its nominatedNodeName is in the
@@ -193,8 +204,27 @@ class ClusterView:
         self.nominator.add(replace(pod, status=status))
 
     # ------------------------------------------------------------------ informer -> snapshot
+    def _usable_node(self, obj: Obj) -> Node | None:
+        """The typed node, or None (logged) when it is unusable: it does not parse, e.g.
+        an allocatable amount beyond what the ledger can account in an object that
+        reached the store without ``apply``. The snapshot then does not have it."""
+        try:
+            node = Node.from_dict(obj)
+            self.snapshot.check_node(node)
+        except ValueError as exc:
+            name = (obj.get("metadata") or {}).get("name")
+            log.warning("node %s is unusable: %s", name, exc)
+            if isinstance(name, str) and self.snapshot.get_index(name) is not None:
+                self._on_node_delete(obj, False)
+            return None
+        return node
+
     def _on_node_add(self, obj: Obj, _initial: bool) -> None:
-        node = Node.from_dict(obj)
+        node = self._usable_node(obj)
+        if node is not None:
+            self._add_node(node)
+
+    def _add_node(self, node: Node) -> None:
         index = self.snapshot.add_node(node)
         usage = self._usage.get(node.metadata.name)
         if usage is not None:
@@ -203,7 +233,13 @@ class ClusterView:
             self._pods_dirty.add(node.metadata.name)
 
     def _on_node_update(self, _old: Obj, new: Obj) -> None:
-        self.snapshot.update_node(Node.from_dict(new))
+        node = self._usable_node(new)
+        if node is None:
+            return
+        if self.snapshot.get_index(node.metadata.name) is None:  # it was unusable
+            self._add_node(node)
+        else:
+            self.snapshot.update_node(node)
 
     def _on_node_delete(self, obj: Obj, _unknown: bool) -> None:
         name = obj["metadata"]["name"]

@@ -23,8 +23,6 @@ from redis.retry import Retry
 from distsched import gc_tuning, metrics
 from distsched.cache.ledger import LedgerConfig
 from distsched.connection import Backoff, RedisOptions, connect, infrastructure_error
-from distsched.framework.interface import Handle
-from distsched.framework.nominator import NOMINATOR_KEY, PodNominator
 from distsched.framework.profile import ConfigError, build_profiles, load_config
 from distsched.keys import Keys
 from distsched.queue_types import QueueConfig
@@ -47,12 +45,9 @@ def run_worker(
     lease_ms: int | None = None,
     assume_ttl_ms: int | None = None,
 ) -> None:
-    nominator = PodNominator()
     try:
         scheduler_config = load_config(config_path)
-        profiles = build_profiles(
-            scheduler_config, handle=Handle(extras={NOMINATOR_KEY: nominator})
-        )
+        profiles = build_profiles(scheduler_config)
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         sys.exit(2)
@@ -86,8 +81,6 @@ def run_worker(
             ),
             queue_config=QueueConfig(lease_ms=lease_ms) if lease_ms else None,
             ledger_config=LedgerConfig(assume_ttl_ms=assume_ttl_ms) if assume_ttl_ms else None,
-            # The same nominator as the profiles' Handle: the view feeds what Filter reads.
-            nominator=nominator,
             scheduler_config=scheduler_config,
         )
 

@@ -16,10 +16,10 @@ from collections.abc import Iterable, Mapping
 
 from distsched.framework import events
 from distsched.framework.events import ClusterEvent
-from distsched.framework.plugins.helpers.node_selector import pod_matches_node_selector_and_affinity
-from distsched.framework.plugins.helpers.taints import find_untolerated_taint
 from distsched.model import HostPort, pod_host_ports, pod_requests
+from distsched.model.nodeaffinity import pod_matches_node_selector_and_affinity
 from distsched.model.objects import Node, Pod
+from distsched.model.taints import find_untolerated_taint
 
 NO_SCHEDULE = frozenset({"NoSchedule"})
 

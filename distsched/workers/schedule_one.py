@@ -43,7 +43,7 @@ import redis
 from distsched import metrics
 from distsched.binder.jobs import Binding, bind_queue, enqueue_bindings
 from distsched.cache.ledger import Ledger, LedgerConfig
-from distsched.cache.ledger_types import Decision, Rejected, Reserved
+from distsched.cache.ledger_types import Decision, Invalid, Rejected, Reserved
 from distsched.clock import SYSTEM_CLOCK, Clock
 from distsched.connection import infrastructure_error
 from distsched.faults import pause_at  # crash tests only; a no-op unless env set
@@ -53,12 +53,11 @@ from distsched.framework.cycle_state import CycleState
 from distsched.framework.diagnosis import FitError, SchedulingError
 from distsched.framework.events import ClusterEvent
 from distsched.framework.failure import Failure, FailureHandler
-from distsched.framework.nominator import NOMINATOR_KEY, PodNominator
 from distsched.framework.podinfo import PodInfo
 from distsched.framework.profile import Profiles, SchedulerConfig
 from distsched.framework.runtime import Framework
 from distsched.keys import Keys
-from distsched.model import HostPort, Node, Pod
+from distsched.model import HostPort, ManifestError, Node, Pod, PodRef
 from distsched.model.objects import DEFAULT_SCHEDULER_NAME
 from distsched.queue_redis import RedisQueue
 from distsched.queue_types import QueueConfig, QueuedPod
@@ -129,6 +128,7 @@ class Attempt:
     node: str = ""
     info: PodInfo | None = None
     tries: int = 0
+    reserved: bool = False
 
 
 def constrained(pod: Pod) -> bool:
@@ -183,22 +183,6 @@ def backoff_config(
     )
 
 
-def share_nominator(profiles: Profiles, nominator: PodNominator | None) -> PodNominator:
-    """One PodNominator for the worker's view and every profile's Handle: the view feeds
-    it from pod events, Filter (RunFilterPluginsWithNominatedPods) and preemption read it.
-    A nominator already in a profile's Handle is kept, else ``nominator`` or a new one."""
-    if nominator is None:
-        for fw in profiles.values():
-            found = fw.handle.extras.get(NOMINATOR_KEY)
-            if isinstance(found, PodNominator):
-                nominator = found
-                break
-    nominator = nominator if nominator is not None else PodNominator()
-    for fw in profiles.values():
-        fw.handle.extras[NOMINATOR_KEY] = nominator
-    return nominator
-
-
 class SchedulingWorker:
     def __init__(
         self,
@@ -212,7 +196,6 @@ class SchedulingWorker:
         queue_config: QueueConfig | None = None,
         ledger_config: LedgerConfig | None = None,
         informer_client: redis.Redis | None = None,
-        nominator: PodNominator | None = None,
         scheduler_config: SchedulerConfig | None = None,
         writer: ClusterWriter | None = None,
     ) -> None:
@@ -228,14 +211,14 @@ class SchedulingWorker:
         queue_config = backoff_config(scheduler_config, queue_config)
         self.queue = RedisQueue(client, keys, config=queue_config)
         self.ledger = Ledger(client, keys, clock, ledger_config, queue_config=queue_config)
-        nominator = share_nominator(profiles, nominator)
-        # The worker's local picture: snapshot, parsed pods, the ledger's mirror.
+        # The worker's local picture: snapshot, parsed pods, the ledger's mirror, and the
+        # listers its profiles' plugins read (their Handle's).
         self.view = ClusterView(
             client,
             keys,
             store=self.store,
             ledger=self.ledger,
-            nominator=nominator,
+            listers=profiles.handle.listers,
             informer_client=informer_client,
             lazy_pods=self.config.lazy_pods,
             reader=self.name,
@@ -249,7 +232,11 @@ class SchedulingWorker:
         # attempted, to hand back uncounted as soon as Redis answers (queue.hand_back).
         self._unattempted: list[tuple[str, int]] = []
         self.handlers = QueueEventHandlers(
-            queue=self.queue, ledger=self.ledger, clock=clock, scheduler=self
+            queue=self.queue,
+            ledger=self.ledger,
+            clock=clock,
+            namespaces=self.view.listers.namespaces,
+            scheduler=self,
         )
         self.failures = FailureHandler(
             client, keys, self.queue, self.ledger, self.writer, profiles, clock
@@ -268,6 +255,8 @@ class SchedulingWorker:
         self.topology_locks = TopologyLocks(client, keys)
         # Topology keys this worker registered with the ledger (cache:topokeys).
         self._watched: set[str] = set()
+        # Pods that do not parse, by the resourceVersion last logged.
+        self._unparsed: dict[str, str] = {}
         self._setup_periodic()
         # (informer, consumer) resets seen: a change means Redis lost its data.
         self._resets = (0, 0)
@@ -360,11 +349,17 @@ class SchedulingWorker:
         group existed, or lost with a Redis that restarted without its data). Idempotent."""
         now = self.clock.now_ms()
         for obj in self.informer.list("Node"):
-            self.ledger.set_node_from(Node.from_dict(obj))
+            try:
+                self.ledger.set_node_from(Node.from_dict(obj))
+            except ValueError as exc:  # unusable (the view logs it too): not a start-up loop
+                log.warning("resync: node %s left out: %s", object_key(obj)[1], exc)
         entries = []
         for obj in self.informer.list("Pod"):
             if (obj.get("spec") or {}).get("nodeName"):
-                record_bound_pod(self.ledger, self.view.pod_from(obj))
+                try:
+                    record_bound_pod(self.ledger, self.view.pod_from(obj))
+                except ValueError as exc:
+                    log.warning("resync: bound pod %s left out: %s", object_key(obj)[1], exc)
             elif self.handlers.responsible_for(obj):
                 entries.append(
                     pod_entry(object_key(obj)[1], obj, gated=self.pre_enqueue_rejects(obj))
@@ -383,7 +378,12 @@ class SchedulingWorker:
         return self.config.queueing_hints
 
     def pod(self, key: str) -> Pod | None:
-        return self.view.pod(key)
+        """A pod the queue holds, for the event handlers' move decisions; None when it is
+        gone or does not parse (then it is moved, and its next attempt says why)."""
+        try:
+            return self.view.pod(key)
+        except ValueError:
+            return None
 
     def parse(self, obj: dict[str, Any]) -> Pod:
         return self.view.pod_from(obj)
@@ -468,9 +468,16 @@ class SchedulingWorker:
         decide each on the snapshot in pop order, reserve them against the ledger, hand
         reserved ones to the binder pool."""
         attempts: list[Attempt] = []
-        pods = self.view.pods([queued.key for queued in popped])
+        objs = self.view.pod_objects([queued.key for queued in popped])
         for queued in popped:
-            attempt = self._prepare(queued, pods[queued.key])
+            obj, pod = objs[queued.key], None
+            if obj is not None:
+                try:
+                    pod = self.view.pod_from(obj)
+                except ValueError as exc:  # a pod that does not parse fails alone
+                    self._fail_unparsed(queued, obj, exc)
+                    continue
+            attempt = self._prepare(queued, pod)
             if attempt is not None:
                 attempts.append(attempt)
         topology_keys: set[str] = set()
@@ -489,6 +496,14 @@ class SchedulingWorker:
                     self._sync_for_constraints(topology_keys)
                 batch = [a for a in attempts if self._decide_safely(a)]
                 self._reserve(batch, depends=depends)
+        except BaseException:
+            # The pods go back to the queue (handed back, or when their lease expires);
+            # the snapshot must not keep charging their nodes for reservations the ledger
+            # never made (the change feed only corrects nodes whose ledger usage changes).
+            for attempt in attempts:
+                if not attempt.reserved:
+                    self._undo_reserve(attempt)
+            raise
         finally:
             # One rq job for the whole pop batch, constrained pods included: rq's per-job
             # round trips would otherwise dominate Redis CPU for those workloads.
@@ -713,7 +728,12 @@ class SchedulingWorker:
             retry: list[Attempt] = []
             for attempt, result in zip(batch, results, strict=True):
                 if isinstance(result, Reserved):
+                    attempt.reserved = True
                     reserved.append(attempt)
+                elif isinstance(result, Invalid):
+                    self._fail(
+                        attempt, message=result.reason, error=False, reserved_on=attempt.node
+                    )
                 elif not isinstance(result, Rejected):
                     # Stale: the lease expired and the pod belongs to someone else now.
                     self._undo_reserve(attempt)
@@ -824,5 +844,27 @@ class SchedulingWorker:
             token=str(queued.epoch) if reserved_in_ledger else "",
             parsed=attempt.pod,
             state=attempt.state,
+        )
+        self.failures.handle([failure])
+
+    def _fail_unparsed(self, queued: QueuedPod, obj: Obj, exc: ValueError) -> None:
+        """A popped pod that does not parse (e.g. requests beyond what the ledger can
+        account, in an object that reached the store without ``apply``): unschedulable
+        with the reason, until an update of the pod (or a move request) retries it."""
+        reason = f"{exc.field}: {exc.reason}" if isinstance(exc, ManifestError) else str(exc)
+        version = str((obj.get("metadata") or {}).get("resourceVersion", ""))
+        if self._unparsed.get(queued.key) != version:  # once per version, not per attempt
+            if len(self._unparsed) >= 10_000:
+                self._unparsed.clear()
+            self._unparsed[queued.key] = version
+            log.warning("pod %s cannot be scheduled: %s", queued.key, reason)
+        profile = (obj.get("spec") or {}).get("schedulerName") or DEFAULT_SCHEDULER_NAME
+        failure = Failure(
+            PodRef(queued.key, queued.uid),
+            queued.epoch,
+            str(profile),
+            f"invalid pod: {reason}",
+            error=False,
+            started=time.perf_counter(),
         )
         self.failures.handle([failure])

@@ -7,7 +7,7 @@ import json
 import pytest
 import redis
 
-from distsched.cache.ledger import Ledger, Rejected, Reserved, Stale
+from distsched.cache.ledger import Invalid, Ledger, Rejected, Reserved, Stale
 from distsched.cache.ledger_types import domain
 from distsched.clock import FakeClock
 from distsched.keys import Keys
@@ -344,16 +344,18 @@ def test_node_not_found(r: redis.Redis, keys: Keys, clock: FakeClock, ledger: Le
         {"node": ""},
     ],
 )
-def test_bad_decisions_are_refused_before_redis(
+def test_bad_decisions_are_refused_alone_before_redis(
     r: redis.Redis, keys: Keys, clock: FakeClock, ledger: Ledger, bad: dict
 ) -> None:
+    """A decision that cannot be sent is Invalid, and only it (issue 24: one bad pod
+    failed its whole batch); nothing is written for it."""
     popped(r, keys, clock, "ns/a", "ns/b")
     good = decision("ns/a", "n1")
     node = bad.pop("node", "n1")
-    before = snapshot_db(r)
-    with pytest.raises(ValueError):
-        ledger.reserve_batch([good, decision("ns/b", node, **bad)])
-    assert snapshot_db(r) == before
+    reserved, refused = ledger.reserve_batch([good, decision("ns/b", node, **bad)])
+    assert isinstance(reserved, Reserved) and isinstance(refused, Invalid)
+    assert r.hget(keys.ledger_pods, "ns/b") is None
+    assert r.zscore(keys.inflight, "ns/b") is not None
 
 
 def test_script_validates_its_input_before_writing(

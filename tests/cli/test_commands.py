@@ -153,6 +153,25 @@ BAD_POD_CPU = {**pod("bad"), "spec": {"containers": [{"name": "app", "resources"
             ["b.yaml", "document 1", "metadata.name", "duplicate"],
             id="duplicate-object",
         ),
+        # Issue 24, item 4: int64 quantities Kubernetes accepts but the ledger (Lua
+        # doubles) cannot account are refused here, not at runtime.
+        pytest.param(
+            {"nodes.yaml": [node("n0"), node("n1", cpu="9223372036854775807m")]},
+            [
+                "nodes.yaml: document 2 (Node n1): status.allocatable.cpu: "
+                "9223372036854775807m exceeds the largest amount distsched can account "
+                "(2^53-1 millicores)"
+            ],
+            id="node-allocatable-beyond-the-ledger",
+        ),
+        pytest.param(
+            {"a.yaml": [node("n1"), pod("ok"), pod("huge", cpu="9007199254740992m")]},
+            [
+                "a.yaml: document 3 (Pod default/huge): spec.containers[0].resources.requests"
+                ".cpu: 9007199254740992m exceeds the largest amount distsched can account"
+            ],
+            id="pod-request-beyond-the-ledger",
+        ),
     ],
 )
 def test_a_bad_manifest_exits_2_naming_file_document_field_and_writes_nothing(

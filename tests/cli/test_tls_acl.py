@@ -1,5 +1,5 @@
-"""Redis ACL users and TLS, for real: a private server with a user list, and one that
-speaks only TLS with certificates made here (CA, server, client)."""
+"""Redis ACL users and TLS, for real: a private server with a user list (valkey and Redis
+7.0 each), and one that speaks only TLS with certificates made here (CA, server, client)."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ import datetime
 import ipaddress
 import json
 import os
+import shlex
 import shutil
 import signal
 import subprocess
@@ -16,11 +17,15 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import redis
+from click.testing import CliRunner
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+from distsched.acl import parse_version, setuser_line
+from distsched.cli import main as cli_main
 from distsched.embedded import EmbeddedRedis, TlsFiles
 from tests.cli.manifests import cli_env, kill_group, node, pod, run_cli, write_yaml
 
@@ -28,8 +33,10 @@ ACL = ["--user", "alice", "on", ">s3cret", "~*", "&*", "+@all", "--user", "defau
 
 
 @pytest.fixture
-def acl_server(tmp_path: Path) -> Iterator[EmbeddedRedis]:
-    server = EmbeddedRedis(data_dir=tmp_path / "acl", appendfsync="everysec", extra_args=ACL)
+def acl_server(server_binary: Path, tmp_path: Path) -> Iterator[EmbeddedRedis]:
+    server = EmbeddedRedis(
+        data_dir=tmp_path / "acl", appendfsync="everysec", extra_args=ACL, binary=server_binary
+    )
     yield server.start()
     server.stop()
 
@@ -48,6 +55,59 @@ def test_acl_user_and_password_in_the_url(acl_server: EmbeddedRedis) -> None:
 
     anonymous = run_cli("get", "pods", url=f"redis://{base}")
     assert anonymous.returncode == 1 and "Traceback" not in anonymous.stderr
+
+
+def test_distsched_acl_prints_role_users_this_server_takes(acl_server: EmbeddedRedis) -> None:
+    """Issue 24: the documented lines carried +client|setinfo, which Redis 7.0 does not
+    know, so ACL SETUSER refused them there. `distsched acl` asks the server its version
+    (INFO) and prints lines it takes; each user then connects and works on its keys."""
+    admin_url = f"redis://alice:s3cret@127.0.0.1:{acl_server.port}/0"
+    result = run_cli("acl", "--password", "role-pw-1", "--scheduler", "prod", url=admin_url)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert [line.split()[2] for line in lines] == ["worker", "binder", "operator"]
+    admin = redis.Redis.from_url(admin_url)
+    version = admin.info("server")["redis_version"]
+    assert ("+client|setinfo" in result.stdout) == (parse_version(version) >= (7, 2, 0))
+    for line in lines:
+        assert admin.execute_command(*shlex.split(line)) in (b"OK", "OK", True), line
+    worker = redis.Redis.from_url(f"redis://worker:role-pw-1@127.0.0.1:{acl_server.port}/0")
+    worker.hset("{ds:prod}:store:meta:Pod", "a", "1")
+    with pytest.raises(redis.exceptions.NoPermissionError):
+        worker.set("{ds:other}:x", "1")
+    operator = redis.Redis.from_url(f"redis://operator:role-pw-1@127.0.0.1:{acl_server.port}/0")
+    assert operator.hget("{ds:prod}:store:meta:Pod", "a") == b"1"
+    with pytest.raises(redis.exceptions.NoPermissionError):
+        operator.hset("{ds:prod}:store:meta:Pod", "a", "2")
+    denials = {(entry["username"], entry["object"]) for entry in admin.acl_log()}
+    assert denials == {("worker", "{ds:other}:x"), ("operator", "hset")}  # the two above
+    for client in (admin, worker, operator):
+        client.close()
+
+
+@pytest.mark.parametrize(
+    ("version", "setinfo"), [("7.0", False), ("7.0.15", False), ("7.2", True), ("8.2.1", True)]
+)
+def test_distsched_acl_for_a_version_without_a_server(version: str, setinfo: bool) -> None:
+    result = CliRunner(env={"DISTSCHED_REDIS_URL": None}).invoke(
+        cli_main, ["acl", "--server-version", version, "--role", "operator"]
+    )
+    assert result.exit_code == 0, result.output
+    assert result.stdout == setuser_line("operator", version=parse_version(version)) + "\n"
+    assert ("+client|setinfo" in result.stdout) == setinfo
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--server-version", "6.2"], "distsched needs Redis 7.0 or later"),
+        (["--server-version", "seven"], "--server-version: not a server version"),
+        ([], "give --redis-url"),
+    ],
+)
+def test_distsched_acl_bad_input_exits_2(args: list[str], message: str) -> None:
+    result = CliRunner(env={"DISTSCHED_REDIS_URL": None}).invoke(cli_main, ["acl", *args])
+    assert result.exit_code == 2 and message in result.stderr, result.output
 
 
 # --------------------------------------------------------------------------- TLS

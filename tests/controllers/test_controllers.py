@@ -8,10 +8,10 @@ import threading
 import redis
 
 from distsched.clock import FakeClock
-from distsched.controllers.main import Lease
 from distsched.controllers.naming import ALPHANUMS
 from distsched.controllers.workload import WorkloadController
 from distsched.keys import Keys
+from distsched.lease import Lease
 from distsched.store import Store
 from tests.controllers.helpers import MANIFESTS, apply_path, apply_text, pods_of
 from tests.e2e.cluster import node
@@ -356,7 +356,8 @@ def test_pods_wait_for_an_unknown_priority_class(
 
 
 def test_one_lease_holder_at_a_time(r: redis.Redis, keys: Keys) -> None:
-    first, second = Lease(r, keys, lease_ms=60_000), Lease(r, keys, lease_ms=60_000)
+    first = Lease(r, keys, "controller", lease_ms=60_000)
+    second = Lease(r, keys, "controller", lease_ms=60_000)
     assert first.hold() and first.hold()  # taken, then renewed
     assert not second.hold()
     first.release()

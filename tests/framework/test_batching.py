@@ -31,7 +31,8 @@ from distsched.framework.batching import (
 from distsched.framework.cycle_state import CycleState
 from distsched.framework.diagnosis import SchedulingError
 from distsched.framework.interface import Handle
-from distsched.framework.nominator import NOMINATOR_KEY, PodNominator
+from distsched.framework.listers import Listers
+from distsched.framework.nominator import PodNominator
 from distsched.framework.podinfo import PodInfo
 from distsched.framework.profile import build_profiles, default_config, parse_config
 from distsched.framework.runtime import Framework
@@ -328,7 +329,7 @@ def _side(world: World, batched: type[BatchScheduler] | None) -> Side:
     text = CONFIGS[world.config]
     config = parse_config(text, "<test>") if text else default_config()
     nominator = PodNominator()
-    handle = Handle(extras={NOMINATOR_KEY: nominator})
+    handle = Handle(listers=Listers(nominator=nominator))
     fw = build_profiles(config, handle=handle, rng=random.Random(world.seed))["default-scheduler"]
     fw.percentage_of_nodes_to_score = world.percentage
     snapshot = Snapshot(capacity=4, usage_from_ledger=world.usage_from_ledger)

@@ -8,13 +8,14 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 
-from distsched.framework.plugins.helpers.label_selector import (
+from distsched.framework.listers import NamespaceLabels
+from distsched.framework.plugins.helpers.pod_index import pod_index
+from distsched.framework.snapshot import Snapshot
+from distsched.model.labels import (
     NOTHING,
     AffinityTerm,
     compile_selector,
 )
-from distsched.framework.plugins.helpers.pod_index import pod_index
-from distsched.framework.snapshot import Snapshot
 from distsched.model.objects import (
     Affinity,
     LabelSelector,
@@ -44,6 +45,10 @@ class Loads:
             return pod
 
         return load
+
+
+# The namespace lister the PodIndex's queries read (no Namespace objects here).
+NAMESPACES = NamespaceLabels()
 
 
 def red_query() -> tuple[AffinityTerm, ...]:
@@ -100,7 +105,7 @@ def test_label_queries_materialize_everything_term_groups_nothing() -> None:
         affinity=Affinity(pod_anti_affinity=PodAffinity(required=(anti,))),
     )
     snapshot.add_pod(guard)  # pods with affinity terms are never deferred
-    index = pod_index(snapshot)
+    index = pod_index(snapshot, NAMESPACES.of)
     for i, node in enumerate(("n1", "n2", "n2")):
         pod = make_pod(f"r{i}", node_name=node, labels={"color": "red"})
         snapshot.defer_pod(pod.key, node, loads.of(pod))
@@ -124,10 +129,11 @@ def test_removing_and_moving_deferred_pods() -> None:
     snapshot.defer_pod(pod.key, "n1", loads.of(pod))
     moved = make_pod("p", node_name="n2", labels={"color": "red"})
     snapshot.defer_pod(pod.key, "n2", loads.of(moved))
-    assert pod_index(snapshot).counts(snapshot, red_query()).tolist()[:3] == [0, 1, 0]
+    index = pod_index(snapshot, NAMESPACES.of)
+    assert index.counts(snapshot, red_query()).tolist()[:3] == [0, 1, 0]
     assert loads.loaded == ["default/p"]
     assert snapshot.remove_pod(pod.key) is not None
-    assert pod_index(snapshot).counts(snapshot, red_query()).tolist()[:3] == [0, 0, 0]
+    assert index.counts(snapshot, red_query()).tolist()[:3] == [0, 0, 0]
 
 
 def test_deferred_pods_park_with_their_node() -> None:

@@ -9,11 +9,12 @@ from hypothesis import strategies as st
 
 from distsched.framework.cycle_state import CycleState
 from distsched.framework.diagnosis import FitError
-from distsched.framework.plugins.helpers.node_selector import term_mask, term_matches_node
-from distsched.framework.plugins.helpers.taints import DO_NOT_SCHEDULE_EFFECTS, tolerations_tolerate
+from distsched.framework.plugins.helpers.node_selector import term_mask
 from distsched.framework.profile import build_profiles, default_config
 from distsched.framework.schedule import schedule_pod
+from distsched.model.nodeaffinity import term_matches_node
 from distsched.model.objects import Node, NodeSelectorTerm, Pod, Taint, Toleration
+from distsched.model.taints import DO_NOT_SCHEDULE_EFFECTS, tolerations_tolerate
 from tests.framework.builders import make_node, make_pod, req, required_affinity, snapshot_of
 
 KEYS = ("zone", "disk", "rank")

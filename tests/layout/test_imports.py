@@ -5,7 +5,8 @@
 - the roles (``workers``, ``binder``, ``controllers``) are imported only by ``cli``,
   ``bench`` and ``replay`` (the what-if tool, which runs the roles like the bench does),
   and by themselves;
-- nothing but ``cli`` (whose ``distsched bench`` runs it) imports ``bench``.
+- nothing but ``cli`` (whose ``distsched bench`` runs it) imports ``bench``;
+- only the plugins import ``framework/plugins/helpers``.
 
 Imports inside functions and under TYPE_CHECKING count too: they still tie two packages.
 ``KNOWN_CYCLES`` lists cycles tolerated while they are being broken; it is empty (the
@@ -32,6 +33,16 @@ def _package_of(module: str) -> str | None:
     return parts[1]
 
 
+def _imported_modules(path: Path) -> set[str]:
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module)
+    return found
+
+
 def package_imports() -> dict[str, set[str]]:
     """package -> the other packages of ours it imports."""
     graph: dict[str, set[str]] = defaultdict(set)
@@ -41,16 +52,10 @@ def package_imports() -> dict[str, set[str]]:
         if source_package is None or source_package in {"__init__", "__main__"}:
             continue
         graph.setdefault(source_package, set())
-        for node in ast.walk(ast.parse(path.read_text(), str(path))):
-            names: list[str] = []
-            if isinstance(node, ast.Import):
-                names = [alias.name for alias in node.names]
-            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-                names = [node.module]
-            for name in names:
-                target = _package_of(name)
-                if target is not None and target != source_package:
-                    graph[source_package].add(target)
+        for name in _imported_modules(path):
+            target = _package_of(name)
+            if target is not None and target != source_package:
+                graph[source_package].add(target)
     return graph
 
 
@@ -107,3 +112,18 @@ def test_roles_are_imported_only_by_cli_and_the_tools() -> None:
 def test_only_the_cli_imports_bench() -> None:
     importers = {src for src, targets in package_imports().items() if "bench" in targets}
     assert importers <= {"cli"}
+
+
+def test_plugin_helpers_serve_only_the_plugins() -> None:
+    """What workers and controllers share with the plugins is model-level matching and
+    lives in ``model`` (kube's component-helpers); ``framework/plugins/helpers`` is the
+    plugins' own machinery."""
+    helpers = "distsched.framework.plugins.helpers"
+    plugins = ROOT / "framework" / "plugins"
+    offenders = sorted(
+        str(path.relative_to(ROOT))
+        for path in ROOT.rglob("*.py")
+        if not path.is_relative_to(plugins)
+        and any(m == helpers or m.startswith(helpers + ".") for m in _imported_modules(path))
+    )
+    assert not offenders

@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from distsched.model.quantity import INT64_MAX, format_quantity, parse_quantity
+from distsched.model.quantity import MAX_AMOUNT, format_quantity, parse_quantity
 
 GI = 1024**3
 MI = 1024**2
@@ -56,8 +56,9 @@ VALID = [
     ("1Ki", "memory", 1024),
     ("1Ti", "memory", 1024**4),
     ("1Pi", "memory", 1024**5),
-    ("7Ei", "memory", 7 * 1024**6),
-    ("1E", "memory", 10**18),  # E alone is exa
+    ("7Pi", "memory", 7 * 1024**5),
+    ("1P", "memory", 10**15),
+    ("0.001E", "memory", 10**15),  # E alone is exa
     ("1T", "ephemeral-storage", 10**12),
     ("1P", "ephemeral-storage", 10**15),
     ("100m", "memory", 1),  # 0.1 byte rounds up
@@ -68,7 +69,9 @@ VALID = [
     ("1k", "pods", 1000),
     ("500m", "example.com/gpu", 1),
     (3, "example.com/gpu", 3),
-    ("9223372036854775807", "memory", INT64_MAX),
+    ("9007199254740991", "memory", MAX_AMOUNT),
+    ("9007199254740991m", "cpu", MAX_AMOUNT),
+    ("-9007199254740991", "memory", -MAX_AMOUNT),
     ("0.000000000000000000000000000000000001", "memory", 1),
     ("1e-300", "memory", 1),
     ("0e999", "memory", 0),
@@ -124,12 +127,24 @@ def test_parse_rejects_non_quantities(value: object) -> None:
 
 
 @pytest.mark.parametrize(
-    ("text", "resource"),
-    [("8Ei", "memory"), ("1E", "cpu"), ("1e41", "memory"), ("10000000000000000000", "pods")],
+    ("text", "resource", "unit"),
+    [
+        ("8Ei", "memory", " bytes"),
+        ("1E", "cpu", " millicores"),
+        ("1e41", "memory", " bytes"),
+        ("10000000000000000000", "pods", ""),
+        ("9007199254740992", "example.com/gpu", ""),  # 2^53
+        ("9007199254740992m", "cpu", " millicores"),
+        ("9007199254741", "cpu", " millicores"),  # 2^53 millicores and then some
+        ("9223372036854775807m", "cpu", " millicores"),  # int64's maximum
+        ("-8Pi", "memory", " bytes"),
+    ],
 )
-def test_parse_too_large(text: str, resource: str) -> None:
-    with pytest.raises(ValueError, match="too large"):
+def test_parse_beyond_the_ledgers_limit(text: str, resource: str, unit: str) -> None:
+    expected = f"{text} exceeds the largest amount distsched can account (2^53-1{unit})"
+    with pytest.raises(ValueError) as info:
         parse_quantity(text, resource)
+    assert str(info.value) == expected
 
 
 def test_error_message_quotes_the_input() -> None:
@@ -162,7 +177,7 @@ def test_format(amount: int, resource: str, text: str) -> None:
 RESOURCES = st.sampled_from(["cpu", "memory", "ephemeral-storage", "pods", "example.com/gpu"])
 
 
-@given(st.integers(min_value=-INT64_MAX, max_value=INT64_MAX), RESOURCES)
+@given(st.integers(min_value=-MAX_AMOUNT, max_value=MAX_AMOUNT), RESOURCES)
 def test_format_round_trips(amount: int, resource: str) -> None:
     assert parse_quantity(format_quantity(amount, resource), resource) == amount
 
@@ -189,8 +204,8 @@ def test_cpu_is_ceiling_of_value_times_1000(whole: int, frac: int, suffix: str) 
     value = (whole + Fraction(frac, 10)) * scale
     expected = -(-value * 1000 // 1)
     text = f"{whole}.{frac}{suffix}"
-    if expected > INT64_MAX:
-        with pytest.raises(ValueError, match="too large"):
+    if expected > MAX_AMOUNT:
+        with pytest.raises(ValueError, match="exceeds the largest amount"):
             parse_quantity(text, "cpu")
     else:
         assert parse_quantity(text, "cpu") == expected

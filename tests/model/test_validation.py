@@ -259,7 +259,24 @@ POD_CASES: list[tuple[str, Any, str]] = [
     (
         f"{C0}.resources.requests.memory",
         "8Ei",
-        'spec.containers[0].resources.requests.memory: invalid quantity "8Ei": too large',
+        "spec.containers[0].resources.requests.memory: 8Ei exceeds the largest amount"
+        " distsched can account (2^53-1 bytes)",
+    ),
+    (
+        f"{C0}.resources.requests.cpu",
+        "9007199254740992m",  # 2^53: the ledger's Lua numbers are doubles
+        "spec.containers[0].resources.requests.cpu: 9007199254740992m exceeds the largest"
+        " amount distsched can account (2^53-1 millicores)",
+    ),
+    (
+        "spec.containers.1",
+        {"name": "two", "resources": {"requests": {"cpu": "9007199254740900m"}}},
+        "spec: the pod's cpu requests add up to 9007199254741, more than the largest amount distsched can account (2^53-1 millicores)",
+    ),
+    (
+        "spec.overhead",
+        {"memory": "9007199254740991"},
+        "spec: the pod's memory requests add up to 9007199321849855, more than the largest amount distsched can account (2^53-1 bytes)",
     ),
     (
         f"{C0}.resources.limits",
@@ -637,6 +654,11 @@ NODE_CASES: list[tuple[str, Any, str]] = [
     ),
     ("status.capacity.memory", "8GB", 'status.capacity.memory: invalid quantity "8GB"'),
     ("status.allocatable", {"cpu": "x"}, 'status.allocatable.cpu: invalid quantity "x"'),
+    (
+        "status.allocatable",
+        {"cpu": "9223372036854775807m"},
+        "status.allocatable.cpu: 9223372036854775807m exceeds the largest amount distsched can account (2^53-1 millicores)",
+    ),
     (
         "status.capacity",
         {"bad name!": 1},

@@ -7,14 +7,14 @@ node, the victims to delete, and the lower-priority pods nominated to that node 
 nomination should be cleared. The scheduling worker deletes the victims through the
 store, sets the pod's status.nominatedNodeName and clears those nominations.
 
-Dry runs change the worker's snapshot and restore it (helpers/what_if.py), so the
+Dry runs change the worker's snapshot and restore it (framework/what_if.py), so the
 plugin needs its framework to run the filters: the framework hands itself over through
-``attach_framework`` when it builds its plugins. Nominated pods come from the
-``PodNominator`` in ``Handle.extras[NOMINATOR_KEY]`` when the worker provides one.
+``attach_framework`` when it builds its plugins. Nominated pods and budgets come from
+the Handle's listers (framework/listers.py), which the worker's informer feeds.
 
 PodDisruptionBudgets count as kube counts them: on each node the potential victims that
 would take a budget below zero (``status.disruptionsAllowed``, spent pod by pod, see
-helpers/pdbs.py) are reprieved first, and candidates with fewer PDB violations win before
+model/pdbs.py) are reprieved first, and candidates with fewer PDB violations win before
 every other criterion. A budget is best effort, as in kube: when every candidate
 violates one, the fewest violations win. When a budget decided something (a pod spared
 on the chosen node, or a node passed over for its violations) the plugin says so in the
@@ -50,19 +50,19 @@ from distsched.framework.interface import (
     PostFilterPlugin,
     PostFilterResult,
 )
-from distsched.framework.nominator import NOMINATOR_KEY, PodNominator, nominated_to_add
-from distsched.framework.plugins.helpers.pdbs import BUDGETS, PDB_KEY, Budget, DisruptionBudgets
-from distsched.framework.plugins.helpers.what_if import (
+from distsched.framework.nominator import PodNominator, nominated_to_add
+from distsched.framework.podinfo import PodInfo, cycle_pod_info
+from distsched.framework.snapshot import Snapshot
+from distsched.framework.status import Code, Status
+from distsched.framework.what_if import (
     NodeEdit,
     fits_on_node,
     fits_together,
     node_edit,
     nodes_are_independent,
 )
-from distsched.framework.podinfo import PodInfo, cycle_pod_info
-from distsched.framework.snapshot import Snapshot
-from distsched.framework.status import Code, Status
 from distsched.model.objects import Pod
+from distsched.model.pdbs import Budget
 
 if TYPE_CHECKING:
     from distsched.framework.runtime import Framework
@@ -222,13 +222,8 @@ class DefaultPreemption(PostFilterPlugin):
         self.framework = framework
 
     @property
-    def nominator(self) -> PodNominator | None:
-        return self.handle.extras.get(NOMINATOR_KEY)
-
-    @property
-    def budgets(self) -> DisruptionBudgets:
-        budgets = self.handle.extras.get(PDB_KEY)
-        return budgets if isinstance(budgets, DisruptionBudgets) else BUDGETS
+    def nominator(self) -> PodNominator:
+        return self.handle.listers.nominator
 
     # -------------------------------------------------------------- PostFilter
     def post_filter(
@@ -314,7 +309,7 @@ class DefaultPreemption(PostFilterPlugin):
         return candidates, statuses, errors
 
     def nodes_are_independent(self, state: CycleState) -> bool:
-        """See :func:`helpers.what_if.nodes_are_independent`."""
+        """See :func:`distsched.framework.what_if.nodes_are_independent`."""
         assert self.framework is not None
         return nodes_are_independent(self.framework, state)
 
@@ -328,7 +323,7 @@ class DefaultPreemption(PostFilterPlugin):
         fw = self.framework
         assert fw is not None
         priority = cycle_pod_info(state, pod).priority
-        budgets = self.budgets.all()
+        budgets = self.handle.listers.budgets.all()
         results: dict[int, tuple[Candidate | None, Status | None]] = {}
         plans: list[_DryRun] = []
         for node_index in nodes:
@@ -393,7 +388,8 @@ class DefaultPreemption(PostFilterPlugin):
         assert self.framework is not None
         priority = cycle_pod_info(state, pod).priority
         # No nominator for the plan: fits_on_node adds the node's nominated pods itself.
-        plan = _DryRun.plan(snapshot, node_index, priority, self.budgets.all(), None, pod)
+        budgets = self.handle.listers.budgets.all()
+        plan = _DryRun.plan(snapshot, node_index, priority, budgets, None, pod)
         if plan is None:
             return None, Status.unresolvable(NO_VICTIMS)
         with node_edit(self.framework, state, pod, snapshot, node_index) as edit:
@@ -420,12 +416,9 @@ class DefaultPreemption(PostFilterPlugin):
 
     def _lower_priority_nominated(self, pod: Pod, priority: int, node_name: str) -> tuple[Pod, ...]:
         """kube's getLowerPriorityNominatedPods."""
-        nominator = self.nominator
-        if nominator is None:
-            return ()
         return tuple(
             info.pod
-            for info in nominator.pods_for_node(node_name)
+            for info in self.nominator.pods_for_node(node_name)
             if info.priority < priority and info.key != pod.key
         )
 

@@ -37,17 +37,18 @@ from distsched.framework.interface import (
     ScorePlugin,
     SignPlugin,
 )
-from distsched.framework.plugins.helpers.label_selector import (
-    AffinityTerm,
-    InvalidSelector,
-    compile_term,
-    compile_terms,
-)
 from distsched.framework.plugins.helpers.pod_index import TermGroup, pod_index
 from distsched.framework.plugins.helpers.prefilter_state import CountingPreFilterExtensions
 from distsched.framework.podinfo import PodInfo, cycle_pod_info
 from distsched.framework.snapshot import Snapshot
 from distsched.framework.status import PluginError, Status
+from distsched.model.labels import (
+    AffinityTerm,
+    InvalidSelector,
+    NamespaceLabelsOf,
+    compile_term,
+    compile_terms,
+)
 from distsched.model.objects import Node, Pod
 
 NAME = "InterPodAffinity"
@@ -97,6 +98,7 @@ def _update(
 
 @dataclass(slots=True)
 class _PreFilterState:
+    namespace_labels: NamespaceLabelsOf
     namespace: str
     labels: dict[str, str]
     affinity_terms: tuple[AffinityTerm, ...]
@@ -113,6 +115,7 @@ class _PreFilterState:
     def clone(self) -> _PreFilterState:
         # Arrays are copied on write by _update, so sharing them is safe.
         return _PreFilterState(
+            self.namespace_labels,
             self.namespace,
             self.labels,
             self.affinity_terms,
@@ -128,19 +131,20 @@ class _PreFilterState:
     ) -> None:
         """kube's preFilterState.updateWithPod: ``info`` added to (delta 1) or removed from
         (delta -1) the node."""
+        namespace_labels = self.namespace_labels
         for declared in info.required_anti_affinity_terms:
             existing = compile_term(declared, info.namespace)
-            if existing.matches(self.namespace, self.labels):
+            if existing.matches(self.namespace, self.labels, namespace_labels):
                 _update(
                     self.existing_anti_affinity, snapshot, existing.topology_key, node_index, delta
                 )
         if self.affinity_terms and all(
-            t.matches(info.namespace, info.labels) for t in self.affinity_terms
+            t.matches(info.namespace, info.labels, namespace_labels) for t in self.affinity_terms
         ):
             for term in self.affinity_terms:
                 _update(self.affinity, snapshot, term.topology_key, node_index, delta)
         for term in self.anti_affinity_terms:
-            if term.matches(info.namespace, info.labels):
+            if term.matches(info.namespace, info.labels, namespace_labels):
                 _update(self.anti_affinity, snapshot, term.topology_key, node_index, delta)
 
 
@@ -164,10 +168,11 @@ class InterPodAffinity(
     scores_in_range = True
 
     def __init__(
-        self, *, hard_pod_affinity_weight: int, ignore_preferred_of_existing: bool
+        self, *, hard_pod_affinity_weight: int, ignore_preferred_of_existing: bool, handle: Handle
     ) -> None:
         self.hard_pod_affinity_weight = hard_pod_affinity_weight
         self.ignore_preferred_of_existing = ignore_preferred_of_existing
+        self.handle = handle
 
     def sign_pod(self, pod: Pod, info: PodInfo, snapshot: Snapshot) -> Hashable | None:
         # Only a pod this plugin has nothing to say about: no (anti-)affinity of its own
@@ -187,11 +192,12 @@ class InterPodAffinity(
             anti_terms = compile_terms(info.required_anti_affinity_terms, info.namespace)
         except InvalidSelector as exc:
             return None, Status.unresolvable(f"parsing pod: {exc}")
-        index = pod_index(snapshot)
+        namespace_labels = self.handle.listers.namespaces.of
+        index = pod_index(snapshot, namespace_labels)
 
         existing: TopologyCounts = {}
         for group in index.groups.required_anti_affinity.values():
-            if group.term.matches(info.namespace, info.labels):
+            if group.term.matches(info.namespace, info.labels, namespace_labels):
                 key = group.term.topology_key
                 _add_domains(existing, key, group.domain_counts(snapshot, key))
         if not _positive(existing) and not affinity_terms and not anti_terms:
@@ -210,11 +216,12 @@ class InterPodAffinity(
             _add_domains(anti_affinity, key, sums)
 
         matches_own = bool(affinity_terms) and all(
-            t.matches(info.namespace, info.labels) for t in affinity_terms
+            t.matches(info.namespace, info.labels, namespace_labels) for t in affinity_terms
         )
         state.write(
             _PRE_FILTER_KEY,
             _PreFilterState(
+                namespace_labels,
                 info.namespace,
                 info.labels,
                 affinity_terms,
@@ -280,7 +287,8 @@ class InterPodAffinity(
         has_constraints = bool(info.preferred_affinity_terms or info.preferred_anti_affinity_terms)
         if self.ignore_preferred_of_existing and not has_constraints:
             return Status.skip()
-        index = pod_index(snapshot)
+        namespace_labels = self.handle.listers.namespaces.of
+        index = pod_index(snapshot, namespace_labels)
         scores: TopologyCounts = {}
         touched = False
 
@@ -310,7 +318,7 @@ class InterPodAffinity(
         groups += [(g, g.weight) for g in index.groups.preferred_affinity.values()]
         groups += [(g, -g.weight) for g in index.groups.preferred_anti_affinity.values()]
         for group, weight in groups:
-            if group.term.matches(info.namespace, info.labels):
+            if group.term.matches(info.namespace, info.labels, namespace_labels):
                 key = group.term.topology_key
                 add(key, group.domain_counts(snapshot, key), weight)
 
@@ -368,7 +376,9 @@ def new(args: dict[str, Any], handle: Handle) -> InterPodAffinity:
     ignore = args.get("ignorePreferredTermsOfExistingPods", False)
     if not isinstance(ignore, bool):
         raise PluginArgsError("ignorePreferredTermsOfExistingPods", "must be a boolean")
-    return InterPodAffinity(hard_pod_affinity_weight=weight, ignore_preferred_of_existing=ignore)
+    return InterPodAffinity(
+        hard_pod_affinity_weight=weight, ignore_preferred_of_existing=ignore, handle=handle
+    )
 
 
 # ---------------------------------------------------------------------- QueueingHint
@@ -408,7 +418,7 @@ def _after_node_change(pod: Pod, old: Node | None, new: Node) -> bool:
     return False
 
 
-def queueing_hint(event: ClusterEvent, pod: Pod, old: Any, new: Any) -> bool | None:
+def queueing_hint(event: ClusterEvent, pod: Pod, old: Any, new: Any, handle: Handle) -> bool | None:
     """kube's isSchedulableAfterPodChange for assigned-pod events (node events: see
     :func:`_after_node_change`).
 
@@ -424,8 +434,11 @@ def queueing_hint(event: ClusterEvent, pod: Pod, old: Any, new: Any) -> bool | N
     affinity = _required_terms(pod, anti=False)
     anti = _required_terms(pod, anti=True)
 
+    namespace_labels = handle.listers.namespaces.of
+
     def matches(other: Pod, terms: tuple[AffinityTerm, ...]) -> bool:
-        return any(t.matches(other.metadata.namespace, other.metadata.labels) for t in terms)
+        meta = other.metadata
+        return any(t.matches(meta.namespace, meta.labels, namespace_labels) for t in terms)
 
     if isinstance(new, Pod) and isinstance(old, Pod):
         return (not matches(old, affinity) and matches(new, affinity)) or (

@@ -22,11 +22,8 @@ from distsched.framework.interface import (
     SignPlugin,
 )
 from distsched.framework.plugins.helpers.node_selector import (
-    OBJECT_NAME_FIELD,
-    InvalidRequirement,
     parse_preferred_terms,
     parse_term,
-    pod_matches_node_selector_and_affinity,
     preferred_weights,
     required_affinity_mask,
     terms_mask,
@@ -35,6 +32,8 @@ from distsched.framework.plugins.helpers.normalize import default_normalize_scor
 from distsched.framework.podinfo import PodInfo
 from distsched.framework.snapshot import Snapshot
 from distsched.framework.status import PluginError, Status
+from distsched.model.decode_common import NODE_NAME_FIELD
+from distsched.model.nodeaffinity import InvalidRequirement, pod_matches_node_selector_and_affinity
 from distsched.model.objects import Node, NodeSelectorTerm, Pod, PreferredSchedulingTerm
 
 NAME = "NodeAffinity"
@@ -48,6 +47,7 @@ ERR_REASON_CONFLICT = "pod affinity terms conflict"
 
 class NodeAffinity(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin, SignPlugin):
     name = NAME
+    reads_only_its_node = True
     scores_in_range = True
 
     def __init__(
@@ -79,7 +79,7 @@ class NodeAffinity(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin, S
         for term in required:
             term_names: set[str] | None = None
             for req in term.match_fields:
-                if req.key == OBJECT_NAME_FIELD and req.operator == "In":
+                if req.key == NODE_NAME_FIELD and req.operator == "In":
                     values = set(req.values)
                     term_names = values if term_names is None else term_names & values
             if term_names is None:
@@ -167,7 +167,7 @@ def new(args: dict[str, Any], handle: Handle) -> NodeAffinity:
 
 
 # ---------------------------------------------------------------------- QueueingHint
-def queueing_hint(event: ClusterEvent, pod: Pod, old: Any, new: Any) -> bool | None:
+def queueing_hint(event: ClusterEvent, pod: Pod, old: Any, new: Any, handle: Handle) -> bool | None:
     """kube's isSchedulableAfterNodeChange: Queue when the node now matches the pod's
     nodeSelector and required node affinity and did not before (an added node: matches)."""
     if event.resource != EventResource.NODE or not isinstance(new, Node):

@@ -23,6 +23,7 @@ ERR_REASON = "node(s) didn't match the requested node name"
 
 class NodeName(FilterPlugin, SignPlugin):
     name = NAME
+    reads_only_its_node = True
 
     def sign_pod(self, pod: Pod, info: PodInfo, snapshot: Snapshot) -> Hashable | None:
         return pod.spec.node_name

@@ -43,6 +43,7 @@ _STATE_KEY = "PreFilter" + NAME
 
 class NodePorts(PreFilterPlugin, FilterPlugin, SignPlugin):
     name = NAME
+    reads_only_its_node = True
 
     def sign_pod(self, pod: Pod, info: PodInfo, snapshot: Snapshot) -> Hashable | None:
         return info.host_ports
@@ -81,7 +82,7 @@ def _conflict(a: tuple[str, str, int], b: tuple[str, str, int]) -> bool:
     return port_a == port_b and proto_a == proto_b and (ip_a == ip_b or "0.0.0.0" in (ip_a, ip_b))
 
 
-def queueing_hint(event: ClusterEvent, pod: Pod, old: Any, new: Any) -> bool | None:
+def queueing_hint(event: ClusterEvent, pod: Pod, old: Any, new: Any, handle: Handle) -> bool | None:
     """kube's isSchedulableAfterPodDeleted: an assigned pod's deletion helps only when it
     held a host port the pending pod wants. Node events: no hint (the pre-check)."""
     if event.resource != EventResource.ASSIGNED_POD or not event.action & ActionType.DELETE:

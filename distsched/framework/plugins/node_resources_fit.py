@@ -84,6 +84,7 @@ class _FitRequest:
 
 class NodeResourcesFit(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin, SignPlugin):
     name = NAME
+    reads_only_its_node = True
     scores_in_range = True
 
     def __init__(
@@ -246,7 +247,7 @@ def new(args: dict[str, Any], handle: Handle) -> NodeResourcesFit:
 
 
 # ---------------------------------------------------------------------- QueueingHint
-def queueing_hint(event: ClusterEvent, pod: Pod, old: Any, new: Any) -> bool | None:
+def queueing_hint(event: ClusterEvent, pod: Pod, old: Any, new: Any, handle: Handle) -> bool | None:
     """kube's isSchedulableAfterNodeChange / isSchedulableAfterPodEvent.
 
     Node added or updated: Queue when the node's allocatable could hold the pod at all

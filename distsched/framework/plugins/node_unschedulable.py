@@ -11,14 +11,14 @@ import numpy as np
 from distsched.framework.cycle_state import CycleState
 from distsched.framework.events import NODE_ADD_OR_SCHEDULING_CHANGE, ClusterEvent, EventResource
 from distsched.framework.interface import FilterPlugin, FilterResult, Handle, SignPlugin
-from distsched.framework.plugins.helpers.taints import (
+from distsched.framework.podinfo import PodInfo
+from distsched.framework.snapshot import Snapshot
+from distsched.model.objects import Node, Pod, Taint
+from distsched.model.taints import (
     NO_SCHEDULE,
     TAINT_NODE_UNSCHEDULABLE,
     tolerations_tolerate,
 )
-from distsched.framework.podinfo import PodInfo
-from distsched.framework.snapshot import Snapshot
-from distsched.model.objects import Node, Pod, Taint
 
 NAME = "NodeUnschedulable"
 EVENTS: tuple[ClusterEvent, ...] = (
@@ -31,6 +31,7 @@ _UNSCHEDULABLE_TAINT = Taint(TAINT_NODE_UNSCHEDULABLE, NO_SCHEDULE)
 
 class NodeUnschedulable(FilterPlugin, SignPlugin):
     name = NAME
+    reads_only_its_node = True
 
     def sign_pod(self, pod: Pod, info: PodInfo, snapshot: Snapshot) -> Hashable | None:
         return tolerations_tolerate(pod.spec.tolerations, _UNSCHEDULABLE_TAINT)
@@ -52,7 +53,7 @@ def new(args: dict[str, Any], handle: Handle) -> NodeUnschedulable:
 
 
 # ---------------------------------------------------------------------- QueueingHint
-def queueing_hint(event: ClusterEvent, pod: Pod, old: Any, new: Any) -> bool | None:
+def queueing_hint(event: ClusterEvent, pod: Pod, old: Any, new: Any, handle: Handle) -> bool | None:
     """kube's isSchedulableAfterNodeChange: Queue when the node accepts the pod now
     (schedulable, or the pod tolerates the unschedulable taint) and did not before."""
     if event.resource != EventResource.NODE or not isinstance(new, Node):

@@ -36,21 +36,21 @@ from distsched.framework.interface import (
     ScorePlugin,
     SignPlugin,
 )
-from distsched.framework.plugins.helpers.label_selector import (
+from distsched.framework.plugins.helpers.node_selector import required_affinity_mask
+from distsched.framework.plugins.helpers.pod_index import pod_index
+from distsched.framework.plugins.helpers.prefilter_state import CountingPreFilterExtensions
+from distsched.framework.podinfo import PodInfo
+from distsched.framework.snapshot import Snapshot
+from distsched.framework.status import PluginError, Status
+from distsched.model.labels import (
     NOTHING,
     AffinityTerm,
     InvalidSelector,
     Selector,
     compile_selector,
 )
-from distsched.framework.plugins.helpers.node_selector import required_affinity_mask
-from distsched.framework.plugins.helpers.pod_index import pod_index
-from distsched.framework.plugins.helpers.prefilter_state import CountingPreFilterExtensions
-from distsched.framework.plugins.helpers.taints import DO_NOT_SCHEDULE_EFFECTS, tolerations_tolerate
-from distsched.framework.podinfo import PodInfo
-from distsched.framework.snapshot import Snapshot
-from distsched.framework.status import PluginError, Status
 from distsched.model.objects import Node, Pod, Toleration
+from distsched.model.taints import DO_NOT_SCHEDULE_EFFECTS, tolerations_tolerate
 
 NAME = "PodTopologySpread"
 EVENTS: tuple[ClusterEvent, ...] = (
@@ -187,7 +187,8 @@ class PodTopologySpread(
     name = NAME
     scores_in_range = True
 
-    def __init__(self) -> None:
+    def __init__(self, handle: Handle) -> None:
+        self.handle = handle
         self._untolerated_cache: dict[tuple[object, ...], np.ndarray] = {}
 
     # -------------------------------------------------------------- shared
@@ -197,7 +198,8 @@ class PodTopologySpread(
         if selector.empty() or selector.nothing:
             return np.zeros(snapshot.capacity, dtype=np.int64)
         term = AffinityTerm("", selector, frozenset((namespace,)), NOTHING)
-        return pod_index(snapshot).counts(snapshot, (term,))
+        index = pod_index(snapshot, self.handle.listers.namespaces.of)
+        return index.counts(snapshot, (term,))
 
     def _untolerated(self, snapshot: Snapshot, tolerations: tuple[Toleration, ...]) -> np.ndarray:
         """bool[capacity]: nodes with a NoSchedule/NoExecute taint the pod does not tolerate."""
@@ -407,7 +409,7 @@ def new(args: dict[str, Any], handle: Handle) -> PodTopologySpread:
         raise PluginArgsError("defaultConstraints", "must be a list")
     if defaulting == "System" and constraints:
         raise PluginArgsError("defaultConstraints", "should be empty when defaultingType is System")
-    return PodTopologySpread()
+    return PodTopologySpread(handle)
 
 
 # ---------------------------------------------------------------------- QueueingHint
@@ -429,7 +431,7 @@ def _after_node_change(constraints: tuple[Constraint, ...], old: Node | None, ne
     return moved or taints
 
 
-def queueing_hint(event: ClusterEvent, pod: Pod, old: Any, new: Any) -> bool | None:
+def queueing_hint(event: ClusterEvent, pod: Pod, old: Any, new: Any, handle: Handle) -> bool | None:
     """kube's isSchedulableAfterPodChange for assigned-pod events, and
     isSchedulableAfterNodeChange (:func:`_after_node_change`): Queue when the added,
     deleted or relabelled pod is one the pending pod's DoNotSchedule constraints count

@@ -20,16 +20,16 @@ from distsched.framework.interface import (
     SignPlugin,
 )
 from distsched.framework.plugins.helpers.normalize import default_normalize_score
-from distsched.framework.plugins.helpers.taints import (
+from distsched.framework.podinfo import PodInfo
+from distsched.framework.snapshot import Snapshot
+from distsched.framework.status import Status
+from distsched.model.objects import Node, Pod, Taint, Toleration
+from distsched.model.taints import (
     DO_NOT_SCHEDULE_EFFECTS,
     PREFER_NO_SCHEDULE,
     find_untolerated_taint,
     tolerations_tolerate,
 )
-from distsched.framework.podinfo import PodInfo
-from distsched.framework.snapshot import Snapshot
-from distsched.framework.status import Status
-from distsched.model.objects import Node, Pod, Taint, Toleration
 
 NAME = "TaintToleration"
 EVENTS: tuple[ClusterEvent, ...] = (
@@ -52,6 +52,7 @@ class _Untolerated:
 
 class TaintToleration(FilterPlugin, PreScorePlugin, ScorePlugin, SignPlugin):
     name = NAME
+    reads_only_its_node = True
     scores_in_range = True
 
     def __init__(self) -> None:
@@ -162,7 +163,7 @@ def new(args: dict[str, Any], handle: Handle) -> TaintToleration:
 
 
 # ---------------------------------------------------------------------- QueueingHint
-def queueing_hint(event: ClusterEvent, pod: Pod, old: Any, new: Any) -> bool | None:
+def queueing_hint(event: ClusterEvent, pod: Pod, old: Any, new: Any, handle: Handle) -> bool | None:
     """kube's isSchedulableAfterNodeChange: Queue when the node has no untolerated
     NoSchedule/NoExecute taint now and had one before (an added node: none now)."""
     if event.resource != EventResource.NODE or not isinstance(new, Node):

@@ -12,12 +12,10 @@ import pytest
 from distsched.framework.cycle_state import CycleState
 from distsched.framework.diagnosis import FitError
 from distsched.framework.interface import Handle, PluginArgsError, PostFilterResult
-from distsched.framework.nominator import NOMINATOR_KEY, PodNominator
+from distsched.framework.listers import Listers
+from distsched.framework.nominator import PodNominator
 from distsched.framework.plugins import default_preemption
 from distsched.framework.plugins.default_preemption import PreemptionResult, victims_for
-from distsched.framework.plugins.helpers.what_if import (
-    run_filter_plugins_with_nominated_pods,
-)
 from distsched.framework.plugins.inter_pod_affinity import (
     ERR_REASON_AFFINITY,
     ERR_REASON_ANTI_AFFINITY,
@@ -26,6 +24,9 @@ from distsched.framework.profile import build_profiles, default_config
 from distsched.framework.schedule import schedule_pod
 from distsched.framework.snapshot import Snapshot
 from distsched.framework.status import Code
+from distsched.framework.what_if import (
+    run_filter_plugins_with_nominated_pods,
+)
 from distsched.model.objects import (
     DEFAULT_SCHEDULER_NAME,
     Affinity,
@@ -53,7 +54,7 @@ def pod(name, cpu=1000, priority=None, node_name="", created="", labels=None, **
 
 
 def framework(nominator=None, seed=0):
-    handle = Handle(extras={NOMINATOR_KEY: nominator} if nominator is not None else {})
+    handle = Handle(listers=Listers(nominator=nominator) if nominator is not None else Listers())
     fw = build_profiles(default_config(), handle=handle)[DEFAULT_SCHEDULER_NAME]
     fw.plugins[default_preemption.NAME].rng = random.Random(seed)
     return fw

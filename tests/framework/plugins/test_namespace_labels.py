@@ -1,17 +1,13 @@
 """namespaceSelector sees the labels of Namespace objects (issue 12), recorded by each
-worker's informer from the store."""
+worker's informer from the store into the namespace lister its plugins' Handle carries."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
-import pytest
 import redis
 
-from distsched.framework.plugins.helpers.label_selector import (
-    namespace_labels,
-    set_namespace_labels,
-)
+from distsched.framework.interface import Handle
+from distsched.framework.listers import Listers, NamespaceLabels
+from distsched.framework.plugins import inter_pod_affinity
 from distsched.keys import Keys
 from distsched.model.objects import LabelSelector
 from distsched.store import Informer, Store
@@ -20,7 +16,6 @@ from tests.framework.plugins.test_inter_pod_affinity import (
     AFFINITY_FAIL,
     affinity,
     node,
-    plugin,
     pod,
     reason,
     run_filter,
@@ -29,16 +24,14 @@ from tests.framework.plugins.test_inter_pod_affinity import (
 )
 
 
-@pytest.fixture(autouse=True)
-def _forget_namespaces() -> Iterator[None]:
-    yield
-    for name in ("team-a", "team-b"):
-        set_namespace_labels(name, None)
-
-
 def test_namespace_selector_matches_a_namespace_objects_labels() -> None:
-    set_namespace_labels("team-a", {"env": "prod"})
-    set_namespace_labels("team-b", {"env": "dev"})
+    listers = Listers()
+    listers.namespaces.set("team-a", {"env": "prod"})
+    listers.namespaces.set("team-b", {"env": "dev"})
+
+    def plugin() -> inter_pod_affinity.InterPodAffinity:
+        return inter_pod_affinity.new({}, Handle(listers=listers))
+
     wants_prod_web = pod(
         aff=affinity(
             [
@@ -60,7 +53,9 @@ def test_namespace_selector_matches_a_namespace_objects_labels() -> None:
 def test_the_workers_informer_records_namespace_labels(r: redis.Redis, keys: Keys) -> None:
     store = Store(r, keys)
     informer = Informer(r, keys, ("Namespace",))
-    informer.add_handler("Namespace", namespace_handler())
+    namespaces = NamespaceLabels()
+    informer.add_handler("Namespace", namespace_handler(namespaces))
+    namespace_labels = namespaces.of
     store.create({"kind": "Namespace", "metadata": {"name": "team-a", "labels": {"env": "prod"}}})
     informer.poll_once()
     assert namespace_labels("team-a") == {"env": "prod", "kubernetes.io/metadata.name": "team-a"}

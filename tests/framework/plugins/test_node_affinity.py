@@ -7,8 +7,8 @@ import pytest
 from distsched.framework.cycle_state import CycleState
 from distsched.framework.interface import Handle, PluginArgsError
 from distsched.framework.plugins import node_affinity
-from distsched.framework.plugins.helpers.node_selector import pod_matches_node_selector_and_affinity
 from distsched.framework.status import Code, Status
+from distsched.model.nodeaffinity import pod_matches_node_selector_and_affinity
 from distsched.model.objects import Affinity, NodeAffinity, NodeSelectorTerm
 from tests.framework.builders import (
     make_node,

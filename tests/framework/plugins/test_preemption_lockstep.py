@@ -10,23 +10,26 @@ from dataclasses import replace
 from typing import Any
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from distsched.framework.cycle_state import CycleState
 from distsched.framework.diagnosis import FitError
-from distsched.framework.interface import Handle
-from distsched.framework.nominator import NOMINATOR_KEY, PodNominator
+from distsched.framework.interface import Handle, PluginSpec
+from distsched.framework.listers import DisruptionBudgets, Listers
+from distsched.framework.nominator import PodNominator
 from distsched.framework.plugins import default_preemption
 from distsched.framework.plugins.default_preemption import DefaultPreemption
-from distsched.framework.plugins.helpers.pdbs import PDB_KEY, DisruptionBudgets, budget_from_dict
-from distsched.framework.plugins.helpers.what_if import (
+from distsched.framework.profile import build_profiles, default_config, parse_config
+from distsched.framework.registry import IN_TREE_REGISTRY
+from distsched.framework.schedule import schedule_pod
+from distsched.framework.what_if import (
     filter_status,
     fits_on_node,
+    nodes_are_independent,
     run_filter_plugins_with_nominated_pods,
 )
-from distsched.framework.profile import build_profiles, default_config
-from distsched.framework.schedule import schedule_pod
 from distsched.model.objects import (
     DEFAULT_SCHEDULER_NAME,
     Affinity,
@@ -35,7 +38,9 @@ from distsched.model.objects import (
     PodAffinityTerm,
     Taint,
 )
+from distsched.model.pdbs import budget_from_dict
 from tests.framework.builders import host_port, make_node, make_pod, snapshot_of
+from tests.framework.fakes import FakeFilter
 
 HOST = "kubernetes.io/hostname"
 TIMES = ["2026-01-01T00:00:00+00:00", "2026-01-02T00:00:00+00:00", ""]
@@ -133,7 +138,7 @@ def dry_run(cluster: dict[str, Any], *, lockstep: bool) -> Any:
     budgets = DisruptionBudgets(
         [b for b in map(budget_from_dict, cluster["budgets"]) if b is not None]
     )
-    handle = Handle(extras={NOMINATOR_KEY: nominator, PDB_KEY: budgets})
+    handle = Handle(listers=Listers(nominator=nominator, budgets=budgets))
     fw = build_profiles(default_config(), handle=handle)[DEFAULT_SCHEDULER_NAME]
     plugin = fw.plugins[default_preemption.NAME]
     assert isinstance(plugin, DefaultPreemption)
@@ -213,7 +218,7 @@ def test_nominated_pods_filtered_together_equal_one_node_at_a_time(cluster: dict
     nominator = PodNominator()
     for p in cluster["nominated"]:
         nominator.add(p)
-    fw = build_profiles(default_config(), handle=Handle(extras={NOMINATOR_KEY: nominator}))[
+    fw = build_profiles(default_config(), handle=Handle(listers=Listers(nominator=nominator)))[
         DEFAULT_SCHEDULER_NAME
     ]
     incoming = cluster["incoming"]
@@ -236,3 +241,26 @@ def test_nominated_pods_filtered_together_equal_one_node_at_a_time(cluster: dict
                 alone.plugin,
                 alone.reasons,
             )
+
+
+class _NodeLocalFilter(FakeFilter):
+    reads_only_its_node = True
+
+
+@pytest.mark.parametrize(("plugin", "independent"), [(FakeFilter, False), (_NodeLocalFilter, True)])
+def test_nodes_are_independent_when_every_filter_says_it_reads_only_its_node(
+    plugin: type[FakeFilter], independent: bool
+) -> None:
+    """A filter declares node locality (``FilterPlugin.reads_only_its_node``): an extra
+    out-of-tree filter keeps the dry runs one node at a time unless it declares it."""
+    registry = {**IN_TREE_REGISTRY, "Picky": PluginSpec("Picky", lambda a, h: plugin(a), ())}
+    text = "profiles:\n- plugins:\n    filter:\n      enabled:\n      - name: Picky\n"
+    fw = build_profiles(parse_config(text, "s.yaml", registry), registry=registry)[
+        DEFAULT_SCHEDULER_NAME
+    ]
+    assert "Picky" in [p.name for p in fw.filter_plugins]
+    state = CycleState()
+    incoming = _pod("incoming", 1000, 10)
+    _, status, _ = fw.run_pre_filter_plugins(state, incoming, snapshot_of([make_node("n0")]))
+    assert status.is_success()
+    assert nodes_are_independent(fw, state) is independent

@@ -10,12 +10,13 @@ import pytest
 from distsched.framework.cycle_state import CycleState
 from distsched.framework.diagnosis import FitError
 from distsched.framework.interface import Handle
+from distsched.framework.listers import DisruptionBudgets, Listers
 from distsched.framework.plugins import default_preemption
 from distsched.framework.plugins.default_preemption import victims_for
-from distsched.framework.plugins.helpers.pdbs import PDB_KEY, DisruptionBudgets, budget_from_dict
 from distsched.framework.profile import build_profiles, default_config
 from distsched.framework.schedule import schedule_pod
 from distsched.model.objects import DEFAULT_SCHEDULER_NAME
+from distsched.model.pdbs import budget_from_dict
 from tests.framework.builders import snapshot_of
 from tests.framework.plugins.test_default_preemption import names, node, pod
 
@@ -31,7 +32,7 @@ def pdb(name: str, app: str, allowed: int, namespace: str = "default") -> dict:
 
 def run(snapshot, incoming, budgets: list[dict]):
     store = DisruptionBudgets([b for b in map(budget_from_dict, budgets) if b is not None])
-    fw = build_profiles(default_config(), handle=Handle(extras={PDB_KEY: store}))[
+    fw = build_profiles(default_config(), handle=Handle(listers=Listers(budgets=store)))[
         DEFAULT_SCHEDULER_NAME
     ]
     fw.plugins[default_preemption.NAME].rng = random.Random(0)

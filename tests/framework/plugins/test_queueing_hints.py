@@ -3,9 +3,12 @@ table style: (event, pending pod, old object, new object) -> Queue / Skip / no h
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 from distsched.framework import events
+from distsched.framework.interface import Handle, QueueingHint
 from distsched.framework.plugins import (
     inter_pod_affinity,
     node_affinity,
@@ -17,6 +20,12 @@ from distsched.framework.plugins import (
 )
 from distsched.model import Node, Pod
 from tests.e2e.cluster import HOSTNAME, node, pod
+
+
+def with_handle(hint: QueueingHint) -> Callable[[Any, Pod, Any, Any], bool | None]:
+    """The hint as a worker's framework calls it, with a Handle of its own."""
+    return partial(hint, handle=Handle())
+
 
 TAINT = {"key": "dedicated", "value": "db", "effect": "NoSchedule"}
 
@@ -42,7 +51,7 @@ def required(kind: str, app: str) -> dict[str, Any]:
 
 
 def test_node_resources_fit() -> None:
-    hint = node_resources_fit.queueing_hint
+    hint = with_handle(node_resources_fit.queueing_hint)
     big = P("big", cpu="3")
     assert hint(events.NODE_ADD, big, None, N(cpu="2")) is False
     assert hint(events.NODE_ADD, big, None, N(cpu="4")) is True
@@ -55,7 +64,7 @@ def test_node_resources_fit() -> None:
 
 
 def test_node_affinity() -> None:
-    hint = node_affinity.queueing_hint
+    hint = with_handle(node_affinity.queueing_hint)
     picky = P("picky", nodeSelector={"zone": "a"})
     assert hint(events.NODE_ADD, picky, None, N(labels={"zone": "b"})) is False
     assert hint(events.NODE_ADD, picky, None, N(labels={"zone": "a"})) is True
@@ -71,18 +80,19 @@ def test_node_affinity() -> None:
 def test_taint_toleration_and_node_unschedulable() -> None:
     plain = P("plain")
     tainted, clean = N(taints=[TAINT]), N()
-    assert taint_toleration.queueing_hint(events.NODE_ADD, plain, None, tainted) is False
-    assert taint_toleration.queueing_hint(events.NODE_TAINT_CHANGE, plain, tainted, clean) is True
-    assert taint_toleration.queueing_hint(events.NODE_LABEL_CHANGE, plain, clean, clean) is False
+    taint_hint = with_handle(taint_toleration.queueing_hint)
+    assert taint_hint(events.NODE_ADD, plain, None, tainted) is False
+    assert taint_hint(events.NODE_TAINT_CHANGE, plain, tainted, clean) is True
+    assert taint_hint(events.NODE_LABEL_CHANGE, plain, clean, clean) is False
     cordoned = N(unschedulable=True)
-    hint = node_unschedulable.queueing_hint
+    hint = with_handle(node_unschedulable.queueing_hint)
     assert hint(events.NODE_ADD, plain, None, cordoned) is False
     assert hint(events.NODE_SPEC_UNSCHEDULABLE_CHANGE, plain, cordoned, clean) is True
     assert hint(events.NODE_LABEL_CHANGE, plain, clean, N(labels={"a": "b"})) is False
 
 
 def test_inter_pod_affinity() -> None:
-    hint = inter_pod_affinity.queueing_hint
+    hint = with_handle(inter_pod_affinity.queueing_hint)
     web = P("web", affinity=required("podAffinity", "db"))
     db, other = P("db", labels={"app": "db"}, nodeName="n1"), P("o", nodeName="n1")
     assert hint(events.ASSIGNED_POD_ADD, web, None, db) is True
@@ -118,7 +128,7 @@ def test_inter_pod_affinity() -> None:
 
 
 def test_pod_topology_spread() -> None:
-    hint = pod_topology_spread.queueing_hint
+    hint = with_handle(pod_topology_spread.queueing_hint)
     spread = {
         "maxSkew": 1,
         "topologyKey": HOSTNAME,
@@ -157,7 +167,7 @@ def test_node_ports() -> None:
         return Pod.from_dict(obj)
 
     wants, holder = with_port("wants"), with_port("holder", nodeName="n1")
-    hint = node_ports.queueing_hint
+    hint = with_handle(node_ports.queueing_hint)
     assert hint(events.ASSIGNED_POD_DELETE, wants, holder, None) is True
     assert hint(events.ASSIGNED_POD_DELETE, wants, P("other", nodeName="n1"), None) is False
     assert hint(events.NODE_ADD, wants, None, N()) is None

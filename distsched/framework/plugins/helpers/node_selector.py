@@ -1,11 +1,9 @@
-"""Node selectors (nodeSelector, node affinity terms) evaluated as masks over the snapshot.
+"""Node selectors (nodeSelector, node affinity terms) evaluated as masks over the snapshot,
+and NodeAffinity's args parsing.
 
-Semantics follow k8s.io/component-helpers nodeaffinity: terms are ORed, the requirements
-of a term ANDed; an empty term matches nothing; a term with an invalid requirement
-(e.g. ``Gt`` with a non-integer value, ``In`` without values) matches nothing.
-``matchFields`` supports only ``metadata.name`` with In/NotIn and one value.
-
-Masks are bool arrays over snapshot slots, memoized in the snapshot's label cache (they
+The semantics and the checks of a requirement are the model's (model/nodeaffinity.py,
+kube's component-helpers nodeaffinity), which also matches one node; here the same
+rules give bool arrays over snapshot slots, memoized in the snapshot's label cache (they
 change only when node labels or the node set change).
 """
 
@@ -18,60 +16,19 @@ import numpy as np
 
 from distsched.framework.interface import PluginArgsError
 from distsched.framework.snapshot import Snapshot
+from distsched.model.decode_common import NODE_NAME_FIELD, NODE_SELECTOR_OPERATORS
+from distsched.model.nodeaffinity import (
+    InvalidRequirement,
+    check_requirement,
+    check_term,
+    term_is_valid,
+)
 from distsched.model.objects import (
-    Node,
     NodeSelectorRequirement,
     NodeSelectorTerm,
     Pod,
     PreferredSchedulingTerm,
 )
-
-OBJECT_NAME_FIELD = "metadata.name"
-_OPERATORS = frozenset({"In", "NotIn", "Exists", "DoesNotExist", "Gt", "Lt"})
-
-
-class InvalidRequirement(ValueError):
-    pass
-
-
-def _check(req: NodeSelectorRequirement) -> None:
-    op = req.operator
-    if op not in _OPERATORS:
-        raise InvalidRequirement(f"{op!r} is not a valid node selector operator")
-    if op in ("In", "NotIn") and not req.values:
-        raise InvalidRequirement(f"values must be non-empty for operator {op}")
-    if op in ("Exists", "DoesNotExist") and req.values:
-        raise InvalidRequirement(f"values must be empty for operator {op}")
-    if op in ("Gt", "Lt"):
-        if len(req.values) != 1:
-            raise InvalidRequirement(f"exactly one value is required for operator {op}")
-        if _parse_int(req.values[0]) is None:
-            raise InvalidRequirement(f"{req.values[0]!r} is not an integer")
-
-
-def _check_field(req: NodeSelectorRequirement) -> None:
-    if len(req.values) != 1:
-        raise InvalidRequirement("field requirements must have exactly one value")
-    if req.operator not in ("In", "NotIn"):
-        raise InvalidRequirement(f"{req.operator!r} is not a valid field selector operator")
-
-
-def _parse_int(text: str) -> int | None:
-    body = text[1:] if text[:1] in "+-" else text
-    if not body or not body.isascii() or not body.isdigit():
-        return None
-    return int(text)
-
-
-def term_is_valid(term: NodeSelectorTerm) -> bool:
-    try:
-        for req in term.match_expressions:
-            _check(req)
-        for req in term.match_fields:
-            _check_field(req)
-    except InvalidRequirement:
-        return False
-    return True
 
 
 # ---------------------------------------------------------------------------- masks
@@ -96,7 +53,7 @@ def requirement_mask(snapshot: Snapshot, req: NodeSelectorRequirement) -> np.nda
 
 def _field_mask(snapshot: Snapshot, req: NodeSelectorRequirement) -> np.ndarray:
     mask = np.zeros(snapshot.capacity, dtype=bool)
-    if req.key == OBJECT_NAME_FIELD:
+    if req.key == NODE_NAME_FIELD:
         index = snapshot.get_index(req.values[0])
         if index is not None:
             mask[index] = True
@@ -176,57 +133,11 @@ def preferred_weights(snapshot: Snapshot, terms: tuple[PreferredSchedulingTerm, 
             term = preferred.preference
             if preferred.weight == 0 or not (term.match_expressions or term.match_fields):
                 continue
-            for req in term.match_expressions:
-                _check(req)
-            for req in term.match_fields:
-                _check_field(req)
+            check_term(term)
             total += preferred.weight * term_mask(snapshot, term)
         return total
 
     return snapshot.label_cached(("preferred", terms), compute)
-
-
-# ---------------------------------------------------------------------------- one node
-def _requirement_matches(labels: Mapping[str, str], req: NodeSelectorRequirement) -> bool:
-    op = req.operator
-    if op == "In":
-        return req.key in labels and labels[req.key] in req.values
-    if op == "NotIn":
-        return req.key not in labels or labels[req.key] not in req.values
-    if op == "Exists":
-        return req.key in labels
-    if op == "DoesNotExist":
-        return req.key not in labels
-    value = _parse_int(labels.get(req.key, ""))
-    if value is None:
-        return False
-    bound = int(req.values[0])
-    return value > bound if op == "Gt" else value < bound
-
-
-def term_matches_node(term: NodeSelectorTerm, node: Node) -> bool:
-    if not (term.match_expressions or term.match_fields) or not term_is_valid(term):
-        return False
-    labels = node.metadata.labels
-    if not all(_requirement_matches(labels, req) for req in term.match_expressions):
-        return False
-    for req in term.match_fields:
-        actual = node.metadata.name if req.key == OBJECT_NAME_FIELD else ""
-        if (actual == req.values[0]) != (req.operator == "In"):
-            return False
-    return True
-
-
-def pod_matches_node_selector_and_affinity(pod: Pod, node: Node) -> bool:
-    """The required part of NodeAffinity for one node (the queue's NodeAdd pre-check)."""
-    labels = node.metadata.labels
-    if any(labels.get(k) != v for k, v in pod.spec.node_selector.items()):
-        return False
-    affinity = pod.spec.affinity
-    required = affinity.node_affinity.required if affinity and affinity.node_affinity else None
-    if required is None:
-        return True
-    return any(term_matches_node(term, node) for term in required)
 
 
 # ---------------------------------------------------------------------------- args parsing
@@ -236,13 +147,13 @@ def parse_requirement(data: Any, field: str) -> NodeSelectorRequirement:
     key, operator, values = data.get("key"), data.get("operator"), data.get("values", [])
     if not isinstance(key, str) or not key:
         raise PluginArgsError(f"{field}.key", "must be a non-empty string")
-    if operator not in _OPERATORS:
+    if operator not in NODE_SELECTOR_OPERATORS:
         raise PluginArgsError(f"{field}.operator", f"unsupported operator {operator!r}")
     if not isinstance(values, list) or not all(isinstance(v, str) for v in values):
         raise PluginArgsError(f"{field}.values", "must be a list of strings")
     req = NodeSelectorRequirement(key, operator, tuple(values))
     try:
-        _check(req)
+        check_requirement(req)
     except InvalidRequirement as exc:
         raise PluginArgsError(field, str(exc)) from exc
     return req

@@ -21,6 +21,9 @@ Arrays are indexed by snapshot slot; entries of free slots are 0 (a removed node
 are taken off first). Arrays may be longer than the snapshot's capacity, or shorter when
 it just grew: readers use ``sized``.
 
+A query's namespaceSelector reads namespace labels from the lookup the index was
+created with (the worker's namespace lister: a snapshot serves one worker).
+
 Deferred pods (see ``Snapshot.defer_pod``) reach the index when they are materialized.
 A query counts every pod, so reading one materializes the snapshot first; term groups
 count only pods declaring affinity terms, which are never deferred, so reading them
@@ -35,9 +38,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from distsched.framework.plugins.helpers.label_selector import AffinityTerm, compile_term
 from distsched.framework.podinfo import PodInfo
 from distsched.framework.snapshot import Snapshot
+from distsched.model.labels import AffinityTerm, NamespaceLabelsOf, compile_term
 
 Query = tuple[AffinityTerm, ...]
 MAX_QUERIES = 256
@@ -93,9 +96,9 @@ class _QueryCounts:
     query: Query
     counter: _Counter
 
-    def matches(self, info: PodInfo) -> bool:
+    def matches(self, info: PodInfo, namespace_labels: NamespaceLabelsOf) -> bool:
         namespace, labels = info.namespace, info.labels
-        return all(term.matches(namespace, labels) for term in self.query)
+        return all(term.matches(namespace, labels, namespace_labels) for term in self.query)
 
 
 @dataclass(slots=True)
@@ -123,10 +126,11 @@ class Groups:
 
 
 class PodIndex:
-    """Incremental pod counts for one snapshot; get it with ``pod_index(snapshot)``."""
+    """Incremental pod counts for one snapshot; get it with ``pod_index(snapshot, ...)``."""
 
-    def __init__(self, snapshot: Snapshot) -> None:
+    def __init__(self, snapshot: Snapshot, namespace_labels: NamespaceLabelsOf) -> None:
         self._capacity = snapshot.capacity
+        self._namespace_labels = namespace_labels
         self._queries: dict[Query, _QueryCounts] = {}
         # Queries whose every term names its namespaces (the common case) are only
         # checked against pods of those namespaces.
@@ -163,7 +167,7 @@ class PodIndex:
         counter = _Counter(np.zeros(max(self._capacity, snapshot.capacity), np.int64))
         entry = _QueryCounts(query, counter)
         for index, info in snapshot.iter_pods():
-            if entry.matches(info):
+            if entry.matches(info, self._namespace_labels):
                 counter.counts[index] += 1
         namespaces = _namespaces_of(query)
         if namespaces is None:
@@ -197,13 +201,14 @@ class PodIndex:
     def _observe(self, index: int, info: PodInfo, sign: int) -> None:
         if index >= self._capacity:
             self._capacity = max(index + 1, 2 * self._capacity)
+        namespace_labels = self._namespace_labels
         bucket = self._by_namespace.get(info.namespace)
         if bucket:
             for entry in bucket.values():
-                if entry.matches(info):
+                if entry.matches(info, namespace_labels):
                     entry.counter.bump(index, sign)
         for entry in self._any_namespace.values():
-            if entry.matches(info):
+            if entry.matches(info, namespace_labels):
                 entry.counter.bump(index, sign)
         if info.has_affinity:
             self._observe_terms(index, info, sign)
@@ -270,11 +275,13 @@ def _namespaces_of(query: Query) -> frozenset[str] | None:
 _INDEXES: weakref.WeakKeyDictionary[Snapshot, PodIndex] = weakref.WeakKeyDictionary()
 
 
-def pod_index(snapshot: Snapshot) -> PodIndex:
-    """The snapshot's PodIndex, created (with one scan of its pods) on first use."""
+def pod_index(snapshot: Snapshot, namespace_labels: NamespaceLabelsOf) -> PodIndex:
+    """The snapshot's PodIndex, created (with one scan of its pods) on first use, its
+    queries reading namespace labels from ``namespace_labels`` (the first caller's: every
+    plugin of a worker reads the same lister)."""
     index = _INDEXES.get(snapshot)
     if index is None:
-        index = PodIndex(snapshot)
+        index = PodIndex(snapshot, namespace_labels)
         _INDEXES[snapshot] = index
     return index
 

@@ -4,11 +4,10 @@ Semantics of metav1.LabelSelectorAsSelector: a nil selector matches nothing, an 
 one everything, matchLabels and matchExpressions are ANDed. A pod affinity term
 (kube's framework.AffinityTerm) matches a pod when the pod's namespace is one of the
 term's namespaces (defaulting to the owner's namespace when the term names neither
-namespaces nor a namespaceSelector) or its namespace labels match the
-namespaceSelector, and the pod's labels match the labelSelector. A namespace's labels
-are those of its Namespace object in the store (which always carry
-``kubernetes.io/metadata.name``), recorded here by each worker's informer
-(:func:`set_namespace_labels`); a namespace without an object has only that one label.
+namespaces nor a namespaceSelector) or its namespace's labels match the
+namespaceSelector, and the pod's labels match the labelSelector. The namespace's labels
+come from the caller (kube's ``AffinityTerm.Matches(pod, nsLabels)``): a worker asks its
+namespace lister (framework/listers.py).
 
 Compiled objects are cached by a canonical key, since the model's selectors hold dicts
 and are not hashable themselves.
@@ -16,29 +15,19 @@ and are not hashable themselves.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Mapping
+from collections.abc import Callable, Hashable, Mapping
 from dataclasses import dataclass
 
+from distsched.model.decode_common import SELECTOR_OPERATORS
 from distsched.model.objects import LabelSelector, PodAffinityTerm
 
 NAMESPACE_NAME_LABEL = "kubernetes.io/metadata.name"
-_OPERATORS = frozenset({"In", "NotIn", "Exists", "DoesNotExist"})
+_OPERATORS = frozenset(SELECTOR_OPERATORS)
 _CACHE_SIZE = 4096
 
 
-_namespace_labels: dict[str, dict[str, str]] = {}
-
-
-def set_namespace_labels(namespace: str, labels: Mapping[str, str] | None) -> None:
-    """Record a Namespace object's labels (None: the object was deleted)."""
-    if labels is None:
-        _namespace_labels.pop(namespace, None)
-    else:
-        _namespace_labels[namespace] = {**labels, NAMESPACE_NAME_LABEL: namespace}
-
-
-def namespace_labels(namespace: str) -> Mapping[str, str]:
-    return _namespace_labels.get(namespace) or {NAMESPACE_NAME_LABEL: namespace}
+# A namespace's labels by its name (a worker's NamespaceLabels.of).
+NamespaceLabelsOf = Callable[[str], Mapping[str, str]]
 
 
 class InvalidSelector(ValueError):
@@ -147,7 +136,11 @@ class AffinityTerm:
     namespaces: frozenset[str]
     namespace_selector: Selector = NOTHING
 
-    def matches(self, namespace: str, labels: Mapping[str, str]) -> bool:
+    def matches(
+        self, namespace: str, labels: Mapping[str, str], namespace_labels: NamespaceLabelsOf
+    ) -> bool:
+        """Whether a pod in ``namespace`` with ``labels`` is selected; the namespace's
+        labels are asked of ``namespace_labels`` only when the namespaceSelector decides."""
         if namespace not in self.namespaces and (
             self.namespace_selector.nothing
             or not self.namespace_selector.matches(namespace_labels(namespace))

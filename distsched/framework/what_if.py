@@ -1,21 +1,42 @@
-"""Filtering "what if" some pods were added to or removed from a node.
+"""Filtering "what if" some pods were added to or removed from a node: the framework's
+runtime for preemption's dry runs and for kube's RunFilterPluginsWithNominatedPods.
 
-kube's preemption and nominated-pod handling run the filters against a copy of one
-node with pods added or removed, and tell the PreFilter plugins through their
-PreFilterExtensions (AddPod/RemovePod) on a copy of the CycleState. Here the worker's
-snapshot itself is changed (so every filter, vectorized or not, sees the what-if node)
-and always restored before returning; PreFilter state changes go to a clone of the
-CycleState. The snapshot must not be used by anything else meanwhile (it never is: one
-worker schedules one pod at a time).
+kube runs the filters against a copy of one NodeInfo with pods added or removed, and
+tells the PreFilter plugins through their PreFilterExtensions (AddPod/RemovePod) on a
+copy of the CycleState. Here the filters are vectorized over the worker's snapshot, so
+the snapshot itself is edited and restored; PreFilter state changes go to a clone of the
+CycleState, as in kube.
 
-Also here: ``run_filter_plugins_with_nominated_pods`` (kube's RunFilterPluginsWithNominatedPods,
-vectorized: only candidates with nominated pods take the slow path).
+The contract:
 
-When every filter in play reads only the node it judges and no PreFilter state follows
-pod edits (``nodes_are_independent``), edits on many nodes are made at once and judged
-by one filter run (``fits_together``, and the nominated-pod pass above): the same
-verdicts as one node at a time, which kube gets from 16 goroutines and Python would pay
-for in per-call overhead.
+- A :class:`NodeEdit` (``node_edit``) moves pods on and off one node of the snapshot it
+  is given, in place, charging or refunding the node's usage; every reader of that
+  snapshot sees the edited node until ``restore()`` (``node_edit`` restores on exit,
+  exceptions included), after which pods, usage, ports and the pod observers (the
+  PodIndex) are as before.
+- The caller holds the snapshot for the edit's whole life: a worker's scheduling thread
+  does (the informer and the ledger's feed touch the snapshot between batches only).
+  Nothing may keep an array of the snapshot across an edit expecting the unedited values.
+- A NodeEdit tells the PreFilter extensions on its own clone of the CycleState; the
+  caller's state is never changed. ``_rejected_with_nominated`` and
+  ``_first_pass_together`` share one clone told nothing, which is sound only when
+  :func:`nodes_are_independent` (every extension skipped).
+
+Why in place rather than on copies: a copy of the snapshot costs more than what it
+would serve. Measured on 5000 nodes and 20000 pods (PreemptionBasic's shape): a whole
+PostFilter (candidates, lockstep dry runs, victims) takes ~47 ms with in-place edits,
+copying just the snapshot's arrays and per-node pod dicts ~4 ms (and that is no working
+snapshot: label, port and pod indexes, the PodIndex and the mask caches would have to
+follow), ``copy.deepcopy`` 3.3 s; and a scheduling cycle with one nominated pod takes
+~125 us, of which the in-place edit of that one node is ~30 us, where a copy per cycle
+would be ~4 ms.
+
+When every filter in play reads only the node it judges
+(``FilterPlugin.reads_only_its_node``) and no PreFilter state follows pod edits
+(``nodes_are_independent``), edits on many nodes are made at once and judged by one
+filter run (``fits_together``, and the nominated-pod pass): the same verdicts as one
+node at a time, which kube gets from 16 goroutines and Python would pay for in
+per-call overhead.
 """
 
 from __future__ import annotations
@@ -152,20 +173,6 @@ def node_edit(
 
 
 # ---------------------------------------------------------------------------- independence
-# Filters that judge a node by that node alone (its labels, taints, resources, ports and
-# its own pods): what-if edits on different nodes cannot change each other's verdicts.
-NODE_LOCAL_FILTERS = frozenset(
-    {
-        "NodeUnschedulable",
-        "NodeName",
-        "TaintToleration",
-        "NodeAffinity",
-        "NodePorts",
-        "NodeResourcesFit",
-    }
-)
-
-
 def nodes_are_independent(fw: Framework, state: CycleState) -> bool:
     """Whether pods added to or removed from one node cannot change another node's
     verdict for this cycle: no PreFilter state that such edits update is live
@@ -176,7 +183,7 @@ def nodes_are_independent(fw: Framework, state: CycleState) -> bool:
     for plugin in fw.pre_filter_plugins:
         if plugin.pre_filter_extensions() is not None and plugin.name not in skip:
             return False
-    return all(p.name in NODE_LOCAL_FILTERS or p.name in skip for p in fw.filter_plugins)
+    return all(p.reads_only_its_node or p.name in skip for p in fw.filter_plugins)
 
 
 def fits_together(

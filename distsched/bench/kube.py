@@ -1,0 +1,337 @@
+"""scheduler_perf's workloads through a real API server (``distsched bench --kubeconfig``).
+
+As scheduler_perf does with its real API server: the bench creates the nodes and the init
+pods through the API, waits for the init pods to be bound, then creates the measured pods
+and follows their bindings from a watch (create -> bound). Whatever scheduler serves the
+pods' ``schedulerName`` binds them: distsched (the roles the bench starts, or a running
+deployment) or kube-scheduler. ``--bind-only`` runs no scheduler at all: the bench POSTs a
+Binding for each pod itself, as fast as the API server takes them (node by node in turn),
+which measures the ceiling a scheduler can at best reach on this API server and machine.
+
+Figures: ``overall`` is measured pods bound / (last binding - first create), the one to
+compare; ``average`` etc. are scheduler_perf's: pods bound per 1 s sample. At the end the
+checker reads the nodes and pods from the API server and judges them with the bench's
+independent rules (no node over its allocatable, no host port twice, every hard
+constraint kept).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import queue
+import statistics
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from distsched.bench.checker import (
+    Cluster,
+    Violations,
+    check_inter_pod,
+    check_nodes,
+    check_topology_spread,
+)
+from distsched.bench.workloads import Names, Workload
+from distsched.kube.client import NAMESPACES, NODES, PODS, ApiError, KubeClient, WatchCancel
+from distsched.model import Node, Pod
+
+Obj = dict[str, Any]
+
+CREATE_CONCURRENCY = 32
+BIND_CONCURRENCY = 32
+
+
+@dataclass
+class KubeBenchConfig:
+    workload: Workload
+    nodes: int
+    init_pods: int
+    pods: int
+    scheduler_name: str = "default-scheduler"
+    bind_only: bool = False
+    timeout_s: float = 600.0
+    create_concurrency: int = CREATE_CONCURRENCY
+    bind_concurrency: int = BIND_CONCURRENCY
+    keep: bool = False
+
+
+@dataclass
+class BindWatch:
+    """Binding times of pods in some namespaces, from one watch of all pods."""
+
+    kube: KubeClient
+    namespaces: set[str]
+    bound_at: dict[str, float] = field(default_factory=dict)
+    nodes: dict[str, str] = field(default_factory=dict)
+    _cancel: WatchCancel = field(default_factory=WatchCancel)
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _thread: threading.Thread | None = None
+    errors: list[str] = field(default_factory=list)
+
+    def start(self, resource_version: str) -> BindWatch:
+        self._rv = resource_version
+        self._thread = threading.Thread(target=self._run, name="bench-watch", daemon=True)
+        self._thread.start()
+        return self
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                for event in self.kube.watch(
+                    PODS, resource_version=self._rv, timeout_s=300, cancel=self._cancel
+                ):
+                    meta = event.obj.get("metadata") or {}
+                    if meta.get("resourceVersion"):
+                        self._rv = str(meta["resourceVersion"])
+                    if (
+                        event.type in ("ADDED", "MODIFIED")
+                        and meta.get("namespace") in self.namespaces
+                    ):
+                        node = (event.obj.get("spec") or {}).get("nodeName")
+                        key = f"{meta['namespace']}/{meta['name']}"
+                        if node and key not in self.bound_at:
+                            self.bound_at[key] = time.monotonic()
+                            self.nodes[key] = node
+                    if self._stop.is_set():
+                        return
+            except ApiError as exc:
+                self.errors.append(str(exc))
+                if exc.gone:
+                    return
+                time.sleep(0.2)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._cancel.cancel()
+        if self._thread is not None:
+            self._thread.join(5)
+
+
+def _say(message: str) -> None:
+    import sys
+
+    print(f"[bench] {message}", file=sys.stderr, flush=True)
+
+
+def _concurrently(
+    kube: KubeClient, items: Sequence[Any], fn: Callable[[Any], Any], workers: int
+) -> list[Any]:
+    results = kube.concurrently(list(items), fn, workers=workers)
+    failures = [r for r in results if isinstance(r, ApiError) and not r.conflict]
+    if failures:
+        raise RuntimeError(f"{len(failures)} API calls failed, e.g. {failures[0]}")
+    return results
+
+
+def _prepare(obj: Obj, scheduler: str) -> tuple[str, Obj]:
+    namespace = obj["metadata"].get("namespace", "default")
+    spec = dict(obj.get("spec") or {})
+    spec["schedulerName"] = scheduler
+    out = {**obj, "spec": spec}
+    out.pop("status", None)
+    return namespace, out
+
+
+def create_pods(
+    kube: KubeClient,
+    pods: Sequence[Obj],
+    config: KubeBenchConfig,
+    on_created: Callable[[int], None] | None = None,
+) -> None:
+    """Create pods (concurrently); ``on_created(i)`` as each one is."""
+
+    def one(i: int) -> None:
+        namespace, obj = _prepare(pods[i], config.scheduler_name)
+        kube.create(PODS, obj, namespace)
+        if on_created is not None:
+            on_created(i)
+
+    _concurrently(kube, range(len(pods)), one, config.create_concurrency)
+
+
+class RoundRobinBinder:
+    """The bind-only mode's "scheduler": POSTs a Binding for each pod as soon as it is
+    created, node by node in turn, ``workers`` at a time."""
+
+    def __init__(self, kube: KubeClient, keys: Sequence[str], nodes: Sequence[str], workers: int):
+        self.kube, self.keys, self.nodes = kube, keys, nodes
+        self.todo: queue.Queue[int | None] = queue.Queue()
+        self.failures: list[str] = []
+        self.threads = [
+            threading.Thread(target=self._run, name=f"bench-bind-{i}", daemon=True)
+            for i in range(workers)
+        ]
+        for thread in self.threads:
+            thread.start()
+
+    def created(self, i: int) -> None:
+        self.todo.put(i)
+
+    def _run(self) -> None:
+        while (i := self.todo.get()) is not None:
+            namespace, name = self.keys[i].split("/", 1)
+            try:
+                self.kube.bind(namespace, name, self.nodes[i % len(self.nodes)])
+            except ApiError as exc:
+                self.failures.append(str(exc))
+
+    def close(self) -> None:
+        for _ in self.threads:
+            self.todo.put(None)
+        for thread in self.threads:
+            thread.join()
+
+
+def create_and_bind(
+    kube: KubeClient, pods: Sequence[Obj], config: KubeBenchConfig, node_names: Sequence[str]
+) -> None:
+    """Create ``pods``; in bind-only mode bind each as it is created."""
+    if not config.bind_only:
+        create_pods(kube, pods, config)
+        return
+    keys = [f"{p['metadata']['namespace']}/{p['metadata']['name']}" for p in pods]
+    binder = RoundRobinBinder(kube, keys, node_names, config.bind_concurrency)
+    try:
+        create_pods(kube, pods, config, on_created=binder.created)
+    finally:
+        binder.close()
+    if binder.failures:
+        raise RuntimeError(f"{len(binder.failures)} bindings failed, e.g. {binder.failures[0]}")
+
+
+def _wait_bound(watch: BindWatch, keys: Sequence[str], timeout_s: float, what: str) -> bool:
+    deadline = time.monotonic() + timeout_s
+    wanted = set(keys)
+    last, last_change = -1, time.monotonic()
+    while time.monotonic() < deadline:
+        done = len(wanted & watch.bound_at.keys())
+        if done == len(wanted):
+            return True
+        if done != last:
+            last, last_change = done, time.monotonic()
+        elif time.monotonic() - last_change > 60:
+            _say(f"{what}: no binding for 60 s ({done}/{len(wanted)} bound); giving up")
+            return False
+        time.sleep(0.05)
+    return False
+
+
+def check_from_api(kube: KubeClient, namespaces: set[str]) -> list[str]:
+    """The bench's independent checker, on what the API server holds."""
+    nodes_raw, _ = kube.list(NODES)
+    pods_raw, _ = kube.list(PODS)
+    nodes = {}
+    for obj in nodes_raw:
+        obj = {**obj, "kind": "Node", "apiVersion": "v1"}
+        nodes[obj["metadata"]["name"]] = Node.from_dict(obj)
+    bound: dict[str, Pod] = {}
+    pending: dict[str, Pod] = {}
+    for obj in pods_raw:
+        meta = obj["metadata"]
+        if meta.get("namespace") not in namespaces:
+            continue
+        pod = Pod.from_dict({**obj, "kind": "Pod", "apiVersion": "v1"})
+        (bound if pod.spec.node_name else pending)[pod.key] = pod
+    out = Violations()
+    cluster = Cluster(nodes, bound, pending, {})
+    check_nodes(cluster, out)
+    check_inter_pod(cluster, out)
+    check_topology_spread(cluster, out)
+    return out.messages()
+
+
+def _samples(bound_times: Sequence[float], start: float) -> list[float]:
+    """Pods bound per 1 s sample (scheduler_perf's throughput collector)."""
+    if not bound_times:
+        return []
+    end = max(bound_times)
+    counts = [0] * (int(end - start) + 1)
+    for t in bound_times:
+        counts[int(t - start)] += 1
+    return [float(c) for c in counts]
+
+
+def run_kube_bench(kube: KubeClient, config: KubeBenchConfig) -> dict[str, Any]:
+    workload = config.workload
+    names = Names(f"kb{int(time.time()) % 100000}-")
+    namespaces = {names.init_ns, names.measured_ns}
+    for namespace in sorted(namespaces):
+        with contextlib.suppress(ApiError):
+            kube.create(
+                NAMESPACES,
+                {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": namespace}},
+            )
+    node_objs = workload.nodes(names, config.nodes)
+    node_names = [n["metadata"]["name"] for n in node_objs]
+    _say(f"creating {len(node_objs)} nodes through the API server")
+    _concurrently(kube, node_objs, lambda n: kube.create(NODES, n), config.create_concurrency)
+    _, rv = kube.list(PODS, params={"limit": 1}, page=1)
+    watch = BindWatch(kube, namespaces).start(rv)
+    try:
+        init = workload.init_pods(names, config.init_pods)
+        if init:
+            _say(f"creating {len(init)} init pods")
+            create_and_bind(kube, init, config, node_names)
+            init_keys = [f"{p['metadata']['namespace']}/{p['metadata']['name']}" for p in init]
+            waited = _wait_bound(watch, init_keys, config.timeout_s, "init pods")
+            if workload.init_schedulable and not waited:
+                raise RuntimeError("init pods were not all bound")
+        measured = workload.measured_pods(names, 0, config.pods)
+        keys = [f"{p['metadata']['namespace']}/{p['metadata']['name']}" for p in measured]
+        _say(f"measuring: {len(measured)} {workload.name} pods created through the API server")
+        start = time.monotonic()
+        create_and_bind(kube, measured, config, node_names)
+        created_end = time.monotonic()
+        complete = _wait_bound(watch, keys, config.timeout_s, "measured pods")
+        bound_times = [watch.bound_at[k] for k in keys if k in watch.bound_at]
+    finally:
+        watch.stop()
+    last = max(bound_times) if bound_times else time.monotonic()
+    overall = len(bound_times) / max(last - start, 1e-9)
+    samples = _samples(bound_times, start)
+    _say("checking invariants from the API server")
+    violations = check_from_api(kube, namespaces)
+    report = {
+        "workload": workload.name,
+        "nodes": config.nodes,
+        "init_pods": config.init_pods,
+        "pods": config.pods,
+        "scheduler": "bind-only" if config.bind_only else config.scheduler_name,
+        "outcome": "complete" if complete else "incomplete",
+        "bound": len(bound_times),
+        "seconds": last - start,
+        "create_seconds": created_end - start,
+        "throughput": {
+            "overall": overall,
+            "average": statistics.fmean(samples) if samples else 0.0,
+            "p50": _percentile(samples, 50),
+            "p90": _percentile(samples, 90),
+            "p99": _percentile(samples, 99),
+        },
+        "invariants": {"ok": not violations, "violations": violations[:20]},
+        "watch_errors": watch.errors[:5],
+    }
+    if not config.keep:
+        _cleanup(kube, namespaces, node_names)
+    return report
+
+
+def _percentile(samples: Sequence[float], p: int) -> float:
+    if not samples:
+        return 0.0
+    ordered = sorted(samples)
+    return ordered[min(len(ordered) - 1, int(len(ordered) * p / 100))]
+
+
+def _cleanup(kube: KubeClient, namespaces: set[str], node_names: Sequence[str]) -> None:
+    for namespace in namespaces:
+        with contextlib.suppress(ApiError):
+            kube.request(
+                "DELETE", PODS.path(namespace), params={"gracePeriodSeconds": "0"},
+                what=PODS.describe(namespace),
+            )  # fmt: skip
+        with contextlib.suppress(ApiError):
+            kube.delete(NAMESPACES, namespace)
+    kube.concurrently(list(node_names), lambda n: kube.delete(NODES, n), workers=CREATE_CONCURRENCY)

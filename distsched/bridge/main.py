@@ -1,0 +1,365 @@
+"""`distsched kube-bridge`: mirror a real API server into the store, until SIGTERM/SIGINT.
+
+One reflector per mirrored kind (:mod:`distsched.bridge.reflector`) lists and watches the
+API server; one writer applies their changes to the store in batches
+(:class:`~distsched.store.mirror.StoreMirror`), so the queue, the workers, the ledger and
+the binder work exactly as in standalone mode. Several bridges may run: they elect one
+leader through a lease in Redis (``T:lock:kube-bridge``) and only the leader mirrors; its
+writes are fenced by the lease, so one that stalled past it and wakes up writes nothing.
+
+The API server is the truth: when the store lost its data (a Redis restarted empty, a
+FLUSHALL), the writer sees the store's epoch change and every reflector lists again.
+Unchanged objects (a MODIFIED event that changed only what the store does not keep) are
+not written again: the writer remembers a digest of what it last wrote per object.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import logging
+import queue
+import signal
+import threading
+import time
+from collections.abc import Collection
+from dataclasses import dataclass, field
+
+import msgspec
+import redis
+from redis.backoff import NoBackoff
+from redis.retry import Retry
+
+from distsched import gc_tuning, metrics
+from distsched.bridge.convert import MIRRORED, Obj
+from distsched.bridge.reflector import Reflector
+from distsched.connection import Backoff, RedisOptions, connect, infrastructure_error
+from distsched.keys import Keys
+from distsched.kube.client import KubeClient
+from distsched.lease import Lease
+from distsched.redis_text import as_text
+from distsched.store import Store
+from distsched.store.codec import node_name_of, object_key, parse_meta, uid_of
+from distsched.store.mirror import Change, Fence, Fenced, StoreMirror
+
+log = logging.getLogger(__name__)
+
+LEASE_NAME = "kube-bridge"
+BATCH = 1000
+EPOCH_CHECK_S = 2.0
+
+_pack = msgspec.msgpack.Encoder().encode
+
+
+def digest(obj: Obj) -> bytes:
+    return hashlib.blake2b(_pack(obj), digest_size=16).digest()
+
+
+def _unbound_digest(pod: Obj) -> bytes:
+    """The digest of a pod as it was before its binding: without spec.nodeName."""
+    spec = {k: v for k, v in (pod.get("spec") or {}).items() if k != "nodeName"}
+    return digest({**pod, "spec": spec})
+
+
+@dataclass
+class _Message:
+    kind: str
+    changes: list[Change] = field(default_factory=list)
+    replace: list[Obj] | None = None
+
+
+class MirrorWriter:
+    """The one writer of the store: applies the reflectors' messages in order."""
+
+    def __init__(self, store: Store, fence: Fence | None) -> None:
+        self.store = store
+        self.mirror = StoreMirror(store, fence=fence)
+        self.inbox: queue.Queue[_Message] = queue.Queue()
+        self._digests: dict[tuple[str, str], bytes] = {}
+        # Pending pods: the digest of what was written, for telling a binding's echo.
+        self._unbound: dict[tuple[str, str], bytes] = {}
+        self.epoch = ""
+
+    # --- the reflectors' sink -----------------------------------------------------------
+    def replace(self, kind: str, objs: list[Obj]) -> None:
+        self.inbox.put(_Message(kind, replace=objs))
+
+    def changes(self, kind: str, changes: list[Change]) -> None:
+        self.inbox.put(_Message(kind, changes=changes))
+
+    # --- writing -------------------------------------------------------------------------
+    def drain(self, timeout_s: float) -> int:
+        """Apply what is queued (waiting up to ``timeout_s`` for the first message);
+        returns the number of objects written. Raises Fenced when the lease is lost."""
+        try:
+            first = self.inbox.get(timeout=timeout_s)
+        except queue.Empty:
+            return 0
+        batch: list[Change] = []
+        written = 0
+        message: _Message | None = first
+        while message is not None:
+            if message.replace is not None:
+                written += self._apply(batch)
+                batch = []
+                written += self._replace(message.kind, message.replace)
+            else:
+                batch += message.changes
+                if len(batch) >= BATCH:
+                    written += self._apply(batch)
+                    batch = []
+            try:
+                message = self.inbox.get_nowait()
+            except queue.Empty:
+                message = None
+        return written + self._apply(batch)
+
+    def _apply(self, changes: list[Change]) -> int:
+        todo = []
+        echoes: list[tuple[Change, bytes]] = []
+        for change in changes:
+            where = (change.kind, change.key)
+            if change.obj is None:
+                self._digests.pop(where, None)
+                self._unbound.pop(where, None)
+                todo.append(change)
+                continue
+            d = digest(change.obj)
+            if self._digests.get(where) == d:
+                continue
+            node = node_name_of(change.obj)
+            if (
+                change.kind == "Pod"
+                and node
+                and self._unbound.get(where) == _unbound_digest(change.obj)
+            ):
+                echoes.append((change, d))  # only the binding changed: the binder's?
+                continue
+            self._remember(change, d)
+            todo.append(change)
+        if echoes:
+            # A binding our binder made is in the store already (it writes it right after
+            # the API server accepted it): its echo from the watch changes nothing.
+            keys = [change.key for change, _ in echoes]
+            metas = self.store.client.hmget(self.store.keys.store_meta("Pod"), keys)
+            for (change, d), meta in zip(echoes, metas, strict=True):
+                self._remember(change, d)
+                if meta is None or parse_meta(meta).node != node_name_of(change.obj or {}):
+                    todo.append(change)
+        if not todo:
+            return 0
+        stats = self.mirror.apply(todo)
+        for change in todo:
+            op = "delete" if change.obj is None else "upsert"
+            metrics.bridge_mirrored.labels(change.kind, op).inc()
+        return stats.created + stats.updated + stats.deleted
+
+    def _replace(self, kind: str, objs: list[Obj]) -> int:
+        """A full list of ``kind``: what the store has and the list has not is deleted;
+        the rest is written where it differs from what was last written (or stored)."""
+        meta_key = self.store.keys.store_meta(kind)
+        stored = {
+            as_text(k): parse_meta(v).uid for k, v in self.store.client.hgetall(meta_key).items()
+        }
+        listed = {object_key(obj)[1]: obj for obj in objs}
+        if not any(k == kind for k, _ in self._digests):
+            self._seed_digests(kind)
+        changes = [
+            Change.delete(kind, key, uid) for key, uid in stored.items() if key not in listed
+        ]
+        changes += [
+            Change.upsert(obj)
+            for key, obj in listed.items()
+            if stored.get(key) != uid_of(obj) or self._digests.get((kind, key)) != digest(obj)
+        ]
+        for key in [k for k in stored if k not in listed]:
+            self._digests.pop((kind, key), None)
+        log.info(
+            "bridge: %s listed: %d objects, %d to write (%d deletions)",
+            kind,
+            len(objs),
+            len(changes),
+            sum(1 for c in changes if c.obj is None),
+        )
+        return self._apply_all(changes)
+
+    def _remember(self, change: Change, d: bytes) -> None:
+        where = (change.kind, change.key)
+        self._digests[where] = d
+        if change.kind == "Pod" and change.obj is not None and not node_name_of(change.obj):
+            self._unbound[where] = _unbound_digest(change.obj)
+        else:
+            self._unbound.pop(where, None)
+
+    def _apply_all(self, changes: list[Change]) -> int:
+        written = 0
+        for i in range(0, len(changes), BATCH):
+            chunk = changes[i : i + BATCH]
+            for change in chunk:
+                if change.obj is not None:
+                    self._remember(change, digest(change.obj))
+            stats = self.mirror.apply(chunk)
+            written += stats.created + stats.updated + stats.deleted
+        return written
+
+    def _seed_digests(self, kind: str) -> None:
+        """After a (re)start, what the store already holds as the bridge wrote it: objects
+        still equal to the API server's are not written again."""
+        listing = self.store.snapshot([kind])
+        for key, obj in listing.objects[kind].items():
+            meta = {k: v for k, v in obj.get("metadata", {}).items() if k != "resourceVersion"}
+            self._digests[(kind, key)] = digest({**obj, "metadata": meta})
+
+    def store_was_reset(self) -> bool:
+        """Whether the store lost its data since the last call (a new epoch)."""
+        epoch = self.store.client.get(self.store.keys.store_epoch)
+        current = as_text(epoch) if epoch is not None else ""
+        # A new epoch, or none at all although objects were written (their first write
+        # set one; the writer may not have read it yet).
+        reset = (bool(self.epoch) and current != self.epoch) or (
+            not current and bool(self._digests)
+        )
+        self.epoch = current
+        if reset:
+            self._digests.clear()
+            self._unbound.clear()
+        return reset
+
+
+class Bridge:
+    """The leader's work: reflectors and the writer, until the lease is lost or stop."""
+
+    def __init__(
+        self,
+        client: redis.Redis,
+        keys: Keys,
+        kube: KubeClient,
+        *,
+        profiles: Collection[str],
+        fence: Fence | None,
+        watch_timeout_s: int = 300,
+    ) -> None:
+        self.store = Store(client, keys)
+        self.writer = MirrorWriter(self.store, fence)
+        self.stop = threading.Event()
+        self.reflectors = [
+            Reflector(
+                kube,
+                mirrored,
+                self.writer,
+                profiles=profiles,
+                stop=self.stop,
+                watch_timeout_s=watch_timeout_s,
+            )
+            for mirrored in MIRRORED
+        ]
+
+    def start(self) -> Bridge:
+        self.writer.store_was_reset()
+        for reflector in self.reflectors:
+            reflector.start()
+        return self
+
+    def synced(self) -> bool:
+        return all(r.synced.is_set() for r in self.reflectors) and self.writer.inbox.empty()
+
+    def turn(self, timeout_s: float = 0.2) -> int:
+        """Write what the reflectors sent; relist everything after a store reset."""
+        if self.writer.store_was_reset():
+            log.warning("bridge: the store lost its data; listing everything again")
+            for reflector in self.reflectors:
+                reflector.relist()
+        return self.writer.drain(timeout_s)
+
+    def close(self) -> None:
+        self.stop.set()
+        for reflector in self.reflectors:
+            reflector.close()
+
+
+def profile_names(config_path: str | None) -> list[str]:
+    from distsched.framework.profile import load_config
+
+    return [p.scheduler_name for p in load_config(config_path).profiles]
+
+
+def run_bridge(
+    options: RedisOptions,
+    keys: Keys,
+    kube: KubeClient,
+    *,
+    profiles: Collection[str],
+    lease_ms: int = 15_000,
+    stop: threading.Event | None = None,
+) -> None:
+    gc_tuning.tune()
+    stop = stop or threading.Event()
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, lambda *_: stop.set())
+        signal.signal(signal.SIGINT, lambda *_: stop.set())
+    client = connect(options)
+    client.set_retry(Retry(NoBackoff(), 0))
+    lease = Lease(client, keys, LEASE_NAME, lease_ms=lease_ms)
+    renew_every = lease_ms / 3000
+    bridge: Bridge | None = None
+    backoff = Backoff()
+    outage = False
+    log.info(
+        "kube-bridge %s for %s, profiles %s",
+        lease.identity,
+        kube.config.server,
+        ", ".join(profiles),
+    )
+    next_renew = 0.0
+    while not stop.is_set():
+        try:
+            now = time.monotonic()
+            if now >= next_renew:
+                held = lease.hold()
+                next_renew = now + renew_every
+                if outage:
+                    log.warning("kube-bridge: Redis is back")
+                    outage = False
+                if not held:
+                    if bridge is not None:
+                        log.warning("kube-bridge %s lost the lease", lease.identity)
+                        bridge.close()
+                        bridge = None
+                    stop.wait(renew_every)
+                    continue
+                if bridge is None:
+                    log.info("kube-bridge %s is the leader", lease.identity)
+                    bridge = Bridge(
+                        client,
+                        keys,
+                        kube,
+                        profiles=profiles,
+                        fence=Fence(lease.key, lease.identity),
+                    ).start()
+            assert bridge is not None
+            bridge.turn(timeout_s=min(0.2, max(0.01, next_renew - time.monotonic())))
+            backoff.reset()
+        except Fenced as exc:
+            log.warning("kube-bridge %s: %s; not the leader any more", lease.identity, exc)
+            if bridge is not None:
+                bridge.close()
+            bridge = None
+            next_renew = 0.0
+        except Exception as exc:
+            delay = backoff.next_delay()
+            if infrastructure_error(exc):
+                outage = True
+                metrics.redis_retries.labels("kube-bridge").inc()
+                log.warning("kube-bridge: Redis unavailable (%s); retrying in %.1fs", exc, delay)
+            else:
+                log.exception("kube-bridge: unexpected error; starting again in %.1fs", delay)
+            if bridge is not None:
+                bridge.close()  # a new leadership turn lists everything again
+            bridge = None
+            next_renew = 0.0
+            stop.wait(delay)
+    if bridge is not None:
+        bridge.close()
+    with contextlib.suppress(redis.RedisError):
+        lease.release()
+    log.info("kube-bridge %s stopped", lease.identity)

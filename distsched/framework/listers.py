@@ -1,0 +1,77 @@
+"""What plugins read of the cluster besides the snapshot: kube's SharedInformerFactory
+listers, in one object the Handle carries.
+
+- ``nominator``: pods that preemption nominated to a node and that are not bound yet
+  (kube's PodNominator, which the framework's Handle embeds);
+- ``budgets``: PodDisruptionBudgets, for DefaultPreemption (kube's PDB lister);
+- ``namespaces``: Namespace objects' labels, for namespaceSelector (kube's namespace
+  lister, which InterPodAffinity and the queue's AssignedPodAdd rule read).
+
+Nothing here is module state: each scheduling worker's informer feeds the Listers its
+profiles' Handle carries (workers/local_cache.py), so in-process workers each see their
+own; the binder, replay and the bench run plugins with a Handle whose Listers nobody
+feeds (their plugins read none). The API-server bridge will feed the same object from a
+real cluster, and the volume listers will join it here.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from distsched.framework.nominator import PodNominator
+from distsched.model.labels import NAMESPACE_NAME_LABEL
+from distsched.model.pdbs import Budget, budget_from_dict, pdb_key
+
+
+class NamespaceLabels:
+    """Namespace objects' labels by name. A namespace without an object has only
+    ``kubernetes.io/metadata.name`` (which the API server puts on every namespace)."""
+
+    def __init__(self) -> None:
+        self._labels: dict[str, dict[str, str]] = {}
+
+    def set(self, namespace: str, labels: Mapping[str, str] | None) -> None:
+        """Record a Namespace object's labels (None: the object was deleted)."""
+        if labels is None:
+            self._labels.pop(namespace, None)
+        else:
+            self._labels[namespace] = {**labels, NAMESPACE_NAME_LABEL: namespace}
+
+    def of(self, namespace: str) -> Mapping[str, str]:
+        """The namespace's labels (what ``AffinityTerm.matches`` asks for)."""
+        return self._labels.get(namespace) or {NAMESPACE_NAME_LABEL: namespace}
+
+
+class DisruptionBudgets:
+    """The known budgets, by key; thread-safe (an informer thread may write)."""
+
+    def __init__(self, budgets: list[Budget] | None = None) -> None:
+        self._lock = threading.Lock()
+        self._by_key: dict[str, Budget] = {b.key: b for b in budgets or ()}
+
+    def set(self, obj: Mapping[str, Any]) -> None:
+        budget = budget_from_dict(obj)
+        key = pdb_key(obj)
+        with self._lock:
+            if budget is None:
+                self._by_key.pop(key, None)
+            else:
+                self._by_key[key] = budget
+
+    def delete(self, obj: Mapping[str, Any]) -> None:
+        with self._lock:
+            self._by_key.pop(pdb_key(obj), None)
+
+    def all(self) -> list[Budget]:
+        with self._lock:
+            return list(self._by_key.values())
+
+
+@dataclass(slots=True)
+class Listers:
+    nominator: PodNominator = field(default_factory=PodNominator)
+    budgets: DisruptionBudgets = field(default_factory=DisruptionBudgets)
+    namespaces: NamespaceLabels = field(default_factory=NamespaceLabels)

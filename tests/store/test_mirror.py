@@ -1,0 +1,110 @@
+"""Issue 20: a real API server's objects mirrored into the store through the store's own
+scripts (real Redis; an in-process worker shows what the queue and the ledger make of
+them)."""
+
+from __future__ import annotations
+
+import pytest
+import redis
+
+from distsched.clock import FakeClock
+from distsched.keys import Keys
+from distsched.store.mirror import Change, Fence, Fenced, StoreMirror
+from tests.e2e.cluster import node, pod
+from tests.workers.harness import InProcessCluster
+
+
+def api_object(obj: dict, uid: str) -> dict:
+    """``obj`` as an API server returns it: its uid, a creation time, an rv of its own."""
+    meta = {**obj["metadata"], "uid": uid, "creationTimestamp": "2026-01-01T00:00:00Z"}
+    meta.setdefault("namespace", "default") if obj["kind"] == "Pod" else None
+    return {**obj, "metadata": meta}
+
+
+def test_a_pending_pod_keeps_its_uid_and_is_queued_by_the_create_script(
+    r: redis.Redis, keys: Keys, clock: FakeClock
+) -> None:
+    cluster = InProcessCluster(r, keys, clock)  # registers the default profile's mode
+    mirror = StoreMirror(cluster.store)
+    stats = mirror.apply(
+        [
+            Change.upsert(api_object(node("n1"), "node-uid")),
+            Change.upsert(api_object(pod("p"), "api-uid-1")),
+        ]
+    )
+    assert stats.created == 2
+    assert cluster.pod("p")["metadata"]["uid"] == "api-uid-1"
+    assert cluster.where("p") == "active"
+    cluster.settle()
+    assert cluster.node_of("p") == "n1"
+
+
+def test_pods_placed_by_others_count_as_assigned_and_their_deletion_frees_the_room(
+    r: redis.Redis, keys: Keys, clock: FakeClock
+) -> None:
+    cluster = InProcessCluster(r, keys, clock)
+    mirror = StoreMirror(cluster.store)
+    mirror.apply([Change.upsert(api_object(node("n1", cpu="2"), "node-uid"))])
+    # Created bound (a DaemonSet's pod), and bound later by another scheduler.
+    other = api_object(pod("other", cpu="1", schedulerName="someone-else"), "u-other")
+    mirror.apply(
+        [
+            Change.upsert(api_object(pod("ds", cpu="1", nodeName="n1"), "u-ds")),
+            Change.upsert(other),
+        ]
+    )
+    assert cluster.where("other") is None  # not our profile: never queued
+    bound = {**other, "spec": {**other["spec"], "nodeName": "n1"}}
+    mirror.apply([Change.upsert(bound)])
+    cluster.handle_events()
+    ledger = cluster.worker.ledger
+    assert ledger.node_state(["n1"])["n1"].requested["cpu"] == 2000
+    cluster.create(pod("mine", cpu="1"))
+    cluster.settle()
+    assert cluster.node_of("mine") == ""  # the node is full
+    mirror.apply([Change.delete("Pod", "default/ds", "u-ds")])
+    cluster.handle_events()
+    clock.step(10_000)  # its backoff
+    cluster.flush()
+    cluster.settle()
+    assert cluster.node_of("mine") == "n1"
+    assert ledger.check_consistency() == []
+
+
+def test_deletions_match_uids_and_a_new_incarnation_replaces_the_old(
+    r: redis.Redis, keys: Keys, clock: FakeClock
+) -> None:
+    cluster = InProcessCluster(r, keys, clock)
+    mirror = StoreMirror(cluster.store)
+    mirror.apply([Change.upsert(api_object(pod("p", schedulerName="x"), "old"))])
+    mirror.apply([Change.upsert(api_object(pod("p", schedulerName="x"), "new"))])
+    assert cluster.pod("p")["metadata"]["uid"] == "new"
+    mirror.apply([Change.delete("Pod", "default/p", "old")])  # a late event of the old one
+    assert cluster.pod("p")["metadata"]["uid"] == "new"
+    stats = mirror.apply([Change.delete("Pod", "default/p", "new")])
+    assert stats.deleted == 1 and cluster.store.get("Pod", "default/p") is None
+    # The last change of a key in a batch wins.
+    stats = mirror.apply(
+        [
+            Change.upsert(api_object(pod("q", schedulerName="x"), "q1")),
+            Change.delete("Pod", "default/q", "q1"),
+        ]
+    )
+    assert cluster.store.get("Pod", "default/q") is None and stats.created == 0
+
+
+def test_a_writer_that_lost_its_lease_writes_nothing(
+    r: redis.Redis, keys: Keys, clock: FakeClock
+) -> None:
+    cluster = InProcessCluster(r, keys, clock)
+    lease = keys.lock("kube-bridge")
+    r.set(lease, "bridge-a", px=60_000)
+    leader = StoreMirror(cluster.store, fence=Fence(lease, "bridge-a"))
+    stalled = StoreMirror(cluster.store, fence=Fence(lease, "bridge-b"))
+    leader.apply([Change.upsert(api_object(pod("p", schedulerName="x"), "u1"))])
+    with pytest.raises(Fenced):
+        stalled.apply([Change.delete("Pod", "default/p", "u1")])
+    r.delete(lease)  # expired
+    with pytest.raises(Fenced):
+        leader.apply([Change.delete("Pod", "default/p", "u1")])
+    assert cluster.store.get("Pod", "default/p") is not None
