@@ -64,6 +64,7 @@ scheduling_attempt_duration = Histogram(
 )
 # queue is active, backoff, gated, unschedulable, or active_or_backoff for a move request
 # (one script moves each pod to whichever its backoff allows and returns only the total).
+# The queue implementations count it themselves, on every move they make (count_incoming).
 queue_incoming_pods = Counter(
     "queue_incoming_pods",
     "Pods added to a scheduling sub-queue, by sub-queue and the event that moved them.",
@@ -209,6 +210,17 @@ def series(metric: Counter, *labels: str) -> Counter:
     """``metric.labels(*labels)`` bound once, for counters with few label values that are
     updated per pod or per batch on a hot path."""
     return metric.labels(*labels)
+
+
+ACTIVE_OR_BACKOFF = "active_or_backoff"
+"""The ``queue`` label of queue_incoming_pods_total for the pods a move request moved."""
+
+
+def count_incoming(queue: str, event: str, pods: int = 1) -> None:
+    """Count ``pods`` that entered sub-queue ``queue`` because of ``event`` (a label of
+    :mod:`distsched.framework.events`): the queue's own account of its moves."""
+    if pods:
+        series(queue_incoming_pods, queue, event).inc(pods)
 
 
 # Series that exist from the start, so that rate() and alerts see a 0 before the first event.

@@ -15,6 +15,8 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 
 from distsched.clock import Clock
+from distsched.framework import events
+from distsched.metrics import ACTIVE_OR_BACKOFF, count_incoming
 from distsched.queue_types import (
     ACTIVE,
     ASSUMED,
@@ -112,44 +114,54 @@ class MemoryQueue:
         else:
             self._to_active(key, info)
 
+    def _insert(self, entries: Sequence[PodEntry], now_ms: int) -> tuple[int, int]:
+        """Add the pods not known yet; how many went to activeQ and to the gated set."""
+        active = gated = 0
+        for entry in entries:
+            if entry.key in self._infos:
+                continue
+            info: dict[str, Any] = {
+                "uid": entry.uid,
+                "p": entry.priority,
+                "ts": now_ms,
+                "its": now_ms,
+                "a": 0,
+                "w": HANDED_OFF,
+                "m": "",
+                "pl": "",
+                "cy": 0,
+                "e": 0,
+                "d": 0,
+                "bo": 0,
+            }
+            self._infos[entry.key] = info
+            if entry.gated:
+                self._to_set(entry.key, info, GATED, now_ms)
+                gated += 1
+            else:
+                self._to_active(entry.key, info)
+                active += 1
+        return active, gated
+
     # --- the SchedulingQueue protocol ---------------------------------------------------
     def add(self, entries: Sequence[PodEntry], *, now_ms: int) -> int:
         for entry in entries:
             validate_entry(entry)
         with self._cond:
-            added = 0
-            for entry in entries:
-                if entry.key in self._infos:
-                    continue
-                info: dict[str, Any] = {
-                    "uid": entry.uid,
-                    "p": entry.priority,
-                    "ts": now_ms,
-                    "its": now_ms,
-                    "a": 0,
-                    "w": HANDED_OFF,
-                    "m": "",
-                    "pl": "",
-                    "cy": 0,
-                    "e": 0,
-                    "d": 0,
-                    "bo": 0,
-                }
-                self._infos[entry.key] = info
-                if entry.gated:
-                    self._to_set(entry.key, info, GATED, now_ms)
-                else:
-                    self._to_active(entry.key, info)
-                added += 1
-            return added
+            active, gated = self._insert(entries, now_ms)
+        count_incoming(ACTIVE, events.UNSCHEDULED_POD_ADD.label, active)
+        count_incoming(GATED, events.UNSCHEDULED_POD_ADD.label, gated)
+        return active + gated
 
     def update(self, entry: PodEntry, *, now_ms: int) -> str:
         validate_entry(entry)
         with self._cond:
             info = self._infos.get(entry.key)
             if info is None:
-                self.add([entry], now_ms=now_ms)
-                return self._infos[entry.key]["w"]
+                self._insert([entry], now_ms)
+                where = self._infos[entry.key]["w"]
+                count_incoming(where, events.UNSCHEDULED_POD_UPDATE.label)
+                return where
             old_priority = info["p"]
             info["uid"] = entry.uid
             info["p"] = entry.priority
@@ -162,6 +174,8 @@ class MemoryQueue:
                 info["u"] = 1
             elif where == GATED and not entry.gated:
                 self._to_active(entry.key, info)
+            if where in (UNSCHEDULABLE, GATED) and info["w"] != where:
+                count_incoming(info["w"], events.UNSCHEDULED_POD_UPDATE.label)
             return info["w"]
 
     def delete(
@@ -263,6 +277,7 @@ class MemoryQueue:
                 if info["w"] in (INFLIGHT, DEAD):
                     self._to_active(key, info)
                 out.append(info["w"])
+            count_incoming(ACTIVE, events.UNATTEMPTED, out.count(ACTIVE))
             return out
 
     def assume(self, leases: Sequence[tuple[str, int, str]]) -> list[bool]:
@@ -331,6 +346,7 @@ class MemoryQueue:
                 self._to_set(key, info, BACKOFF, info["bo"])
             else:
                 self._to_set(key, info, UNSCHEDULABLE, now_ms)
+            count_incoming(info["w"], events.SCHEDULE_ATTEMPT_FAILURE)
             return info["w"]
 
     def flush_backoff_completed(self, *, now_ms: int) -> int:
@@ -338,6 +354,7 @@ class MemoryQueue:
             due = self._sets[BACKOFF].up_to(now_ms)
             for key in due:
                 self._to_active(key, self._infos[key])
+            count_incoming(ACTIVE, events.BACKOFF_COMPLETE, len(due))
             return len(due)
 
     def flush_unschedulable_leftover(self, *, now_ms: int) -> int:
@@ -348,6 +365,7 @@ class MemoryQueue:
                 self._to_active_or_backoff(key, self._infos[key], now_ms)
             if stale:
                 self._move_cycle = self._cycle
+            count_incoming(ACTIVE_OR_BACKOFF, events.UNSCHEDULABLE_TIMEOUT.label, len(stale))
             return len(stale)
 
     def move_all_to_active_or_backoff(
@@ -373,6 +391,7 @@ class MemoryQueue:
                     continue
                 self._to_active_or_backoff(key, info, now_ms)
                 moved += 1
+            count_incoming(ACTIVE_OR_BACKOFF, event, moved)
             return moved
 
     def reclaim_expired_leases(self, *, now_ms: int) -> list[str]:
@@ -380,6 +399,7 @@ class MemoryQueue:
             expired = self._sets[INFLIGHT].up_to(now_ms)
             for key in expired:
                 self._to_active(key, self._infos[key])
+            count_incoming(ACTIVE, events.LEASE_EXPIRED, len(expired))
             return expired
 
     # --- reads --------------------------------------------------------------------------

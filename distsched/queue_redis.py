@@ -49,6 +49,9 @@ might have helped it arrived while it was being scheduled), ``epoch`` (+1 per po
 the fencing token done() and the failure handler must present). The ``wake`` list gets a
 token per pod made active (capped at :data:`WAKE_CAP`); pop_blocking BLPOPs it while
 activeQ is empty instead of polling, and pop drops it once activeQ is empty.
+
+Every move counts the pods it put into a sub-queue (queue_incoming_pods_total, see
+:class:`~distsched.queue_types.SchedulingQueue`), from what its script returns.
 """
 
 from __future__ import annotations
@@ -63,10 +66,15 @@ import redis
 
 from distsched import replication
 from distsched.clock import Clock
+from distsched.framework import events
 from distsched.keys import Keys
 from distsched.lua import ScriptSet
+from distsched.metrics import ACTIVE_OR_BACKOFF, count_incoming
 from distsched.queue_types import (
     ACTIVE,
+    GATED,
+    PRESENT,
+    STALE,
     SUB_QUEUES,
     WAKE_CAP,
     PodEntry,
@@ -142,14 +150,21 @@ class RedisQueue:
         if not entries:
             return 0
         k = self._keys
-        return int(self._run("add", [k.info, k.active, k.gated, k.wake], args))
+        active, gated = self._run("add", [k.info, k.active, k.gated, k.wake], args)
+        count_incoming(ACTIVE, events.UNSCHEDULED_POD_ADD.label, int(active))
+        count_incoming(GATED, events.UNSCHEDULED_POD_ADD.label, int(gated))
+        return int(active) + int(gated)
 
     def update(self, entry: PodEntry, *, now_ms: int) -> str:
         validate_entry(entry)
         k = self._keys
         args = [now_ms, WAKE_CAP, entry.key, entry.uid, entry.priority, int(entry.gated)]
         keys = [k.info, k.active, k.backoff, k.unschedulable, k.gated, k.wake]
-        return _text(self._run("update", keys, args))
+        raw_where, entered = self._run("update", keys, args)
+        where = _text(raw_where)
+        if int(entered):
+            count_incoming(where, events.UNSCHEDULED_POD_UPDATE.label)
+        return where
 
     def delete(
         self,
@@ -241,8 +256,10 @@ class RedisQueue:
         args: list[Any] = [WAKE_CAP]
         for key, epoch in leases:
             args += [key, epoch]
-        where = self._run("hand_back", [k.info, k.inflight, k.dead, k.active, k.wake], args)
-        return [_text(w) for w in where]
+        raw = self._run("hand_back", [k.info, k.inflight, k.dead, k.active, k.wake], args)
+        where = [_text(w) for w in raw]
+        count_incoming(ACTIVE, events.UNATTEMPTED, where.count(ACTIVE))
+        return where
 
     def assume(self, leases: Sequence[tuple[str, int, str]]) -> list[bool]:
         if not leases:
@@ -283,19 +300,26 @@ class RedisQueue:
             WAKE_CAP,
         ]
         keys = [k.info, k.inflight, k.backoff, k.unschedulable, k.move_cycle, k.active, k.wake]
-        return _text(self._run("add_unschedulable", keys, args))
+        where = _text(self._run("add_unschedulable", keys, args))
+        if where not in (STALE, PRESENT):
+            count_incoming(where, events.SCHEDULE_ATTEMPT_FAILURE)
+        return where
 
     def flush_backoff_completed(self, *, now_ms: int) -> int:
         k = self._keys
-        return self._flush(
+        moved = self._flush(
             "flush_backoff", [k.backoff, k.active, k.info, k.wake], [now_ms, WAKE_CAP]
         )
+        count_incoming(ACTIVE, events.BACKOFF_COMPLETE, moved)
+        return moved
 
     def flush_unschedulable_leftover(self, *, now_ms: int) -> int:
         k = self._keys
         keys = [k.unschedulable, k.active, k.backoff, k.info, k.wake, k.cycle, k.move_cycle]
         args = [now_ms, self.config.unschedulable_max_ms, WAKE_CAP]
-        return self._flush("flush_leftover", keys, args)
+        moved = self._flush("flush_leftover", keys, args)
+        count_incoming(ACTIVE_OR_BACKOFF, events.UNSCHEDULABLE_TIMEOUT.label, moved)
+        return moved
 
     def _flush(self, name: str, keys: list[str], args: list[Any]) -> int:
         """Run a flush script until it has looked at every due member (it takes at most
@@ -332,6 +356,7 @@ class RedisQueue:
         ]
         moved = int(self._run("move_all", script_keys, args))
         log.debug("move request for %s moved %d unschedulable pods", event, moved)
+        count_incoming(ACTIVE_OR_BACKOFF, event, moved)
         return moved
 
     def reclaim_expired_leases(self, *, now_ms: int) -> list[str]:
@@ -341,6 +366,7 @@ class RedisQueue:
             batch = self._run("reclaim", [k.inflight, k.active, k.info, k.wake], [now_ms, WAKE_CAP])
             reclaimed += [_text(key) for key in batch]
             if len(batch) < MAX_SCRIPT_BATCH:
+                count_incoming(ACTIVE, events.LEASE_EXPIRED, len(reclaimed))
                 return reclaimed
 
     # --- repair -----------------------------------------------------------------------

@@ -241,7 +241,14 @@ def queue_invariant_violations(state: QueueState) -> list[str]:
 
 
 class SchedulingQueue(Protocol):
-    """kube-scheduler's PriorityQueue, with leases. Time always comes in as ``now_ms``."""
+    """kube-scheduler's PriorityQueue, with leases. Time always comes in as ``now_ms``.
+
+    Each implementation counts the pods its moves put into a sub-queue itself
+    (``queue_incoming_pods_total{queue, event}``, :func:`distsched.metrics.count_incoming`),
+    labelled with the events of :mod:`distsched.framework.events`: add (PodAdd), update
+    (PodUpdate), a failure (ScheduleAttemptFailure), the flushes (BackoffComplete,
+    UnschedulableTimeout), a move request (its event), an expired lease (LeaseExpired), a
+    hand-back (Unattempted). The ledger's and the store's hand-offs are not counted."""
 
     config: QueueConfig
 

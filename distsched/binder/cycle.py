@@ -24,9 +24,11 @@ For each job: claim → WaitOnPermit → PreBind → Bind → PostBind → confi
 - Confirm: the ledger turns the assumed pod into a bound one and the queue forgets it (in
   the store's bind script for batch binds, :meth:`Ledger.confirm_bound_many` otherwise).
 
-Any failure goes through :func:`handle_binding_failure`: Unreserve, forget the assumed pod
-in the ledger, requeue the pod through the queue's failure handler (backoff), and move
-pods that the freed capacity may help.
+Any failure goes through the failure handler both cycles share
+(:mod:`distsched.framework.failure`): Unreserve, forget the assumed pod in the ledger,
+requeue the pod (backoff), and move pods that the freed capacity may help. The binder's
+writes to the cluster (bindings, events) go through a
+:class:`~distsched.framework.cluster_writer.ClusterWriter`.
 """
 
 from __future__ import annotations
@@ -43,20 +45,22 @@ from distsched import metrics
 from distsched.binder.jobs import BIND_FUNCTION, Binding
 from distsched.cache.ledger import Ledger, LedgerConfig
 from distsched.clock import SYSTEM_CLOCK, Clock
-from distsched.explain_record import Explanation, forget_explanations, record_failure
+from distsched.explain_record import forget_explanations
 from distsched.faults import pause_at
+from distsched.framework.cluster_writer import NORMAL, SCHEDULED, ClusterWriter
 from distsched.framework.cycle_state import CycleState
-from distsched.framework.events import ASSIGNED_POD_DELETE
+from distsched.framework.failure import BINDING, Failure, FailureHandler
 from distsched.framework.interface import Handle, PluginSpec
 from distsched.framework.permit import wait_on_permit
+from distsched.framework.plugins.default_binder import binding_answer
 from distsched.framework.profile import SchedulerConfig, build_profiles, default_config
 from distsched.framework.registry import IN_TREE_REGISTRY
-from distsched.framework.runtime import Framework
 from distsched.keys import Keys
-from distsched.model import Pod
+from distsched.model import Pod, PodRef
 from distsched.queue_redis import RedisQueue
 from distsched.queue_types import QueueConfig
 from distsched.store import Store
+from distsched.store.writer import StoreWriter
 
 log = logging.getLogger(__name__)
 
@@ -67,19 +71,6 @@ class BindOutcome:
     duplicate: list[str] = field(default_factory=list)
     stale: list[str] = field(default_factory=list)
     failed: dict[str, str] = field(default_factory=dict)
-
-
-def batch_bindable(fw: Framework | None) -> bool:
-    """Whether binding with one store call is exactly what the profile's plugins would do."""
-    if fw is None:
-        return True  # unknown profile: the store write is all a binding can be
-    plugins = [p.name for p in fw.bind_plugins]
-    return (
-        plugins == ["DefaultBinder"]
-        and not fw.pre_bind_plugins
-        and not fw.post_bind_plugins
-        and not fw.reserve_plugins
-    )
 
 
 class Binder:
@@ -94,11 +85,14 @@ class Binder:
         config: SchedulerConfig | None = None,
         registry: Mapping[str, PluginSpec] = IN_TREE_REGISTRY,
         ledger_config: LedgerConfig | None = None,
+        writer: ClusterWriter | None = None,
     ) -> None:
         self.client = client
         self.keys = keys
         self.clock = clock
         self.store = Store(client, keys, clock=clock)
+        # Standalone, the store is the cluster; a bridge to an API server brings its own.
+        self.writer: ClusterWriter = writer if writer is not None else StoreWriter(self.store)
         config = config or default_config(registry)
         # podInitialBackoffSeconds / podMaxBackoffSeconds: the one backoff, as the workers'.
         queue_config = QueueConfig(
@@ -107,15 +101,13 @@ class Binder:
         )
         self.ledger = Ledger(client, keys, clock, ledger_config, queue_config=queue_config)
         self.queue = RedisQueue(client, keys, config=queue_config)
-        self._store_results: dict[str, str] = {}
         self.profiles = build_profiles(
             config,
             registry=registry,
             handle=Handle(bind_pod=self._bind_pod),
         )
-        # Which unschedulable pods freed capacity may help (kube moves them on unreserve).
-        self.interested_on_delete = frozenset().union(
-            *(fw.plugins_interested_in(ASSIGNED_POD_DELETE) for fw in self.profiles.values())
+        self.failures = FailureHandler(
+            client, keys, self.queue, self.ledger, self.writer, self.profiles, clock
         )
 
     # ------------------------------------------------------------------ the cycle
@@ -140,11 +132,11 @@ class Binder:
     ) -> None:
         """PreBind → Bind → PostBind → confirm for ``permitted``; the failures among
         ``claimed`` (Permit's included) go through the one failure path."""
-        batched = [b for b in permitted if batch_bindable(self.profiles.get(b.profile))]
-        by_plugins = [b for b in permitted if not batch_bindable(self.profiles.get(b.profile))]
+        batched = [b for b in permitted if self._batch_bindable(b)]
+        by_plugins = [b for b in permitted if not self._batch_bindable(b)]
         stored: list[Binding] = []
         if batched:
-            results = self.store.bind_many(
+            results = self.writer.bind_many(
                 [(b.pod_key, b.uid, b.node) for b in batched],
                 reservations={b.pod_key: b.token for b in batched},
             )
@@ -169,9 +161,25 @@ class Binder:
                 if not ok:  # only after a stall longer than the claim; the bind event adds it
                     log.warning("reservation of %s vanished before its confirm", binding.pod_key)
         forget_explanations(self.client, self.keys, [b.pod_key for b in stored])
+        self._scheduled_events(stored, outcome)
         failed = [b for b in claimed if b.pod_key in outcome.failed]
         if failed:
-            handle_binding_failure(self, failed, outcome.failed, pods, states)
+            self.failures.handle(
+                [
+                    Failure(
+                        PodRef(b.pod_key, b.uid),
+                        b.epoch,
+                        b.profile,
+                        f"binding to {b.node} failed: {outcome.failed[b.pod_key]}",
+                        cycle=BINDING,
+                        reserved_on=b.node,
+                        token=b.token,
+                        parsed=pods.get(b.pod_key),
+                        state=states.get(b.pod_key),
+                    )
+                    for b in failed
+                ]
+            )
         for binding in by_plugins:
             pod = pods.get(binding.pod_key)
             fw = self.profiles.get(binding.profile)
@@ -215,8 +223,25 @@ class Binder:
                 outcome.stale.append(binding.pod_key)
         return [b for b in bindings if b in claimed]
 
+    def _batch_bindable(self, binding: Binding) -> bool:
+        fw = self.profiles.get(binding.profile)
+        # An unknown profile: the store write is all a binding can be.
+        return fw is None or fw.batch_bindable()
+
     def _binds_in_one_step(self, binding: Binding) -> bool:
-        return not binding.permit_plugins and batch_bindable(self.profiles.get(binding.profile))
+        return not binding.permit_plugins and self._batch_bindable(binding)
+
+    def _scheduled_events(self, stored: list[Binding], outcome: BindOutcome) -> None:
+        """kube's "Scheduled" event for each pod this job bound."""
+        bound = set(outcome.bound)
+        for binding in stored:
+            if binding.pod_key in bound:
+                self.writer.record_event(
+                    PodRef(binding.pod_key, binding.uid),
+                    event_type=NORMAL,
+                    reason=SCHEDULED,
+                    message=f"Successfully assigned {binding.pod_key} to {binding.node}",
+                )
 
     def _record(
         self, binding: Binding, result: str, outcome: BindOutcome, stored: list[Binding]
@@ -243,9 +268,10 @@ class Binder:
         objs = self.store.get_many("Pod", keys)
         return {k: Pod.from_dict(o) for k, o in zip(keys, objs, strict=True) if o is not None}
 
-    def _bind_pod(self, pod: Pod, node: str) -> None:
-        """DefaultBinder's bind function: the store write (raises when refused)."""
-        self._store_results[pod.key] = self.store.bind(pod.key, pod.metadata.uid, node)
+    def _bind_pod(self, pod: Pod, node: str) -> str:
+        """DefaultBinder's bind function: the writer's bind ("bound" or "already-bound";
+        raises when refused)."""
+        return self.writer.bind(pod.ref(), node)
 
     def _bind_with_plugins(
         self,
@@ -262,12 +288,11 @@ class Binder:
             return
         status = fw.run_pre_bind_plugins(state, pod, binding.node)
         if status.is_success():
-            self._store_results.pop(pod.key, None)
             status = fw.run_bind_plugins(state, pod, binding.node)
         if not status.is_success():
             outcome.failed[binding.pod_key] = status.message() or "no bind plugin bound the pod"
             return
-        self._record(binding, self._store_results.pop(pod.key, "bound"), outcome, stored)
+        self._record(binding, binding_answer(status), outcome, stored)
 
     # ------------------------------------------------------------------ metrics
     def _observe(self, bindings: Sequence[Binding], outcome: BindOutcome, elapsed: float) -> None:
@@ -289,39 +314,6 @@ class Binder:
         metrics.bindings.labels("failed").inc(len(outcome.failed))
         if outcome.stale:
             log.info("%d stale bindings skipped: %s", len(outcome.stale), outcome.stale[:5])
-
-
-def handle_binding_failure(
-    binder: Binder,
-    failed: Sequence[Binding],
-    why: dict[str, str],
-    pods: dict[str, Pod] | None = None,
-    states: dict[str, CycleState] | None = None,
-) -> None:
-    """The one failure path of the binding cycle: unreserve, forget, requeue with backoff."""
-    now = binder.clock.now_ms()
-    for binding in failed:
-        fw = binder.profiles.get(binding.profile)
-        pod = (pods or {}).get(binding.pod_key)
-        if fw is not None and pod is not None:
-            state = (states or {}).get(binding.pod_key) or CycleState()
-            fw.run_reserve_plugins_unreserve(state, pod, binding.node)
-        binder.ledger.release(binding.pod_key, binding.token)
-        where = binder.queue.add_unschedulable_if_not_present(
-            binding.pod_key, epoch=binding.epoch, plugins=(), now_ms=now, error=True
-        )
-        message = f"binding to {binding.node} failed: {why[binding.pod_key]}"
-        record_failure(
-            binder.client,
-            binder.keys,
-            binding.pod_key,
-            Explanation(message, (), profile=binding.profile, at_ms=now, queue=where),
-        )
-        log.warning("pod %s: %s; requeued: %s", binding.pod_key, message, where)
-    # Freed capacity may help pods that wait for it (kube moves them on unreserve).
-    binder.queue.move_all_to_active_or_backoff(
-        ASSIGNED_POD_DELETE.label, now_ms=now, interested_plugins=binder.interested_on_delete
-    )
 
 
 # ---------------------------------------------------------------------- the rq job

@@ -137,3 +137,19 @@ NODE_ADD_OR_SCHEDULING_CHANGE = (
 NODE_ANNOTATION_CHANGE = ClusterEvent(
     EventResource.NODE, ActionType.UPDATE_NODE_ANNOTATION, "NodeAnnotationChange"
 )
+
+# Why a pod entered a sub-queue: the ``event`` label of queue_incoming_pods_total, which
+# the queue counts itself on every move it makes (kube's framework.EventUnscheduledPodAdd,
+# ScheduleAttemptFailure, BackoffComplete, ... and the ClusterEvents above by label).
+# A pending pod the handlers add (kube's EventUnscheduledPodAdd; the label is kube's
+# earlier PodAdd, which dashboards read) or update.
+UNSCHEDULED_POD_ADD = ClusterEvent(EventResource.UNSCHEDULED_POD, ActionType.ADD, "PodAdd")
+UNSCHEDULED_POD_UPDATE = ClusterEvent(EventResource.UNSCHEDULED_POD, ActionType.UPDATE, "PodUpdate")
+# The leftover flush: a pod unschedulable for longer than the queue's maximum.
+UNSCHEDULABLE_TIMEOUT = ClusterEvent(EventResource.WILDCARD, ActionType.ALL, "UnschedulableTimeout")
+SCHEDULE_ATTEMPT_FAILURE = "ScheduleAttemptFailure"
+BACKOFF_COMPLETE = "BackoffComplete"
+# distsched's own: a worker's lease ran out (the worker died or stalled), and popped pods
+# an infrastructure error kept the worker from attempting, handed back uncounted.
+LEASE_EXPIRED = "LeaseExpired"
+UNATTEMPTED = "Unattempted"

@@ -43,8 +43,8 @@ class Handle:
     """What a plugin factory gets besides its args: the worker's shared facilities."""
 
     snapshot: Snapshot | None = None
-    # Writes the binding (pod -> node) to the store; raises on failure. Set by the binder.
-    bind_pod: Callable[[Pod, str], None] | None = None
+    # Writes the binding (pod -> node); returns "bound" or "already-bound", raises on failure.
+    bind_pod: Callable[[Pod, str], str] | None = None
     # The cluster data plugins read besides the snapshot (kube's informer listers), the
     # same object for the Handle's whole life: a scheduling worker's informer feeds it.
     listers: Listers = field(default_factory=Listers)

@@ -548,19 +548,33 @@ class Framework:
 
     @_timed("Bind")
     def run_bind_plugins(self, state: CycleState, pod: Pod, node_name: str) -> Status:
-        """The first bind plugin not answering Skip binds; Skip when none is configured."""
+        """The first bind plugin not answering Skip binds; Skip when none is configured.
+        A success keeps the plugin's reasons (DefaultBinder's "already-bound")."""
         status: Status | None = Status.skip()
         for plugin in self.bind_plugins:
             status = _call(plugin, plugin.bind, state, pod, node_name)
             if status is not None and status.is_skip():
                 continue
             if is_success(status):
-                return Status.success()
+                if status is None or not status.reasons:
+                    return Status.success()
+                return status.with_plugin(plugin.name)
             assert status is not None
             if status.is_rejected():
                 return status.with_plugin(plugin.name)
             return _wrap_error("Bind", plugin.name, status)
         return status if status is not None else Status.success()
+
+    def batch_bindable(self) -> bool:
+        """Whether binding with one store call is exactly what this profile's binding cycle
+        would do: DefaultBinder alone, and no Reserve, PreBind or PostBind plugin (then the
+        binder binds a batch in one call, and the cycle's state need not travel)."""
+        return (
+            [p.name for p in self.bind_plugins] == ["DefaultBinder"]
+            and not self.pre_bind_plugins
+            and not self.post_bind_plugins
+            and not self.reserve_plugins
+        )
 
     @_timed("PostBind")
     def run_post_bind_plugins(self, state: CycleState, pod: Pod, node_name: str) -> None:

@@ -7,7 +7,7 @@
 -- ARGV[1]  int   now_ms         queue timestamp (and initial attempt timestamp) of new pods
 -- ARGV[2]  int   wake_cap       longest the wake list may grow
 -- ARGV[3+4i .. 6+4i]  per pod:  key (ns/name), uid (str), priority (int32), gated (0|1)
--- Returns: integer, the number of pods added.
+-- Returns: {active, gated}: how many pods were added to activeQ and to the gated set.
 
 --!include queue_record
 --!include precheck
@@ -35,7 +35,7 @@ for i = 3, #ARGV, 4 do
   end
   keys[#keys + 1] = ARGV[i]
 end
-if #keys == 0 then return 0 end
+if #keys == 0 then return {0, 0} end
 local bad = wrong_types('queue_add', {{KEYS[1], 'hash'}, {KEYS[2], 'zset'}, {KEYS[3], 'zset'},
                                       {KEYS[4], 'list'}})
 if bad then return redis.error_reply(bad) end
@@ -60,8 +60,8 @@ for n, key in ipairs(keys) do
     fields[#fields + 1] = rec_encode(r)
   end
 end
-if #fields == 0 then return 0 end
+if #fields == 0 then return {0, 0} end
 in_slices('HSET', KEYS[1], fields)
 in_slices('ZADD', KEYS[3], gated)
 wake(KEYS[4], activated, wake_cap)
-return #fields / 2
+return {activated, #gated / 2}

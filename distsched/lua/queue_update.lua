@@ -23,7 +23,8 @@
 -- ARGV[4]  str   uid
 -- ARGV[5]  int   priority       int32
 -- ARGV[6]  0|1   gated          PreEnqueue still rejects the pod
--- Returns: string, where the pod is afterwards (the record's w).
+-- Returns: {where, entered}: where the pod is afterwards (the record's w), and 1 if this
+--          update put it into activeQ, backoffQ or the gated set (0 if it stayed).
 
 --!include queue_record
 --!include precheck
@@ -58,10 +59,11 @@ if not r then
     wake(KEYS[6], 1, wake_cap)
   end
   redis.call('HSET', KEYS[1], key, rec_encode(r))
-  return r.w
+  return {r.w, 1}
 end
 
 local old_p = r.p
+local entered = 0
 r.uid = uid
 r.p = p
 if r.w == 'active' then
@@ -69,12 +71,14 @@ if r.w == 'active' then
 elseif r.w == 'unschedulable' then
   redis.call('ZREM', KEYS[4], key)
   if to_active_or_backoff(key, r, now, KEYS[2], KEYS[3]) then wake(KEYS[6], 1, wake_cap) end
+  entered = 1
 elseif r.w == 'inflight' or r.w == 'assumed' or r.w == '' then
   r.u = 1
 elseif r.w == 'gated' and gated == '0' then
   redis.call('ZREM', KEYS[5], key)
   to_active(key, r, KEYS[2])
   wake(KEYS[6], 1, wake_cap)
+  entered = 1
 end
 redis.call('HSET', KEYS[1], key, rec_encode(r))
-return r.w
+return {r.w, entered}

@@ -182,6 +182,16 @@ class PodStatus:
 
 
 @dataclass(frozen=True, slots=True)
+class PodRef:
+    """A pod named, not described (kube's ObjectReference to a Pod): what a write back to
+    the cluster needs when the writer has no parsed pod. ``uid`` "" names whichever
+    incarnation of ``key`` the cluster holds."""
+
+    key: str  # namespace/name
+    uid: str = ""
+
+
+@dataclass(frozen=True, slots=True)
 class Pod:
     metadata: ObjectMeta
     spec: PodSpec = field(default_factory=PodSpec)
@@ -192,6 +202,9 @@ class Pod:
     def key(self) -> str:
         """``namespace/name``: the pod's name in queues, the store and the cache."""
         return f"{self.metadata.namespace}/{self.metadata.name}"
+
+    def ref(self) -> PodRef:
+        return PodRef(self.key, self.metadata.uid)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Pod:

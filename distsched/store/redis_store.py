@@ -589,10 +589,13 @@ class Store:
         nominated_node_name: str | None = None,
         conditions: Sequence[Mapping[str, Any]] = (),
         uid: str | None = None,
+        pending_only: bool = False,
     ) -> Obj:
         """Set status.nominatedNodeName (None: leave, "": clear) and status conditions (by
         type, e.g. ``{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
-        "message": ...}``) without touching spec. No change -> no write."""
+        "message": ...}``) without touching spec. No change -> no write. With
+        ``pending_only``, a pod bound meanwhile is left as it is (returned unchanged): a
+        failed attempt's PodScheduled=False must not land on a pod another attempt bound."""
         for cond in conditions:
             if not cond.get("type") or not cond.get("status"):
                 raise InvalidObject(f"pod {pod_key}: a condition needs a type and a status")
@@ -602,6 +605,8 @@ class Store:
                 raise NotFound("Pod", pod_key)
             if uid and uid_of(current) != uid:
                 raise UidMismatch("Pod", pod_key, uid, uid_of(current))
+            if pending_only and node_name_of(current):
+                return current
             status = dict(current.get("status") or {})
             if nominated_node_name == "":
                 status.pop("nominatedNodeName", None)

@@ -21,12 +21,12 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, cast
+from typing import Any, Protocol, cast
 
 import redis
 
-from distsched import metrics
 from distsched.cache.ledger import Ledger
+from distsched.clock import Clock
 from distsched.framework import events
 from distsched.framework.events import ClusterEvent
 from distsched.framework.listers import NamespaceLabels
@@ -38,7 +38,7 @@ from distsched.model.labels import (
     compile_terms,
 )
 from distsched.model.objects import DEFAULT_SCHEDULER_NAME
-from distsched.queue_types import ACTIVE, BACKOFF, GATED, PodEntry, SchedulingQueue
+from distsched.queue_types import PodEntry, SchedulingQueue
 from distsched.store import (
     ADDED,
     DELETED,
@@ -55,11 +55,6 @@ log = logging.getLogger(__name__)
 
 GROUP = "queue-handlers"
 
-Interested = Callable[[ClusterEvent], frozenset[str] | None]
-Hint = Callable[[Pod, str, ClusterEvent, Any, Any], bool | None]
-"""(unschedulable pod, plugin, event, old object, new object) -> the plugin's QueueingHint
-for the pod's profile: True Queue, False QueueSkip, None no hint (the seed's rule)."""
-
 
 @dataclass
 class NodeOccupancy:
@@ -68,6 +63,49 @@ class NodeOccupancy:
     requested: dict[str, int]
     pod_count: int
     ports: list[HostPort]
+
+
+class Scheduler(Protocol):
+    """What the handlers need from the scheduler (kube's addAllEventHandlers is given the
+    Scheduler): its profiles' event interest, QueueingHints and PreEnqueue, and its view
+    of the cluster (pods, node usage). The worker implements it."""
+
+    def profile_names(self) -> Collection[str]:
+        """The profiles (``spec.schedulerName``) whose pods the handlers queue."""
+        ...
+
+    def uses_queueing_hints(self) -> bool:
+        """Whether the rejecting plugins' hints decide which events move a parked pod
+        (kube's SchedulerQueueingHints); False: the seed's rules only."""
+        ...
+
+    def interested(self, event: ClusterEvent) -> frozenset[str] | None:
+        """The plugins (of any profile) that registered for ``event``."""
+        ...
+
+    def queueing_hint(
+        self, pod: Pod, plugin: str, event: ClusterEvent, old: Any, new: Any
+    ) -> bool | None:
+        """The QueueingHint of ``plugin`` in the pod's profile for (old, new) objects:
+        True Queue, False QueueSkip, None no hint (the seed's rule decides)."""
+        ...
+
+    def pre_enqueue_rejects(self, obj: dict[str, Any]) -> bool:
+        """Whether the PreEnqueue plugins of the pod's profile keep it gated (kube's
+        runPreEnqueuePlugins)."""
+        ...
+
+    def pod(self, key: str) -> Pod | None:
+        """The pod as the scheduler's view has it (None if gone)."""
+        ...
+
+    def parse(self, obj: dict[str, Any]) -> Pod:
+        """A pod object parsed (the view's parser, which may reuse parsed pods)."""
+        ...
+
+    def node_usage(self, name: str) -> NodeOccupancy:
+        """What already runs on the node, for the seed's pre-check."""
+        ...
 
 
 def pod_entry(key: str, obj: dict[str, Any], *, gated: bool) -> PodEntry:
@@ -148,30 +186,19 @@ class QueueEventHandlers:
         *,
         queue: SchedulingQueue,
         ledger: Ledger,
-        interested: Interested,
-        profiles: Collection[str],
-        pod_lookup: Callable[[str], Pod | None],
-        parse: Callable[[dict[str, Any]], Pod] = Pod.from_dict,
-        node_usage: Callable[[str], NodeOccupancy],
-        clock_ms: Callable[[], int],
-        pre_enqueue_rejects: Callable[[dict[str, Any]], bool],
+        clock: Clock,
         namespaces: NamespaceLabels,
-        hint: Hint | None = None,
+        scheduler: Scheduler,
     ) -> None:
         self.queue = queue
         self.ledger = ledger
-        self.interested = interested
-        self.profiles = frozenset(profiles)
-        self.pod_lookup = pod_lookup
-        self.parse = parse
-        self.node_usage = node_usage
-        self.now_ms = clock_ms
-        # kube's runPreEnqueuePlugins for the pod's profile: True keeps the pod gated.
-        self.pre_enqueue_rejects = pre_enqueue_rejects
+        self.clock = clock
         # kube's queue nsLister: namespaceSelector terms of the seed's AssignedPodAdd rule.
         self.namespaces = namespaces
-        # QueueingHints (kube 1.28+, GA in 1.34); None: the seed's rules only.
-        self.hint = hint
+        self.scheduler = scheduler
+        self.profiles = frozenset(scheduler.profile_names())
+        # QueueingHints (kube 1.28+, GA in 1.34); False: the seed's rules only.
+        self.hints = scheduler.uses_queueing_hints()
 
     # -- entry point --------------------------------------------------------------------
     def handle(self, batch: Sequence[Event]) -> None:
@@ -186,7 +213,7 @@ class QueueEventHandlers:
         that cannot be handled is logged and skipped, so one bad object cannot block the
         stream for everyone.
         """
-        now = self.now_ms()
+        now = self.clock.now_ms()
         adds: list[PodEntry] = []
         newly_bound: list[Event] = []
         relabelled: list[tuple[dict[str, Any], dict[str, Any]]] = []
@@ -229,16 +256,15 @@ class QueueEventHandlers:
                 obj = event.obj
                 if not self.responsible_for(obj):
                     continue
-                entry = pod_entry(event.key, obj, gated=self.pre_enqueue_rejects(obj))
-                old = event.old
-                if event.type == ADDED or old is None:
+                old = None if event.type == ADDED else event.old
+                if old is not None and not pod_spec_changed(old, obj):
+                    continue  # a status update (the failure handler's condition): no move
+                entry = pod_entry(event.key, obj, gated=self.scheduler.pre_enqueue_rejects(obj))
+                if old is None:
                     adds.append(entry)
-                elif pod_spec_changed(old, obj):
+                else:
                     self._flush_adds(adds, now)
-                    before = self.queue.where(entry.key)
-                    after = self.queue.update(entry, now_ms=now)
-                    if after != before and after in (ACTIVE, BACKOFF, GATED):
-                        metrics.queue_incoming_pods.labels(after, "PodUpdate").inc()
+                    self.queue.update(entry, now_ms=now)
             except (redis.ConnectionError, redis.TimeoutError):
                 raise
             except Exception:
@@ -264,16 +290,9 @@ class QueueEventHandlers:
         return (spec.get("schedulerName") or DEFAULT_SCHEDULER_NAME) in self.profiles
 
     def _flush_adds(self, adds: list[PodEntry], now: int) -> None:
-        if not adds:
-            return
-        # Gated pods are added by a call of their own so queue_incoming_pods is exact.
-        gated = [e for e in adds if e.gated]
-        active = [e for e in adds if not e.gated] if gated else adds
-        for queue, entries in (("active", active), ("gated", gated)):
-            if entries:
-                added = self.queue.add(entries, now_ms=now)
-                metrics.queue_incoming_pods.labels(queue, "PodAdd").inc(added)
-        adds.clear()
+        if adds:
+            self.queue.add(adds, now_ms=now)
+            adds.clear()
 
     def _record_bound(self, bound: list[Event]) -> None:
         """Newly bound pods the ledger does not hold on that node yet (bound by someone
@@ -282,7 +301,8 @@ class QueueEventHandlers:
         are never needed here."""
         nodes = self.ledger.pod_nodes([e.key for e in bound])
         unknown = [
-            self.parse(obj) for obj in _objects([e for e in bound if nodes.get(e.key) != e.node])
+            self.scheduler.parse(obj)
+            for obj in _objects([e for e in bound if nodes.get(e.key) != e.node])
         ]
         for pod in unknown:
             record_bound_pod(self.ledger, pod)
@@ -302,13 +322,13 @@ class QueueEventHandlers:
         pod qualifies (kube's movePodsToActiveOrBackoffQueue sets moveRequestCycle
         unconditionally): a pod in flight meanwhile goes to backoffQ. ``objs`` gives the
         new pods' objects, asked for only when some parked pod needs them."""
-        now = self.now_ms()
+        now = self.clock.now_ms()
         parsed: list[Pod] | None = None
 
         def new_pods() -> list[Pod]:
             nonlocal parsed
             if parsed is None:
-                parsed = [self.parse(obj) for obj in objs()]
+                parsed = [self.scheduler.parse(obj) for obj in objs()]
             return parsed
 
         def seed_rule(pod: Pod) -> bool:
@@ -319,18 +339,20 @@ class QueueEventHandlers:
                 for p in new_pods()
             )
 
-        if self.hint is None:
+        if not self.hints:
             matching = [
                 key
                 for key in self.queue.unschedulable_keys()
-                if (pod := self.pod_lookup(key)) is not None and seed_rule(pod)
+                if (pod := self.scheduler.pod(key)) is not None and seed_rule(pod)
             ]
             self._move(event, now, matching)
             return
 
         def pairs() -> list[tuple[Any, Any]]:
             if updates:
-                return [(self.parse(old), self.parse(new)) for old, new in updates]
+                return [
+                    (self.scheduler.parse(old), self.scheduler.parse(new)) for old, new in updates
+                ]
             return [(None, p) for p in new_pods()]
 
         self._move(event, now, self._hinted([event], pairs, seed_rule), decided=True)
@@ -340,12 +362,12 @@ class QueueEventHandlers:
         seed moves every pod some interested plugin rejected; with QueueingHints the
         rejecting plugins' hints decide, the seed's rule standing in where there is none."""
         event = events.ASSIGNED_POD_DELETE
-        if self.hint is None:
+        if not self.hints:
             self._move(event, now, None)
             return
 
         def pairs() -> list[tuple[Any, Any]]:
-            return [(self.parse(obj), None) for obj in _objects(deleted)]
+            return [(self.scheduler.parse(obj), None) for obj in _objects(deleted)]
 
         self._move(event, now, self._hinted([event], pairs, lambda _pod: True), decided=True)
 
@@ -361,8 +383,7 @@ class QueueEventHandlers:
         and only if some parked pod has a hint to ask). A plugin without a hint falls
         back to the seed: ``seed_rule(pod)``. A pod with no recorded plugin takes the
         seed's rule too (the seed moves such pods on every event it pre-checks)."""
-        assert self.hint is not None
-        interested = [(change, self.interested(change)) for change in changes]
+        interested = [(change, self.scheduler.interested(change)) for change in changes]
         got: list[Sequence[tuple[Any, Any]]] = []
 
         def pairs() -> Sequence[tuple[Any, Any]]:
@@ -372,7 +393,7 @@ class QueueEventHandlers:
 
         keys: list[str] = []
         for key, plugins in self.queue.unschedulable_pods():
-            pod = self.pod_lookup(key)
+            pod = self.scheduler.pod(key)
             if pod is None:
                 keys.append(key)  # gone from the store: let the queue sort it out
                 continue
@@ -386,7 +407,10 @@ class QueueEventHandlers:
                 for plugin in sorted(plugins):
                     if names is not None and plugin not in names:
                         continue
-                    verdicts = [self.hint(pod, plugin, change, old, new) for old, new in pairs()]
+                    verdicts = [
+                        self.scheduler.queueing_hint(pod, plugin, change, old, new)
+                        for old, new in pairs()
+                    ]
                     if any(v is True for v in verdicts):
                         queue = True
                         break
@@ -403,15 +427,14 @@ class QueueEventHandlers:
     ) -> None:
         """One move request; ``decided``: ``keys`` are already the pods to move (hints),
         else the queue keeps those a plugin interested in ``event`` rejected."""
-        interested = None if decided else self.interested(event)
-        moved = self.queue.move_all_to_active_or_backoff(
+        interested = None if decided else self.scheduler.interested(event)
+        self.queue.move_all_to_active_or_backoff(
             event.label, now_ms=now, interested_plugins=interested, keys=keys
         )
-        metrics.queue_incoming_pods.labels("active_or_backoff", event.label).inc(moved)
 
     # -- nodes --------------------------------------------------------------------------
     def _node_event(self, event: Event) -> None:
-        now = self.now_ms()
+        now = self.clock.now_ms()
         node = Node.from_dict(event.obj)
         if event.type == DELETED:
             self.ledger.remove_node(node.metadata.name)
@@ -437,7 +460,7 @@ class QueueEventHandlers:
         and preCheckForNode): the first change only, pods that pass the pre-check. With
         QueueingHints: every change counts for interest, the rejecting plugins' hints
         decide, the pre-check stands in for plugins without a hint."""
-        usage = self.node_usage(node.metadata.name)
+        usage = self.scheduler.node_usage(node.metadata.name)
 
         def pre_check(pod: Pod) -> bool:
             return prechecks.node_admits(
@@ -448,13 +471,13 @@ class QueueEventHandlers:
                 used_ports=usage.ports,
             )
 
-        if self.hint is not None:
+        if self.hints:
             keys = self._hinted(changes or [event], lambda: [(old, node)], pre_check)
             self._move(event, now, keys, decided=True)
             return
         keys = []
         for key in self.queue.unschedulable_keys():
-            pod = self.pod_lookup(key)
+            pod = self.scheduler.pod(key)
             if pod is None or pre_check(pod):
                 keys.append(key)
         # Recorded even when nobody qualifies: kube's MoveAllToActiveOrBackoffQueue always

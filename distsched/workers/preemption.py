@@ -1,8 +1,9 @@
 """Carrying out a PostFilter (preemption) decision: kube's prepareCandidate.
 
 The plugin decides (distsched/framework/plugins/default_preemption.py); the worker acts through
-the store: it deletes the victims (each delete is an AssignedPodDelete event, which moves
-the preemptor back from the unschedulable set), clears lower-priority nominations on the
+its :class:`~distsched.framework.cluster_writer.ClusterWriter` (standalone: the store): it
+preempts the victims (each delete is an AssignedPodDelete event, which moves the
+preemptor back from the unschedulable set), clears lower-priority nominations on the
 node, and records status.nominatedNodeName on the preemptor so that its next attempt
 tries that node first.
 """
@@ -13,13 +14,14 @@ import contextlib
 import logging
 
 from distsched import metrics
+from distsched.framework.cluster_writer import ClusterWriter
 from distsched.framework.cycle_state import CycleState
 from distsched.framework.diagnosis import FitError
 from distsched.framework.plugins.default_preemption import PreemptionResult
 from distsched.framework.runtime import Framework
 from distsched.framework.snapshot import Snapshot
-from distsched.model import Pod
-from distsched.store import NotFound, Store, StoreError
+from distsched.model import Pod, PodRef
+from distsched.store import StoreError
 
 log = logging.getLogger(__name__)
 
@@ -31,7 +33,7 @@ def apply_post_filter(
     err: FitError,
     *,
     snapshot: Snapshot,
-    store: Store,
+    writer: ClusterWriter,
 ) -> str:
     """Run PostFilter for a pod that fits nowhere; returns the node the pod is now
     nominated to in the store ("" if none, or if recording the nomination failed)."""
@@ -41,25 +43,23 @@ def apply_post_filter(
         if result is not None and pod.status.nominated_node_name:
             # kube: an empty result clears a nomination that no longer helps.
             with contextlib.suppress(StoreError):
-                store.update_pod_status(pod.key, nominated_node_name="")
+                writer.set_nominated_node(PodRef(pod.key), "")
         return ""
     node = result.nominated_node_name
     victims = result.victims if isinstance(result, PreemptionResult) else ()
     clear = result.clear_nominations if isinstance(result, PreemptionResult) else ()
     for victim in victims:
         try:
-            store.delete("Pod", victim.key, uid=victim.metadata.uid)
-        except NotFound:
-            pass  # already gone: that is what we wanted
+            writer.preempt(victim, preemptor=pod, node=node)
         except StoreError as exc:
             log.warning("preemption of %s for %s failed: %s", victim.key, pod.key, exc)
     for other in clear:
         with contextlib.suppress(StoreError):
-            store.update_pod_status(other.key, nominated_node_name="")
+            writer.set_nominated_node(PodRef(other.key), "")
     metrics.preemption_victims.observe(len(victims))
     log.info("preempting %d pod(s) on %s for %s", len(victims), node, pod.key)
     try:
-        store.update_pod_status(pod.key, nominated_node_name=node, uid=pod.metadata.uid)
+        writer.set_nominated_node(pod.ref(), node)
     except StoreError as exc:
         log.warning("cannot nominate %s for %s: %s", node, pod.key, exc)
         return ""

@@ -22,7 +22,10 @@ decisions make (:meth:`SchedulingWorker._decisions`). Batches constrained over t
 multi-node topology key (a zone) take turns across workers
 (:mod:`distsched.workers.topology_lock`); other pods schedule in parallel.
 
-Every failure goes through :meth:`SchedulingWorker._fail`.
+Every failure goes through :meth:`SchedulingWorker._fail`, into the failure handler the
+binding cycle shares (:mod:`distsched.framework.failure`). The worker's writes to the
+cluster (preemption's deletes and nominations, a failed pod's condition) go through a
+:class:`~distsched.framework.cluster_writer.ClusterWriter`.
 """
 
 from __future__ import annotations
@@ -38,27 +41,28 @@ from typing import Any
 import redis
 
 from distsched import metrics
-from distsched.binder.cycle import batch_bindable
 from distsched.binder.jobs import Binding, bind_queue, enqueue_bindings
 from distsched.cache.ledger import Ledger, LedgerConfig
 from distsched.cache.ledger_types import Decision, Invalid, Rejected, Reserved
 from distsched.clock import SYSTEM_CLOCK, Clock
 from distsched.connection import infrastructure_error
-from distsched.explain_record import Explanation, record_failure
 from distsched.faults import pause_at  # crash tests only; a no-op unless env set
 from distsched.framework.batching import schedule_pod_batched
+from distsched.framework.cluster_writer import ClusterWriter
 from distsched.framework.cycle_state import CycleState
 from distsched.framework.diagnosis import FitError, SchedulingError
 from distsched.framework.events import ClusterEvent
+from distsched.framework.failure import Failure, FailureHandler
 from distsched.framework.podinfo import PodInfo
 from distsched.framework.profile import Profiles, SchedulerConfig
 from distsched.framework.runtime import Framework
 from distsched.keys import Keys
-from distsched.model import HostPort, ManifestError, Node, Pod
+from distsched.model import HostPort, ManifestError, Node, Pod, PodRef
 from distsched.model.objects import DEFAULT_SCHEDULER_NAME
 from distsched.queue_redis import RedisQueue
-from distsched.queue_types import ACTIVE, QueueConfig, QueuedPod
+from distsched.queue_types import QueueConfig, QueuedPod
 from distsched.store import Store, object_key
+from distsched.store.writer import StoreWriter
 from distsched.workers.eventhandlers import (
     EventConsumer,
     NodeOccupancy,
@@ -193,6 +197,7 @@ class SchedulingWorker:
         ledger_config: LedgerConfig | None = None,
         informer_client: redis.Redis | None = None,
         scheduler_config: SchedulerConfig | None = None,
+        writer: ClusterWriter | None = None,
     ) -> None:
         self.client = client
         self.keys = keys
@@ -201,6 +206,8 @@ class SchedulingWorker:
         self.name = name or f"worker-{uuid.uuid4().hex[:8]}"
         self.config = config or WorkerConfig()
         self.store = Store(client, keys, clock=clock)
+        # Standalone, the store is the cluster; a bridge to an API server brings its own.
+        self.writer: ClusterWriter = writer if writer is not None else StoreWriter(self.store)
         queue_config = backoff_config(scheduler_config, queue_config)
         self.queue = RedisQueue(client, keys, config=queue_config)
         self.ledger = Ledger(client, keys, clock, ledger_config, queue_config=queue_config)
@@ -227,15 +234,12 @@ class SchedulingWorker:
         self.handlers = QueueEventHandlers(
             queue=self.queue,
             ledger=self.ledger,
-            interested=self._interested,
-            profiles=list(self.profiles),
-            pod_lookup=self._parked_pod,
-            parse=self.view.pod_from,
-            node_usage=self._node_usage,
-            clock_ms=clock.now_ms,
-            pre_enqueue_rejects=self._pre_enqueue_rejects,
+            clock=clock,
             namespaces=self.view.listers.namespaces,
-            hint=self._queueing_hint if self.config.queueing_hints else None,
+            scheduler=self,
+        )
+        self.failures = FailureHandler(
+            client, keys, self.queue, self.ledger, self.writer, profiles, clock
         )
         # q:profiles before the consumer group: once a worker is seen consuming events,
         # the store's create script already queues the pods of its profiles itself.
@@ -262,22 +266,11 @@ class SchedulingWorker:
 
     # ------------------------------------------------------------------ start-up
     def _setup_periodic(self) -> None:
-        q, led, now = self.queue, self.ledger, self.clock.now_ms
-
-        def flush_backoff() -> int:
-            moved = q.flush_backoff_completed(now_ms=now())
-            metrics.queue_incoming_pods.labels("active", "BackoffComplete").inc(moved)
-            return moved
-
-        def flush_leftover() -> int:
-            moved = q.flush_unschedulable_leftover(now_ms=now())
-            metrics.queue_incoming_pods.labels("active_or_backoff", "UnschedulableTimeout").inc(
-                moved
-            )
-            return moved
-
-        self.periodic.every("flush-backoff", 1.0, flush_backoff)
-        self.periodic.every("flush-leftover", 30.0, flush_leftover)
+        q, now = self.queue, self.clock.now_ms
+        self.periodic.every("flush-backoff", 1.0, lambda: q.flush_backoff_completed(now_ms=now()))
+        self.periodic.every(
+            "flush-leftover", 30.0, lambda: q.flush_unschedulable_leftover(now_ms=now())
+        )
         self.periodic.every("reclaim-leases", 1.0, self._reclaim_leases)
         self.periodic.every("reap-assumed", 1.0, self._reap_assumed)
         self.periodic.every("claim-events", 10.0, self.consumer.claim_abandoned)
@@ -286,13 +279,11 @@ class SchedulingWorker:
         self.periodic.every(
             "trim-events", 10.0, lambda: trim_event_streams(self.client, self.keys, now())
         )
-        del led
 
     def _reclaim_leases(self) -> int:
         keys = self.queue.reclaim_expired_leases(now_ms=self.clock.now_ms())
         if keys:
             metrics.lease_reclaims.labels("inflight").inc(len(keys))
-            metrics.queue_incoming_pods.labels("active", "LeaseExpired").inc(len(keys))
             log.warning("reclaimed %d expired leases: %s", len(keys), keys[:5])
         return len(keys)
 
@@ -371,15 +362,33 @@ class SchedulingWorker:
                     log.warning("resync: bound pod %s left out: %s", object_key(obj)[1], exc)
             elif self.handlers.responsible_for(obj):
                 entries.append(
-                    pod_entry(object_key(obj)[1], obj, gated=self._pre_enqueue_rejects(obj))
+                    pod_entry(object_key(obj)[1], obj, gated=self.pre_enqueue_rejects(obj))
                 )
         added = 0
         for i in range(0, len(entries), 1000):
             added += self.queue.add(entries[i : i + 1000], now_ms=now)
         return added
 
-    # ------------------------------------------------------------------ lookups
-    def _pre_enqueue_rejects(self, obj: dict[str, Any]) -> bool:
+    # ------------------------------------------------------------------ for the handlers
+    # (eventhandlers.Scheduler: what the queue's event handlers need from the worker)
+    def profile_names(self) -> list[str]:
+        return list(self.profiles)
+
+    def uses_queueing_hints(self) -> bool:
+        return self.config.queueing_hints
+
+    def pod(self, key: str) -> Pod | None:
+        """A pod the queue holds, for the event handlers' move decisions; None when it is
+        gone or does not parse (then it is moved, and its next attempt says why)."""
+        try:
+            return self.view.pod(key)
+        except ValueError:
+            return None
+
+    def parse(self, obj: dict[str, Any]) -> Pod:
+        return self.view.pod_from(obj)
+
+    def pre_enqueue_rejects(self, obj: dict[str, Any]) -> bool:
         """Whether the PreEnqueue plugins of the pod's profile keep it gated (kube's
         runPreEnqueuePlugins: any status but success gates it). A pod that does not parse
         is not gated here: its scheduling attempt reports why it cannot be scheduled.
@@ -396,27 +405,19 @@ class SchedulingWorker:
             return False
         return not fw.run_pre_enqueue_plugins(pod).is_success()
 
-    def _parked_pod(self, key: str) -> Pod | None:
-        """A pod the queue holds, for the event handlers' move decisions; None when it is
-        gone or does not parse (then it is moved, and its next attempt says why)."""
-        try:
-            return self.view.pod(key)
-        except ValueError:
-            return None
-
-    def _interested(self, event: ClusterEvent) -> frozenset[str] | None:
+    def interested(self, event: ClusterEvent) -> frozenset[str] | None:
         names: set[str] = set()
         for fw in self.profiles.values():
             names |= fw.plugins_interested_in(event)
         return frozenset(names)
 
-    def _queueing_hint(
+    def queueing_hint(
         self, pod: Pod, plugin: str, event: ClusterEvent, old: object, new: object
     ) -> bool | None:
         fw = self.profiles.for_pod(pod)
         return None if fw is None else fw.queueing_hint(plugin, event, pod, old, new)
 
-    def _node_usage(self, name: str) -> NodeOccupancy:
+    def node_usage(self, name: str) -> NodeOccupancy:
         state = self.ledger.node_state([name]).get(name)
         if state is None:
             return NodeOccupancy({}, 0, [])
@@ -560,9 +561,6 @@ class SchedulingWorker:
             len(self._unattempted),
         )
         self._unattempted = []
-        metrics.queue_incoming_pods.labels("active", "Unattempted").inc(
-            sum(1 for w in where if w == ACTIVE)
-        )
 
     def _shared_keys(self, topology_keys: set[str]) -> list[str]:
         """The keys among ``topology_keys`` whose domains span several nodes (zones, not
@@ -593,7 +591,7 @@ class SchedulingWorker:
             raise
         except Exception as exc:
             log.exception("scheduling %s raised", attempt.pod.key)
-            self._fail(attempt, plugins=[], message=f"internal error: {exc}", error=True)
+            self._fail(attempt, message=f"internal error: {exc}", error=True)
             return False
 
     def _prepare(self, queued: QueuedPod, pod: Pod | None) -> Attempt | None:
@@ -629,12 +627,13 @@ class SchedulingWorker:
             )
             return False
         except SchedulingError as err:
-            self._fail(attempt, plugins=[], message=str(err), error=True)
+            self._fail(attempt, message=str(err), error=True)
             return False
         status = fw.run_reserve_plugins_reserve(attempt.state, pod, result.suggested_host)
         if not status.is_success():
-            fw.run_reserve_plugins_unreserve(attempt.state, pod, result.suggested_host)
-            self._fail(attempt, plugins=[], message=status.message(), error=True)
+            self._fail(
+                attempt, message=status.message(), error=True, reserved_on=result.suggested_host
+            )
             return False
         attempt.node = result.suggested_host
         attempt.info = PodInfo.of(pod)
@@ -649,7 +648,7 @@ class SchedulingWorker:
             return
         metrics.preemption_attempts.inc()
         node = apply_post_filter(
-            fw, attempt.state, attempt.pod, err, snapshot=self.snapshot, store=self.store
+            fw, attempt.state, attempt.pod, err, snapshot=self.snapshot, writer=self.writer
         )
         if node:
             # kube's AddNominatedPod after a PostFilter: the rest of this batch must see
@@ -731,23 +730,27 @@ class SchedulingWorker:
                 if isinstance(result, Reserved):
                     attempt.reserved = True
                     reserved.append(attempt)
-                    continue
-                self._undo_reserve(attempt)
-                if isinstance(result, Invalid):
-                    self._fail(attempt, plugins=[], message=result.reason, error=False)
-                elif isinstance(result, Rejected):
-                    self._note_conflict(result)
+                elif isinstance(result, Invalid):
+                    self._fail(
+                        attempt, message=result.reason, error=False, reserved_on=attempt.node
+                    )
+                elif not isinstance(result, Rejected):
+                    # Stale: the lease expired and the pod belongs to someone else now.
+                    self._undo_reserve(attempt)
+                    log.info("stale decision for %s: %s", attempt.pod.key, result)
+                else:
                     if attempt.tries < self.config.max_reserve_attempts:
+                        self._undo_reserve(attempt)
                         retry.append(attempt)
                     else:
                         self._fail(
                             attempt,
-                            plugins=[],
                             message=f"reservation conflicts: {result.reason}",
                             error=True,
+                            reserved_on=attempt.node,
                         )
-                else:  # Stale: the lease expired and the pod belongs to someone else now
-                    log.info("stale decision for %s: %s", attempt.pod.key, result)
+                    # After the pod left the view: the node's state is the ledger's.
+                    self._note_conflict(result)
             self._bind(reserved)
             batch = []
             if retry:
@@ -772,10 +775,13 @@ class SchedulingWorker:
             fw = attempt.framework
             status, waits = fw.run_permit_plugins(attempt.state, attempt.pod, attempt.node)
             if not status.is_success() and not status.is_wait():
-                fw.run_reserve_plugins_unreserve(attempt.state, attempt.pod, attempt.node)
-                self.ledger.release(attempt.pod.key, str(attempt.queued.epoch))
-                self._unassume(attempt)
-                self._fail(attempt, plugins=[], message=status.message(), error=False)
+                self._fail(
+                    attempt,
+                    message=status.message(),
+                    error=False,
+                    reserved_on=attempt.node,
+                    reserved_in_ledger=True,
+                )
                 continue
             now = self.clock.now_ms()
             deadlines = {p: now + int(timeout * 1000) for p, timeout in waits.items()}
@@ -797,7 +803,7 @@ class SchedulingWorker:
                     permit_deadlines_ms=tuple(deadlines[p] for p in sorted(waits)),
                     # The binding cycle goes on with this cycle's state (kube passes it on);
                     # a profile bound by one store call has no plugin to read it.
-                    state={} if batch_bindable(fw) else attempt.state.to_wire(),
+                    state={} if fw.batch_bindable() else attempt.state.to_wire(),
                 )
             )
             _, duration = metrics.attempt_series("scheduled", fw.profile_name)
@@ -810,18 +816,36 @@ class SchedulingWorker:
         self._pending_bindings.extend(bindings)
 
     # ------------------------------------------------------------------ the one failure path
-    def _fail(self, attempt: Attempt, *, plugins: list[str], message: str, error: bool) -> None:
-        """kube's FailureHandler: back to the queue (unschedulable or backoff), and the
-        diagnosis recorded for `distsched explain`."""
+    def _fail(
+        self,
+        attempt: Attempt,
+        *,
+        message: str,
+        error: bool,
+        plugins: Sequence[str] = (),
+        reserved_on: str = "",
+        reserved_in_ledger: bool = False,
+    ) -> None:
+        """kube's FailureHandler (:mod:`distsched.framework.failure`, which the binding
+        cycle shares): Unreserve the Reserve plugins that ran for ``reserved_on``, forget
+        the ledger's reservation (``reserved_in_ledger``), back to the queue, the explain
+        record and the pod's condition. The worker first forgets the pod in its view."""
         self._unassume(attempt)
-        self._requeue_failed(
-            attempt.queued,
+        queued = attempt.queued
+        failure = Failure(
+            attempt.pod.ref(),
+            queued.epoch,
             attempt.framework.profile_name,
-            plugins=plugins,
-            message=message,
+            message,
+            plugins=tuple(plugins),
             error=error,
             started=attempt.started,
+            reserved_on=reserved_on,
+            token=str(queued.epoch) if reserved_in_ledger else "",
+            parsed=attempt.pod,
+            state=attempt.state,
         )
+        self.failures.handle([failure])
 
     def _fail_unparsed(self, queued: QueuedPod, obj: Obj, exc: ValueError) -> None:
         """A popped pod that does not parse (e.g. requests beyond what the ledger can
@@ -835,38 +859,12 @@ class SchedulingWorker:
             self._unparsed[queued.key] = version
             log.warning("pod %s cannot be scheduled: %s", queued.key, reason)
         profile = (obj.get("spec") or {}).get("schedulerName") or DEFAULT_SCHEDULER_NAME
-        self._requeue_failed(
-            queued,
+        failure = Failure(
+            PodRef(queued.key, queued.uid),
+            queued.epoch,
             str(profile),
-            plugins=[],
-            message=f"invalid pod: {reason}",
+            f"invalid pod: {reason}",
             error=False,
             started=time.perf_counter(),
         )
-
-    def _requeue_failed(
-        self,
-        queued: QueuedPod,
-        profile: str,
-        *,
-        plugins: list[str],
-        message: str,
-        error: bool,
-        started: float,
-    ) -> None:
-        now = self.clock.now_ms()
-        where = self.queue.add_unschedulable_if_not_present(
-            queued.key, epoch=queued.epoch, plugins=plugins, now_ms=now, error=error
-        )
-        result = "error" if error else "unschedulable"
-        attempts, duration = metrics.attempt_series(result, profile)
-        attempts.inc()
-        duration.observe(time.perf_counter() - started)
-        metrics.series(metrics.queue_incoming_pods, where, "ScheduleAttemptFailure").inc()
-        record_failure(
-            self.client,
-            self.keys,
-            queued.key,
-            Explanation(message, tuple(plugins), profile=profile, at_ms=now, queue=where),
-        )
-        log.debug("pod %s: %s (%s)", queued.key, message, where)
+        self.failures.handle([failure])

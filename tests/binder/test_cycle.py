@@ -277,3 +277,20 @@ def test_profiles_with_bind_plugins_run_prebind_bind_postbind(
     assert bind_events(r, keys) == {"default/ok-1": 1, "default/ok-2": 1}
     again = binder.bind([b for b in bindings if b.pod_key != "default/refused-1"])
     assert sorted(again.duplicate) == ["default/ok-1", "default/ok-2"]
+
+
+def test_default_binders_store_answer_comes_back_in_its_status(
+    r: redis.Redis, keys: Keys, clock: FakeClock
+) -> None:
+    """A profile with bind plugins binds through DefaultBinder, then confirms in a second
+    step. A job killed between the two is claimed again by its rerun; the store answers
+    "already-bound", which comes back in DefaultBinder's status: a duplicate, confirmed."""
+    create_cluster(r, keys, [node_manifest(n) for n in NODES], [pod_manifest("ok-1")], clock)
+    (binding,) = reserve_round_robin(r, keys, NODES, clock, ledger_config=TTL)
+    Store(r, keys, clock=clock).bind(binding.pod_key, binding.uid, binding.node)  # killed job
+    outcome = recorder_binder(r, keys, clock).bind([binding])
+    assert outcome.duplicate == [binding.pod_key]
+    assert not (outcome.bound or outcome.stale or outcome.failed)
+    record = Ledger(r, keys, clock).pod(binding.pod_key)
+    assert record is not None and record.state == "bound" and record.node == binding.node
+    assert bind_events(r, keys) == {binding.pod_key: 1}

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -24,7 +24,9 @@ from distsched.framework.interface import (
 )
 from distsched.framework.snapshot import Snapshot
 from distsched.framework.status import PluginError, Status
-from distsched.model.objects import Pod
+from distsched.model.objects import Pod, PodRef
+from distsched.store import BindResult, Store
+from distsched.store.writer import StoreWriter
 
 
 class FakeFilter(PreFilterPlugin, FilterPlugin):
@@ -121,3 +123,37 @@ def fake_registry(
         "RecB": spec("RecB", lambda a, h: Recorder("B", a)),
     }
     return registry
+
+
+class RecordingWriter(StoreWriter):
+    """The standalone ClusterWriter, keeping each write it was asked for in ``calls``
+    (method, pod key, detail) and the events (which it does not store) in ``events``."""
+
+    def __init__(self, store: Store) -> None:
+        super().__init__(store)
+        self.calls: list[tuple[str, str, str]] = []
+        self.events: list[tuple[str, str, str, str]] = []
+
+    def bind_many(
+        self,
+        bindings: Sequence[tuple[str, str, str]],
+        *,
+        reservations: Mapping[str, str] | None = None,
+    ) -> list[BindResult]:
+        self.calls += [("bind_many", key, node) for key, _uid, node in bindings]
+        return super().bind_many(bindings, reservations=reservations)
+
+    def preempt(self, victim: Pod, *, preemptor: Pod, node: str) -> None:
+        self.calls.append(("preempt", victim.key, f"for {preemptor.key} on {node}"))
+        super().preempt(victim, preemptor=preemptor, node=node)
+
+    def set_nominated_node(self, pod: PodRef, node: str) -> None:
+        self.calls.append(("set_nominated_node", pod.key, node))
+        super().set_nominated_node(pod, node)
+
+    def pod_unschedulable(self, pod: PodRef, *, reason: str, message: str) -> bool:
+        self.calls.append(("pod_unschedulable", pod.key, reason))
+        return super().pod_unschedulable(pod, reason=reason, message=message)
+
+    def record_event(self, pod: PodRef, *, event_type: str, reason: str, message: str) -> None:
+        self.events.append((pod.key, event_type, reason, message))

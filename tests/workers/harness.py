@@ -21,6 +21,7 @@ import redis
 from distsched.binder.cycle import Binder, BindOutcome
 from distsched.binder.jobs import Binding, bind_queue
 from distsched.clock import FakeClock
+from distsched.framework.cluster_writer import ClusterWriter
 from distsched.framework.interface import PluginSpec
 from distsched.framework.profile import SchedulerConfig, build_profiles, default_config
 from distsched.framework.registry import IN_TREE_REGISTRY
@@ -47,6 +48,7 @@ class InProcessCluster:
         lazy_pods: bool = True,
         seed: int | None = None,
         worker_client: redis.Redis | None = None,
+        writer: ClusterWriter | None = None,
     ) -> None:
         self.r, self.keys, self.clock = r, keys, clock
         self.config = config or default_config(registry)
@@ -57,12 +59,15 @@ class InProcessCluster:
         # With a seed, every random choice of the workers (ties between nodes,
         # preemption's first candidate) repeats: worker i draws from seed + i.
         self.seed = seed
+        self.writer = writer  # the roles' writes to the cluster (None: the store's)
         self.workers: list[SchedulingWorker] = []
         self.store = Store(r, keys, clock=clock)
         # The first worker may have a client of its own (a test that takes Redis away
         # from the worker alone); everything else here uses ``r``.
         self.worker = self.add_worker(worker_client)
-        self.binder = Binder(r, keys, clock=clock, config=self.config, registry=registry)
+        self.binder = Binder(
+            r, keys, clock=clock, config=self.config, registry=registry, writer=writer
+        )
         self.bind_queue = bind_queue(r, keys)
         self.queue = self.worker.queue
 
@@ -88,6 +93,7 @@ class InProcessCluster:
                 lazy_pods=self.lazy_pods,
             ),
             scheduler_config=self.config,
+            writer=self.writer,
         )
         # The test runs periodic work itself, on the fake clock (see flush()).
         worker.periodic = Periodic(self.r, self.keys)

@@ -1,4 +1,7 @@
-"""DefaultBinder: binds through the ``bind_pod`` callable the binder puts in the Handle."""
+"""DefaultBinder: binds through the ``bind_pod`` callable the binder puts in the Handle.
+
+The writer's answer comes back in the returned Status: a pod found bound to that node
+already (the same binding run twice) is a success the binder counts as a duplicate."""
 
 from __future__ import annotations
 
@@ -12,6 +15,12 @@ from distsched.model.objects import Pod
 
 NAME = "DefaultBinder"
 EVENTS: tuple[ClusterEvent, ...] = ()
+ALREADY_BOUND = "already-bound"
+
+
+def binding_answer(status: Status) -> str:
+    """What the successful bind ``status`` says the write did: "bound", or "already-bound"."""
+    return ALREADY_BOUND if ALREADY_BOUND in status.reasons else "bound"
 
 
 class DefaultBinder(BindPlugin):
@@ -25,10 +34,10 @@ class DefaultBinder(BindPlugin):
         if bind_pod is None:
             return Status(Code.ERROR, "no bind function configured in the framework handle")
         try:
-            bind_pod(pod, node_name)
+            answer = bind_pod(pod, node_name)
         except Exception as exc:  # the store's refusal travels back as an Error status
             return Status.from_error(exc)
-        return None
+        return Status(Code.SUCCESS, ALREADY_BOUND) if answer == ALREADY_BOUND else None
 
 
 def new(args: dict[str, Any], handle: Handle) -> DefaultBinder:

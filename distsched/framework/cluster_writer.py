@@ -1,0 +1,87 @@
+"""What the scheduler writes back to the cluster, behind one small interface (the part of
+kube's clientset that kube-scheduler uses).
+
+The roles write a few things: bindings (the binder, DefaultBinder), preemption's victims
+and nominations (the worker's PostFilter), the PodScheduled=False condition of a pod
+whose attempt failed and kube-scheduler's events (Scheduled, FailedScheduling; the
+failure handler, the binder). Standalone, the Redis store is
+the cluster and :class:`distsched.store.writer.StoreWriter` writes into it; against a real
+cluster the API-server bridge implements the same interface (pods/binding, status
+patches, deletes, events) and the store records what the API server accepted.
+
+Refusals raise the store's errors (:class:`distsched.store.StoreError`: ``NotFound``,
+``UidMismatch``, ``BindConflict``, ``Conflict``) whichever implementation runs, so the
+roles handle them once. A Redis error is never a refusal: it propagates.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Protocol
+
+from distsched.model import Pod, PodRef
+
+# kube's event types and the reasons kube-scheduler records.
+NORMAL = "Normal"
+WARNING = "Warning"
+SCHEDULED = "Scheduled"
+FAILED_SCHEDULING = "FailedScheduling"
+
+# Reasons of the PodScheduled=False condition (kube's v1.PodReasonUnschedulable and
+# v1.PodReasonSchedulerError).
+UNSCHEDULABLE = "Unschedulable"
+SCHEDULER_ERROR = "SchedulerError"
+
+MAX_EVENT_MESSAGE = 1024
+"""kube-scheduler truncates an event's message to this many characters (truncateMessage)."""
+
+
+def event_message(message: str) -> str:
+    """``message`` cut to :data:`MAX_EVENT_MESSAGE` characters, as kube cuts it."""
+    if len(message) <= MAX_EVENT_MESSAGE:
+        return message
+    return message[: MAX_EVENT_MESSAGE - 3] + "..."
+
+
+class ClusterWriter(Protocol):
+    """The writes of the scheduling roles (see the module docstring)."""
+
+    def bind_many(
+        self,
+        bindings: Sequence[tuple[str, str, str]],
+        *,
+        reservations: Mapping[str, str] | None = None,
+    ) -> Sequence[str]:
+        """Bind each (pod key, uid, node); one answer per binding, in order: "bound",
+        "already-bound" (to that node: nothing written), "conflict" (bound elsewhere),
+        "not-found", "uid-mismatch", or, with ``reservations`` (pod key -> the ledger's
+        token: bind only while the ledger holds it, and confirm it), "unreserved"."""
+        ...
+
+    def bind(self, pod: PodRef, node: str) -> str:
+        """One binding (DefaultBinder's): "bound" or "already-bound"; raises when refused."""
+        ...
+
+    def preempt(self, victim: Pod, *, preemptor: Pod, node: str) -> None:
+        """kube's PreemptPod: delete the victim (that incarnation only; one gone already
+        is what preemption wanted) for ``preemptor`` on ``node``, with a Preempted event
+        (and, against an API server, the DisruptionTarget condition first). Raises when
+        refused (another incarnation holds the name)."""
+        ...
+
+    def set_nominated_node(self, pod: PodRef, node: str) -> None:
+        """Record status.nominatedNodeName ("" clears it); raises when refused."""
+        ...
+
+    def pod_unschedulable(self, pod: PodRef, *, reason: str, message: str) -> bool:
+        """Set the pending pod's condition PodScheduled=False with ``reason``
+        (:data:`UNSCHEDULABLE` or :data:`SCHEDULER_ERROR`) and ``message``, as kube's
+        failure handler does; nothing is written when the pod already says so. Best
+        effort: False, and nothing written, when the pod is gone, another incarnation
+        or bound meanwhile."""
+        ...
+
+    def record_event(self, pod: PodRef, *, event_type: str, reason: str, message: str) -> None:
+        """Record an event about the pod (``event_type`` :data:`NORMAL` or :data:`WARNING`;
+        kube's EventRecorder.Eventf). Best effort, never raises a refusal."""
+        ...

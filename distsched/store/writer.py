@@ -1,0 +1,67 @@
+"""The scheduler's writes in standalone mode: straight into the store, the cluster's truth.
+
+:class:`StoreWriter` is the standalone :class:`~distsched.framework.cluster_writer.ClusterWriter`
+(the binder's bindings, preemption's victims and nominations, the failure handler's
+PodScheduled=False condition). A victim is deleted without kube's DisruptionTarget
+condition first. Events are not kept: there is no ``get events`` yet, and
+a Redis write per bound pod would cost the hot path; a bridge to a real API server
+records them there.
+"""
+
+from __future__ import annotations
+
+import builtins
+import logging
+from collections.abc import Mapping, Sequence
+
+from distsched.model import Pod, PodRef
+from distsched.store.codec import node_name_of
+from distsched.store.errors import NotFound, StoreError
+from distsched.store.redis_store import BindResult, Store
+
+log = logging.getLogger(__name__)
+
+
+class StoreWriter:
+    def __init__(self, store: Store) -> None:
+        self.store = store
+
+    def bind_many(
+        self,
+        bindings: Sequence[tuple[str, str, str]],
+        *,
+        reservations: Mapping[str, str] | None = None,
+    ) -> builtins.list[BindResult]:
+        return self.store.bind_many(bindings, reservations=reservations)
+
+    def bind(self, pod: PodRef, node: str) -> str:
+        return self.store.bind(pod.key, pod.uid or None, node)
+
+    def preempt(self, victim: Pod, *, preemptor: Pod, node: str) -> None:
+        try:
+            self.store.delete("Pod", victim.key, uid=victim.metadata.uid or None)
+        except NotFound:
+            return  # gone already: what preemption wanted
+        log.debug("preempted %s for %s on %s", victim.key, preemptor.key, node)
+
+    def set_nominated_node(self, pod: PodRef, node: str) -> None:
+        self.store.update_pod_status(pod.key, nominated_node_name=node, uid=pod.uid or None)
+
+    def pod_unschedulable(self, pod: PodRef, *, reason: str, message: str) -> bool:
+        condition = {
+            "type": "PodScheduled",
+            "status": "False",
+            "reason": reason,
+            "message": message,
+        }
+        try:
+            stored = self.store.update_pod_status(
+                pod.key, conditions=[condition], uid=pod.uid or None, pending_only=True
+            )
+        except StoreError as exc:
+            log.debug("no PodScheduled condition for %s: %s", pod.key, exc)
+            return False
+        return not node_name_of(stored)
+
+    def record_event(self, pod: PodRef, *, event_type: str, reason: str, message: str) -> None:
+        log.debug("event %s %s on %s: %s", event_type, reason, pod.key, message)

@@ -1,0 +1,131 @@
+"""The standalone ClusterWriter: the scheduler's writes go into the store as they did."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any
+
+import pytest
+import redis
+
+from distsched.bench.binder_pool import node_manifest, pod_manifest
+from distsched.clock import FakeClock
+from distsched.framework.cluster_writer import (
+    SCHEDULER_ERROR,
+    UNSCHEDULABLE,
+    WARNING,
+    ClusterWriter,
+)
+from distsched.keys import Keys
+from distsched.model import Pod, PodRef
+from distsched.store import BindConflict, NotFound, Store, UidMismatch
+from distsched.store.writer import StoreWriter
+
+
+@pytest.fixture
+def writer(store: Store) -> ClusterWriter:
+    return StoreWriter(store)
+
+
+def created(store: Store, name: str) -> PodRef:
+    obj = store.create(pod_manifest(name))
+    return PodRef(f"default/{name}", obj["metadata"]["uid"])
+
+
+def stored(store: Store, key: str) -> dict[str, Any]:
+    obj = store.get("Pod", key)
+    assert obj is not None
+    return obj
+
+
+def scheduled_condition(store: Store, key: str) -> dict[str, Any] | None:
+    conditions = (stored(store, key).get("status") or {}).get("conditions") or []
+    return next((c for c in conditions if c["type"] == "PodScheduled"), None)
+
+
+def test_bindings_go_to_the_store(store: Store, writer: ClusterWriter) -> None:
+    store.create(node_manifest("n1"))
+    a, b = created(store, "a"), created(store, "b")
+    assert writer.bind(a, "n1") == "bound"
+    assert writer.bind(a, "n1") == "already-bound"
+    with pytest.raises(BindConflict):
+        writer.bind(a, "n2")
+    answers = writer.bind_many([(b.key, b.uid, "n1"), ("default/gone", "", "n1")])
+    assert list(answers) == ["bound", "not-found"]
+    assert [stored(store, p.key)["spec"]["nodeName"] for p in (a, b)] == ["n1", "n1"]
+
+
+def test_a_victim_is_deleted_once_and_only_in_its_incarnation(
+    store: Store, writer: ClusterWriter
+) -> None:
+    created(store, "victim")
+    victim = Pod.from_dict(stored(store, "default/victim"))
+    preemptor = Pod.from_dict(store.create(pod_manifest("preemptor")))
+    other = replace(victim, metadata=replace(victim.metadata, uid="another-uid"))
+    with pytest.raises(UidMismatch):
+        writer.preempt(other, preemptor=preemptor, node="n1")
+    writer.preempt(victim, preemptor=preemptor, node="n1")
+    assert store.get("Pod", victim.key) is None
+    writer.preempt(victim, preemptor=preemptor, node="n1")  # gone already: no error
+
+
+def test_nominations_are_set_and_cleared(store: Store, writer: ClusterWriter) -> None:
+    pod = created(store, "a")
+    writer.set_nominated_node(pod, "n1")
+    assert stored(store, pod.key)["status"]["nominatedNodeName"] == "n1"
+    writer.set_nominated_node(PodRef(pod.key), "")  # any incarnation
+    assert "nominatedNodeName" not in stored(store, pod.key)["status"]
+    with pytest.raises(NotFound):
+        writer.set_nominated_node(PodRef("default/gone"), "n1")
+
+
+def test_the_unschedulable_condition_is_written_once_per_change(
+    store: Store, writer: ClusterWriter, r: redis.Redis, keys: Keys, clock: FakeClock
+) -> None:
+    pod = created(store, "a")
+    message = "0/1 nodes are available: 1 Insufficient cpu."
+    events = r.xlen(keys.events)
+    assert writer.pod_unschedulable(pod, reason=UNSCHEDULABLE, message=message)
+    assert scheduled_condition(store, pod.key) == {
+        "type": "PodScheduled",
+        "status": "False",
+        "reason": "Unschedulable",
+        "message": message,
+        "lastTransitionTime": "2023-11-14T22:13:20Z",
+    }
+    assert r.xlen(keys.events) == events + 1
+    clock.step(1_000)
+    assert writer.pod_unschedulable(pod, reason=UNSCHEDULABLE, message=message)
+    assert r.xlen(keys.events) == events + 1, "the same condition again writes nothing"
+    assert writer.pod_unschedulable(pod, reason=SCHEDULER_ERROR, message="binding failed")
+    condition = scheduled_condition(store, pod.key)
+    assert condition is not None and condition["reason"] == "SchedulerError"
+    assert r.xlen(keys.events) == events + 2
+
+
+def test_the_unschedulable_condition_never_lands_on_a_bound_or_other_pod(
+    store: Store, writer: ClusterWriter, r: redis.Redis, keys: Keys
+) -> None:
+    store.create(node_manifest("n1"))
+    bound = created(store, "bound")
+    store.bind(bound.key, bound.uid, "n1")
+    other = created(store, "other")
+    events = r.xlen(keys.events)
+    assert not writer.pod_unschedulable(bound, reason=UNSCHEDULABLE, message="0/1 nodes")
+    condition = scheduled_condition(store, bound.key)
+    assert condition is not None and condition["status"] == "True"
+    assert not writer.pod_unschedulable(
+        PodRef(other.key, "an-older-uid"), reason=UNSCHEDULABLE, message="0/1 nodes"
+    )
+    assert not writer.pod_unschedulable(
+        PodRef("default/gone"), reason=UNSCHEDULABLE, message="0/1 nodes"
+    )
+    assert scheduled_condition(store, other.key) is None
+    assert r.xlen(keys.events) == events
+
+
+def test_events_are_not_kept(store: Store, writer: ClusterWriter, r: redis.Redis) -> None:
+    pod = created(store, "a")
+    size = r.dbsize()
+    writer.record_event(pod, event_type=WARNING, reason="FailedScheduling", message="no fit")
+    assert r.dbsize() == size
