@@ -56,6 +56,7 @@ from distsched.framework.plugins.default_binder import binding_answer
 from distsched.framework.profile import SchedulerConfig, build_profiles, default_config
 from distsched.framework.registry import IN_TREE_REGISTRY
 from distsched.keys import Keys
+from distsched.kube.mode import KubeMode
 from distsched.model import Pod, PodRef
 from distsched.queue_redis import RedisQueue
 from distsched.queue_types import QueueConfig
@@ -229,7 +230,11 @@ class Binder:
         return fw is None or fw.batch_bindable()
 
     def _binds_in_one_step(self, binding: Binding) -> bool:
-        return not binding.permit_plugins and self._batch_bindable(binding)
+        return (
+            self.writer.checks_reservations
+            and not binding.permit_plugins
+            and self._batch_bindable(binding)
+        )
 
     def _scheduled_events(self, stored: list[Binding], outcome: BindOutcome) -> None:
         """kube's "Scheduled" event for each pod this job bound."""
@@ -325,6 +330,7 @@ class BinderSettings:
 
     config: SchedulerConfig | None = None
     ledger_config: LedgerConfig | None = None
+    kube: KubeMode | None = None  # a real cluster: bind through its API server
 
 
 _settings = BinderSettings()
@@ -347,11 +353,18 @@ def bind_batch(scheduler: str, wire_bindings: list[list[object]]) -> dict[str, i
     cache_key = (id(job.connection), scheduler)
     binder = _binders.get(cache_key)
     if binder is None:
+        keys = Keys(scheduler)
+        writer = None
+        if _settings.kube is not None:
+            config = _settings.config or default_config()
+            name = config.profiles[0].scheduler_name if config.profiles else "default-scheduler"
+            writer = _settings.kube.writer(Store(job.connection, keys), scheduler_name=name)
         binder = _binders[cache_key] = Binder(
             job.connection,
-            Keys(scheduler),
+            keys,
             config=_settings.config,
             ledger_config=_settings.ledger_config,
+            writer=writer,
         )
     outcome = binder.bind([Binding.from_wire(item) for item in wire_bindings])
     return {

@@ -39,6 +39,7 @@ from distsched.cache.ledger import LedgerConfig
 from distsched.connection import RedisOptions, connect, infrastructure_error, retry_redis
 from distsched.framework.profile import load_config
 from distsched.keys import Keys
+from distsched.kube.mode import KubeMode
 
 log = logging.getLogger(__name__)
 
@@ -107,6 +108,7 @@ def run_one_binder(
     config_path: str | None,
     assume_ttl_ms: int,
     log_level: int,
+    kube: KubeMode | None = None,
 ) -> None:
     """Body of one binder process."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent owns Ctrl-C
@@ -119,6 +121,7 @@ def run_one_binder(
         BinderSettings(
             config=load_config(config_path),
             ledger_config=LedgerConfig(assume_ttl_ms=assume_ttl_ms),
+            kube=kube,
         )
     )
     if metrics_port:
@@ -175,6 +178,7 @@ def run_binder_pool(
     metrics_addr: str = "127.0.0.1",
     config_path: str | None = None,
     assume_ttl_ms: int = LedgerConfig().assume_ttl_ms,
+    kube: KubeMode | None = None,
 ) -> None:
     load_config(config_path)  # a bad file fails here (ConfigError), not in every child
     ctx = mp.get_context("spawn")
@@ -196,6 +200,7 @@ def run_binder_pool(
                 config_path,
                 assume_ttl_ms,
                 logging.getLogger().getEffectiveLevel(),
+                kube,
             ),
             name=f"binder-{slot}",
             daemon=False,

@@ -1,4 +1,5 @@
-"""Pointing distsched at a real Kubernetes cluster: ``kube-bridge``."""
+"""Pointing distsched at a real Kubernetes cluster: ``kube-bridge``, and the
+``--kubeconfig`` option every role that writes to the cluster takes."""
 
 from __future__ import annotations
 
@@ -11,24 +12,46 @@ from distsched.cli.common import bad_input, make_context, redis_options
 
 
 def kubeconfig_options(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """--kubeconfig and --context (kubectl's names); without them: $KUBECONFIG, the pod's
-    service account in a cluster, ~/.kube/config."""
+    """--kubeconfig and --context (kubectl's names). A role given one schedules a real
+    cluster (the API server is the truth); ``in-cluster`` means the pod's service account.
+    Also read from $DISTSCHED_KUBECONFIG."""
     fn = click.option("--context", "kube_context", default=None, help="kubeconfig context.")(fn)
     return click.option(
         "--kubeconfig",
-        type=click.Path(dir_okay=False),
+        envvar="DISTSCHED_KUBECONFIG",
         default=None,
-        help="kubeconfig file (default: $KUBECONFIG, in-cluster, ~/.kube/config).",
+        help="Schedule the cluster of this kubeconfig file ('in-cluster': the pod's "
+        "service account) [env: DISTSCHED_KUBECONFIG].",
     )(fn)
 
 
+def checked_mode(kubeconfig: str | None, context: str | None) -> Any:
+    """The role's :class:`~distsched.kube.mode.KubeMode` (None: standalone), its
+    configuration checked now: a bad kubeconfig is exit 2, before the role starts."""
+    if not kubeconfig:
+        return None
+    from distsched.kube.config import KubeConfigError
+    from distsched.kube.mode import KubeMode
+
+    mode = KubeMode(kubeconfig, context)
+    try:
+        mode.config()
+    except KubeConfigError as exc:
+        bad_input(str(exc))
+    return mode
+
+
 def kube_client(kubeconfig: str | None, context: str | None) -> Any:
-    """A :class:`~distsched.kube.client.KubeClient`; a bad kubeconfig is exit 2."""
+    """A :class:`~distsched.kube.client.KubeClient` (without a kubeconfig: $KUBECONFIG,
+    in-cluster, ~/.kube/config); a bad kubeconfig is exit 2."""
     from distsched.kube.client import KubeClient
     from distsched.kube.config import KubeConfigError, load
+    from distsched.kube.mode import KubeMode
 
     try:
-        return KubeClient(load(kubeconfig, context=context))
+        if kubeconfig:
+            return KubeMode(kubeconfig, context).client()
+        return KubeClient(load(None, context=context))
     except KubeConfigError as exc:
         bad_input(str(exc))
 
@@ -44,16 +67,23 @@ def kube_client(kubeconfig: str | None, context: str | None) -> Any:
     help="Leader lease: with several bridges one mirrors, another takes over this long "
     "after it stops.",
 )
+@click.option("--metrics-port", type=int, default=0, help="Serve /metrics on this port (0 = off).")
+@click.option(
+    "--metrics-addr", default="127.0.0.1", show_default=True, help="Metrics bind address."
+)
 @redis_options
 def kube_bridge(
     kubeconfig: str | None,
     kube_context: str | None,
     config: str | None,
     lease_ms: int,
+    metrics_port: int,
+    metrics_addr: str,
     **kwargs: Any,
 ) -> None:
     """Mirror a real API server into the store: its nodes, pods and what plugins read;
     the pods of this deployment's profiles get scheduled."""
+    from distsched import metrics
     from distsched.bridge.main import profile_names, run_bridge
     from distsched.framework.profile import ConfigError
 
@@ -63,6 +93,8 @@ def kube_bridge(
     except ConfigError as exc:
         bad_input(str(exc))
     kube = kube_client(kubeconfig, kube_context)
+    if metrics_port:
+        metrics.serve(metrics_port, addr=metrics_addr)
     try:
         run_bridge(ctx.require_url(), ctx.keys, kube, profiles=profiles, lease_ms=lease_ms)
     finally:

@@ -10,6 +10,7 @@ from typing import Any
 import click
 
 from distsched.cli.common import bad_input, fail, interrupt, make_context, redis_options
+from distsched.cli.kube import checked_mode, kubeconfig_options
 
 
 def _metrics_option(fn: Callable[..., Any]) -> Callable[..., Any]:
@@ -58,6 +59,7 @@ def _assume_ttl_option(fn: Callable[..., Any]) -> Callable[..., Any]:
 )
 @_assume_ttl_option
 @_metrics_option
+@kubeconfig_options
 @redis_options
 def worker(
     config: str | None,
@@ -68,12 +70,15 @@ def worker(
     assume_ttl_ms: int,
     metrics_port: int,
     metrics_addr: str,
+    kubeconfig: str | None,
+    kube_context: str | None,
     **kwargs: Any,
 ) -> None:
     """Run one scheduling worker (informer, event handlers, scheduleOne)."""
     from distsched.workers.main import run_worker
 
     ctx = make_context(kwargs)
+    kube = checked_mode(kubeconfig, kube_context)
     run_worker(
         ctx.require_url(),
         ctx.keys,
@@ -85,6 +90,7 @@ def worker(
         metrics_addr=metrics_addr,
         lease_ms=lease_ms,
         assume_ttl_ms=assume_ttl_ms,
+        kube=kube,
     )
 
 
@@ -93,6 +99,7 @@ def worker(
 @click.option("--config", type=click.Path(dir_okay=False), help="KubeSchedulerConfiguration YAML.")
 @_assume_ttl_option
 @_metrics_option
+@kubeconfig_options
 @redis_options
 def binder(
     processes: int,
@@ -100,6 +107,8 @@ def binder(
     assume_ttl_ms: int,
     metrics_port: int,
     metrics_addr: str,
+    kubeconfig: str | None,
+    kube_context: str | None,
     **kwargs: Any,
 ) -> None:
     """Run the rq binder pool (PreBind, Bind, PostBind)."""
@@ -107,6 +116,7 @@ def binder(
     from distsched.framework.profile import ConfigError
 
     ctx = make_context(kwargs)
+    kube = checked_mode(kubeconfig, kube_context)
     try:
         run_binder_pool(
             ctx.require_url(),
@@ -116,6 +126,7 @@ def binder(
             metrics_addr=metrics_addr,
             config_path=config,
             assume_ttl_ms=assume_ttl_ms,
+            kube=kube,
         )
     except ConfigError as exc:
         bad_input(str(exc))

@@ -46,6 +46,11 @@ def event_message(message: str) -> str:
 class ClusterWriter(Protocol):
     """The writes of the scheduling roles (see the module docstring)."""
 
+    checks_reservations: bool
+    """Whether :meth:`bind_many` with ``reservations`` checks the ledger's reservation in
+    the same step as the binding (the store's script does; an API server cannot, so the
+    binder claims the reservations first)."""
+
     def bind_many(
         self,
         bindings: Sequence[tuple[str, str, str]],

@@ -4,9 +4,9 @@
   connections, each answered on its own: bound, conflict (bound elsewhere: another
   scheduler won), not found (deleted), or an error.
 - Pod status after a failed attempt: condition PodScheduled=False (reason Unschedulable
-  or SchedulerError, kube's "0/N nodes are available: ..." message) and
-  ``status.nominatedNodeName``, as one strategic merge patch, and only when they change
-  (kube's updatePod): a pod that keeps failing the same way is patched once.
+  or SchedulerError, kube's "0/N nodes are available: ..." message), and
+  ``status.nominatedNodeName``, each a strategic merge patch (the caller writes only what
+  changed, as kube's updatePod).
 - Preemption: each victim first gets the DisruptionTarget condition (reason
   PreemptionByScheduler), then is deleted with its uid as precondition, then a
   ``Preempted`` event (kube's PreemptPod); in the background, as kube's async preemption.
@@ -28,7 +28,7 @@ from typing import Any
 
 from distsched.clock import SYSTEM_CLOCK, Clock
 from distsched.kube.client import PODS, ApiError, KubeClient, binding_request
-from distsched.kube.events import EventRecorder, truncate
+from distsched.kube.events import EventRecorder
 
 log = logging.getLogger(__name__)
 
@@ -75,6 +75,7 @@ class KubeWriter:
         self.bind_concurrency = bind_concurrency
         self._pool = ThreadPoolExecutor(BACKGROUND_THREADS, thread_name_prefix="kube-writer")
         self._pending: dict[tuple[str, str], Callable[[], None]] = {}
+        self._statuses: dict[tuple[str, str], Obj] = {}
         self._lock = threading.Lock()
 
     def close(self) -> None:
@@ -108,44 +109,21 @@ class KubeWriter:
             return ""
         return str((pod.get("spec") or {}).get("nodeName") or "")
 
-    def scheduled(self, pod: Obj, node: str) -> None:
-        meta = pod.get("metadata") or {}
-        self.events.eventf(
-            pod, None, "Normal", "Scheduled", "Binding",
-            f"Successfully assigned {meta.get('namespace')}/{meta.get('name')} to {node}",
-            controller=_profile(pod, self.scheduler_name),
-        )  # fmt: skip
-
     # --- status of pods that failed -----------------------------------------------------
-    def unschedulable(
-        self, pod: Obj, message: str, *, reason: str = "Unschedulable", nominated: str | None = None
-    ) -> None:
-        """kube's handleSchedulingFailure writes: a FailedScheduling event, and the
-        PodScheduled=False condition (and nominatedNodeName) when they change."""
-        self.events.eventf(
-            pod, None, "Warning", "FailedScheduling", "Scheduling", truncate(message),
-            controller=_profile(pod, self.scheduler_name),
-        )  # fmt: skip
-        status = pod.get("status") or {}
+    def condition(self, pod: Obj, *, reason: str, message: str) -> None:
+        """Patch the pending pod's condition PodScheduled=False (kube's updatePod), in the
+        background; a pod bound or gone meanwhile is left alone (the uid precondition and
+        the API server's own rules)."""
+        stamp = rfc3339(self.clock.now_ms())
         condition = {
             "type": "PodScheduled",
             "status": "False",
             "reason": reason,
             "message": message,
+            "lastProbeTime": None,
+            "lastTransitionTime": stamp,
         }
-        patch: Obj = {}
-        current = next(
-            (c for c in status.get("conditions") or [] if c.get("type") == "PodScheduled"), None
-        )
-        if current is None or any(current.get(k) != v for k, v in condition.items()):
-            changed = current is None or current.get("status") != "False"
-            stamp = rfc3339(self.clock.now_ms())
-            last = stamp if changed or current is None else current.get("lastTransitionTime", stamp)
-            patch["conditions"] = [{**condition, "lastProbeTime": None, "lastTransitionTime": last}]
-        if nominated is not None and nominated != (status.get("nominatedNodeName") or ""):
-            patch["nominatedNodeName"] = nominated or None
-        if patch:
-            self._patch_status(pod, patch)
+        self._patch_status(pod, {"conditions": [condition]})
 
     def nominate(self, pod: Obj, node: str) -> None:
         """Set (or with "" clear) status.nominatedNodeName."""
@@ -153,21 +131,31 @@ class KubeWriter:
             self._patch_status(pod, {"nominatedNodeName": node or None})
 
     def _patch_status(self, pod: Obj, status_patch: Obj) -> None:
+        """Queue a status patch; patches of one pod not sent yet are merged into one
+        (conditions by type, the later value of a field wins)."""
         meta = pod.get("metadata") or {}
         namespace, name = str(meta.get("namespace", "default")), str(meta.get("name", ""))
         uid = str(meta.get("uid", ""))
-        body: Obj = {"status": status_patch}
-        if uid:
-            body["metadata"] = {"uid": uid}  # a precondition: not another incarnation
+        key = (namespace, name)
+        with self._lock:
+            merged = _merge_status(self._statuses.get(key, {}), status_patch)
+            self._statuses[key] = merged
 
         def patch() -> None:
+            with self._lock:
+                status = self._statuses.pop(key, None)
+            if not status:
+                return
+            body: Obj = {"status": status}
+            if uid:
+                body["metadata"] = {"uid": uid}  # a precondition: not another incarnation
             try:
                 self.client.patch_status(PODS, name, body, namespace)
             except ApiError as exc:
-                if not exc.not_found:
+                if not exc.not_found and not exc.conflict:
                     log.warning("status of pod %s/%s not written: %s", namespace, name, exc)
 
-        self._background((namespace, name), patch)
+        self._background(key, patch)
 
     # --- preemption ----------------------------------------------------------------------
     def preempt(self, victim: Obj, preemptor: Obj, node: str) -> None:
@@ -226,6 +214,15 @@ class KubeWriter:
                     break
             time.sleep(0.01)
         self.events.flush(max(0.0, deadline - time.monotonic()))
+
+
+def _merge_status(pending: Obj, patch: Obj) -> Obj:
+    out = {**pending, **{k: v for k, v in patch.items() if k != "conditions"}}
+    if "conditions" in patch:
+        by_type = {c["type"]: c for c in pending.get("conditions", [])}
+        by_type.update({c["type"]: c for c in patch["conditions"]})
+        out["conditions"] = list(by_type.values())
+    return out
 
 
 def _profile(pod: Obj, default: str) -> str:

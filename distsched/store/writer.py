@@ -23,6 +23,8 @@ log = logging.getLogger(__name__)
 
 
 class StoreWriter:
+    checks_reservations = True  # the store's bind script checks and binds in one step
+
     def __init__(self, store: Store) -> None:
         self.store = store
 

@@ -25,7 +25,9 @@ from distsched.cache.ledger import LedgerConfig
 from distsched.connection import Backoff, RedisOptions, connect, infrastructure_error
 from distsched.framework.profile import ConfigError, build_profiles, load_config
 from distsched.keys import Keys
+from distsched.kube.mode import KubeMode
 from distsched.queue_types import QueueConfig
+from distsched.store import Store
 from distsched.workers.schedule_one import SchedulingWorker, WorkerConfig
 
 log = logging.getLogger(__name__)
@@ -44,6 +46,7 @@ def run_worker(
     stop: threading.Event | None = None,
     lease_ms: int | None = None,
     assume_ttl_ms: int | None = None,
+    kube: KubeMode | None = None,
 ) -> None:
     try:
         scheduler_config = load_config(config_path)
@@ -67,11 +70,16 @@ def run_worker(
     name = f"worker-{uuid.uuid4().hex[:8]}"
 
     def build() -> SchedulingWorker:
+        writer = None
+        if kube is not None:  # a real cluster: write to its API server
+            scheduler_name = next(iter(profiles), "default-scheduler")
+            writer = kube.writer(Store(client, keys), scheduler_name=scheduler_name)
         return SchedulingWorker(
             client,
             keys,
             profiles=profiles,
             name=name,
+            writer=writer,
             # DISTSCHED_QUEUEING_HINTS=0 is kube's SchedulerQueueingHints=false: seed rules.
             config=WorkerConfig(
                 batch=batch,

@@ -21,7 +21,7 @@ from collections import defaultdict
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2] / "distsched"
-ROLES = {"workers", "binder", "controllers"}
+ROLES = {"workers", "binder", "controllers", "bridge"}
 ROLE_IMPORTERS = {"cli", "bench", "replay"}
 KNOWN_CYCLES: set[frozenset[str]] = set()
 

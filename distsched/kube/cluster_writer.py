@@ -1,0 +1,136 @@
+"""The roles' writes against a real cluster: the API server first, the store after.
+
+:class:`KubeClusterWriter` is the :class:`~distsched.framework.cluster_writer.ClusterWriter`
+of the Kubernetes mode. A binding is POSTed to the API server (``pods/binding``); only a
+binding the API server accepted is recorded in the store, with the same script as in
+standalone mode (it confirms the ledger's reservation and forgets the queued pod), so the
+store never calls a pod bound before the API server did. A 409 means the pod is bound
+already: to the same node (our own binding, replayed: recorded like a success) or to
+another (someone else won: "conflict"; the bridge brings that binding into the store); a
+404 means the pod is gone ("not-found"; the bridge brings the deletion). An API server that
+cannot be reached is "unavailable": the binding fails and the pod is requeued with backoff.
+
+Unlike the store's bind script, the API server cannot check the ledger's reservation in
+the same step, so the binder claims every reservation first (the claim pushes the assume
+deadline: the reaper leaves it alone while the binding is in flight):
+:attr:`KubeClusterWriter.checks_reservations` is False.
+
+Status patches, preemption and events go to the API server in the background
+(:class:`~distsched.kube.writer.KubeWriter`): the bridge mirrors what they change back into
+the store.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping, Sequence
+
+from distsched.framework.cluster_writer import FAILED_SCHEDULING, SCHEDULED
+from distsched.kube.writer import ApiBinding, KubeWriter
+from distsched.model import Pod, PodRef
+from distsched.store import Store
+from distsched.store.writer import StoreWriter
+
+ACTIONS = {SCHEDULED: "Binding", FAILED_SCHEDULING: "Scheduling", "Preempted": "Preempting"}
+CONDITION_CACHE = 100_000
+
+
+def _split(key: str) -> tuple[str, str]:
+    namespace, _, name = key.partition("/")
+    return namespace, name
+
+
+def _reference(pod: PodRef) -> dict[str, object]:
+    namespace, name = _split(pod.key)
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"namespace": namespace, "name": name, "uid": pod.uid},
+    }
+
+
+class KubeClusterWriter:
+    checks_reservations = False
+    """The binder must claim reservations before binding (see the module docstring)."""
+
+    def __init__(self, api: KubeWriter, store: Store) -> None:
+        self.api = api
+        self.store = StoreWriter(store)
+        self._conditions: dict[str, tuple[str, str]] = {}
+        self._lock = threading.Lock()
+
+    def bind_many(
+        self,
+        bindings: Sequence[tuple[str, str, str]],
+        *,
+        reservations: Mapping[str, str] | None = None,
+    ) -> list[str]:
+        calls = []
+        for key, uid, node in bindings:
+            namespace, name = _split(key)
+            calls.append(ApiBinding(namespace, name, uid, node))
+        results = self.api.bind_many(calls)
+        answers: list[str] = [""] * len(bindings)
+        accepted: list[int] = []
+        for i, ((_key, _uid, node), result) in enumerate(zip(bindings, results, strict=True)):
+            if result.status == "bound" or (result.status == "conflict" and result.detail == node):
+                accepted.append(i)
+            elif result.status == "error":
+                answers[i] = "unavailable"
+            else:
+                answers[i] = result.status  # conflict (elsewhere) or not-found
+        if accepted:
+            stored = self.store.bind_many(
+                [bindings[i] for i in accepted], reservations=reservations
+            )
+            for i, answer in zip(accepted, stored, strict=True):
+                # The API server took our binding: the bridge may have mirrored it into
+                # the store before we did ("already-bound"); it is still ours.
+                ours = results[i].status == "bound"
+                answers[i] = "bound" if ours and str(answer) == "already-bound" else str(answer)
+        return answers
+
+    def bind(self, pod: PodRef, node: str) -> str:
+        answers = self.bind_many([(pod.key, pod.uid, node)])
+        answer = answers[0]
+        if answer in ("bound", "already-bound"):
+            return answer
+        raise RuntimeError(f"binding {pod.key} to {node}: {answer}")
+
+    def preempt(self, victim: Pod, *, preemptor: Pod, node: str) -> None:
+        self.api.preempt(_pod_dict(victim), _pod_dict(preemptor), node)
+
+    def set_nominated_node(self, pod: PodRef, node: str) -> None:
+        self.api.nominate(_reference(pod) | {"status": {"nominatedNodeName": None}}, node)
+
+    def pod_unschedulable(self, pod: PodRef, *, reason: str, message: str) -> bool:
+        """Patched in the background when it differs from what this process last wrote
+        for that pod (the store keeps no conditions: they are the API server's)."""
+        with self._lock:
+            if self._conditions.get(pod.key + "|" + pod.uid) == (reason, message):
+                return True
+            if len(self._conditions) >= CONDITION_CACHE:
+                self._conditions.clear()
+            self._conditions[pod.key + "|" + pod.uid] = (reason, message)
+        self.api.condition(_reference(pod), reason=reason, message=message)
+        return True
+
+    def record_event(self, pod: PodRef, *, event_type: str, reason: str, message: str) -> None:
+        action = ACTIONS.get(reason, "Scheduling")
+        self.api.events.eventf(_reference(pod), None, event_type, reason, action, message)
+
+    def close(self) -> None:
+        self.api.close()
+
+
+def _pod_dict(pod: Pod) -> dict[str, object]:
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {
+            "namespace": pod.metadata.namespace,
+            "name": pod.metadata.name,
+            "uid": pod.metadata.uid,
+        },
+        "spec": {"schedulerName": pod.spec.scheduler_name},
+    }

@@ -1,0 +1,179 @@
+"""distsched scheduling a real kube-apiserver, as an operator runs it: `distsched kube-bridge`,
+`worker --kubeconfig` and `binder --kubeconfig` processes on a private Redis; pods created
+through the API server (as kubectl does); everything judged from the API server."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+
+from distsched.bench.kube import check_from_api
+from distsched.bench.procs import ProcessGroup
+from distsched.cache.ledger import Ledger
+from distsched.clock import SYSTEM_CLOCK
+from distsched.embedded import EmbeddedRedis
+from distsched.faults import MARKER_ENV, POINT_ENV, SECONDS_ENV
+from distsched.keys import Keys
+from distsched.kube.client import EVENTS, NODES, PODS, KubeClient
+from distsched.kube.testenv import TestEnv
+from tests.kube.helpers import api_node, api_pod, clean, node_of, wait_for
+
+pytestmark = pytest.mark.kube
+
+
+@pytest.fixture
+def roles(
+    apiserver: TestEnv, kube: KubeClient, tmp_path: Path
+) -> Iterator[tuple[ProcessGroup, EmbeddedRedis]]:
+    clean(kube)
+    server = EmbeddedRedis(data_dir=tmp_path / "redis", appendfsync="no").start()
+    group = ProcessGroup(server.url, log_dir=tmp_path)
+    group.extra_env["DISTSCHED_KUBECONFIG"] = str(apiserver.kubeconfig)
+    yield group, server
+    group.stop()
+    server.stop()
+
+
+def start(group: ProcessGroup, *, binder_env: dict[str, str] | None = None) -> None:
+    group.spawn("kube-bridge", "--lease-ms", "3000")
+    group.spawn("worker")
+    saved = dict(group.extra_env)
+    group.extra_env.update(binder_env or {})
+    try:
+        group.spawn("binder")
+    finally:
+        group.extra_env.clear()
+        group.extra_env.update(saved)
+
+
+def bound(kube: KubeClient, names: list[str]) -> bool:
+    pods, _ = kube.list(PODS, namespace="default")
+    nodes = {p["metadata"]["name"]: (p.get("spec") or {}).get("nodeName") for p in pods}
+    return all(nodes.get(n) for n in names)
+
+
+def events_of(kube: KubeClient, reason: str) -> dict[str, dict]:
+    items, _ = kube.list(EVENTS, namespace="default")
+    return {e["regarding"]["name"]: e for e in items if e.get("reason") == reason}
+
+
+def test_pods_created_through_the_api_are_bound_as_kube_scheduler_binds_them(
+    kube: KubeClient, roles: tuple[ProcessGroup, EmbeddedRedis]
+) -> None:
+    group, _ = roles
+    for i in range(4):
+        kube.create(NODES, api_node(f"n{i}", cpu="4"))
+    # Room another scheduler took: counted, never double-booked.
+    kube.create(PODS, api_pod("theirs", cpu="3", node="n0"), "default")
+    start(group)
+    names = [f"p{i}" for i in range(24)]
+    for name in names:
+        kube.create(PODS, api_pod(name, cpu="500m"), "default")
+    kube.create(PODS, api_pod("too-big", cpu="64"), "default")
+    wait_for("24 pods bound through the API server", lambda: bound(kube, names), 60)
+    assert check_from_api(kube, {"default"}) == []
+
+    def all_scheduled() -> dict[str, dict] | None:
+        found = events_of(kube, "Scheduled")
+        return found if len(found) >= 24 else None
+
+    scheduled = wait_for("Scheduled events", all_scheduled, 20)
+    assert set(names) <= set(scheduled) and "theirs" not in scheduled
+    assert scheduled["p0"]["reportingController"] == "default-scheduler"
+    assert scheduled["p0"]["note"].startswith("Successfully assigned default/p0 to n")
+
+    def unschedulable() -> dict | None:
+        pod = kube.get(PODS, "too-big", "default")
+        conditions = (pod.get("status") or {}).get("conditions") or []
+        return next((c for c in conditions if c.get("type") == "PodScheduled"), None)
+
+    condition = wait_for("too-big's PodScheduled=False", unschedulable, 30)
+    assert condition["status"] == "False" and condition["reason"] == "Unschedulable"
+    assert condition["message"].startswith("0/4 nodes are available:")
+    assert "Insufficient cpu" in condition["message"]
+    failed = wait_for("a FailedScheduling event", lambda: events_of(kube, "FailedScheduling"), 20)
+    assert set(failed) == {"too-big"} and failed["too-big"]["type"] == "Warning"
+
+
+def test_a_binding_conflict_releases_the_reservation(
+    kube: KubeClient, roles: tuple[ProcessGroup, EmbeddedRedis], tmp_path: Path
+) -> None:
+    group, server = roles
+    kube.create(NODES, api_node("a", cpu="2"))
+    kube.create(NODES, api_node("b", cpu="2"))
+    marker = tmp_path / "paused"
+    pause = {POINT_ENV: "bind-claimed", MARKER_ENV: str(marker), SECONDS_ENV: "4"}
+    start(group, binder_env=pause)
+    pod = kube.create(PODS, api_pod("p", cpu="1500m"), "default")
+    wait_for("the binder to pause with p claimed", marker.exists, 30)
+    held = json.loads(marker.read_text())["pods"]
+    assert held == ["default/p"]
+    # Another scheduler binds p meanwhile, to the node our worker did not choose.
+    ledger = Ledger(redis.Redis.from_url(server.url), Keys(), SYSTEM_CLOCK)
+    ours = ledger.pod("default/p")
+    assert ours is not None and ours.state == "assumed"
+    other = "b" if ours.node == "a" else "a"
+    kube.bind("default", "p", other, uid=pod["metadata"]["uid"])
+
+    # Our binder wakes, gets 409 from the API server: the reservation goes, the ledger
+    # ends up with p where the API server has it, nothing overcommitted.
+    def moved() -> bool:
+        record = ledger.pod("default/p")
+        return record is not None and record.node == other and record.state == "bound"
+
+    wait_for("the ledger to hold p on the other node", moved, 30)
+    assert node_of(kube, "p") == other
+    assert ledger.check_consistency() == []
+    state = ledger.node_state([ours.node])[ours.node]
+    assert state.requested.get("cpu", 0) == 0
+
+
+def test_a_node_deleted_and_the_api_server_restarted_mid_run(
+    kube: KubeClient, roles: tuple[ProcessGroup, EmbeddedRedis], apiserver: TestEnv
+) -> None:
+    group, _ = roles
+    for i in range(3):
+        kube.create(NODES, api_node(f"n{i}", cpu="8"))
+    start(group)
+    first = [f"a{i}" for i in range(12)]
+    for name in first:
+        kube.create(PODS, api_pod(name, cpu="1"), "default")
+    wait_for("the first pods bound", lambda: bound(kube, first), 60)
+    kube.delete(NODES, "n2")
+    apiserver.restart_apiserver(down_s=2.0)
+    later = [f"b{i}" for i in range(8)]
+    for name in later:
+        kube.create(PODS, api_pod(name, cpu="1"), "default")
+    wait_for("the later pods bound after the restart", lambda: bound(kube, later), 90)
+    pods, _ = kube.list(PODS, namespace="default")
+    placed = {p["metadata"]["name"]: (p.get("spec") or {}).get("nodeName") for p in pods}
+    assert all(placed[name] != "n2" for name in later)
+    assert check_from_api(kube, {"default"}) == []
+
+
+def test_redis_restarted_empty_while_the_api_server_keeps_the_truth(
+    kube: KubeClient, roles: tuple[ProcessGroup, EmbeddedRedis]
+) -> None:
+    group, server = roles
+    kube.create(NODES, api_node("n0", cpu="4"))
+    start(group)
+    first = [f"a{i}" for i in range(4)]
+    for name in first:
+        kube.create(PODS, api_pod(name, cpu="500m"), "default")
+    wait_for("the first pods bound", lambda: bound(kube, first), 60)
+    redis.Redis.from_url(server.url).flushall()
+    # The bridge lists everything again; the bound pods' room is counted again: the node
+    # (4 cpu) takes 4 more of these pods, and not one more.
+    later = [f"b{i}" for i in range(4)]
+    for name in later:
+        kube.create(PODS, api_pod(name, cpu="500m"), "default")
+    wait_for("the later pods bound after the reset", lambda: bound(kube, later), 90)
+    kube.create(PODS, api_pod("no-room", cpu="500m"), "default")
+    time.sleep(5)
+    assert node_of(kube, "no-room") == ""
+    assert check_from_api(kube, {"default"}) == []
