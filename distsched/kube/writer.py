@@ -66,7 +66,7 @@ class KubeWriter:
         scheduler_name: str = "default-scheduler",
         clock: Clock = SYSTEM_CLOCK,
         events: EventRecorder | None = None,
-        bind_concurrency: int = 32,
+        bind_concurrency: int = 64,
     ) -> None:
         self.client = client
         self.scheduler_name = scheduler_name
