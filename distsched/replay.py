@@ -29,9 +29,7 @@ runs: the dump holds pods, not their workloads' desired state).
 from __future__ import annotations
 
 import json
-import os
 import secrets
-import subprocess
 import sys
 import tempfile
 import time
@@ -43,10 +41,11 @@ from typing import Any
 import redis
 
 from distsched.apply import prepare
-from distsched.connection import URL_ENV, RedisOptions, connect
+from distsched.connection import RedisOptions, connect
 from distsched.controllers.disruption import budget_status
 from distsched.explain_record import read_explanation
 from distsched.keys import Keys
+from distsched.launcher import RoleProcess, redis_args, role_env, stop_all
 from distsched.model import Node, Pod, load_manifests, pod_requests
 from distsched.model.manifest import KubeObject, Location
 from distsched.queue_types import ACTIVE, BACKOFF, INFLIGHT, SUB_QUEUES
@@ -226,7 +225,7 @@ def _run(
     except ReplayError as exc:
         raise ReplayError(f"{exc} (role logs in {logs})") from None
     finally:
-        _stop(children)
+        stop_all(children)
     report.seconds = time.monotonic() - started
     now = {_key(p): p for p in store.list("Pod")[0]}
     for key in sorted(pending):
@@ -267,47 +266,27 @@ def _budget_statuses(store: Store) -> None:
 
 def _spawn_roles(
     options: RedisOptions, keys: Keys, workers: int, binders: int, logs: Path
-) -> list[subprocess.Popen[bytes]]:
-    base = [sys.executable, "-m", "distsched"]
-    common = ["--scheduler", keys.scheduler]
-    for flag, value in (
-        ("--redis-ca", options.ca_cert),
-        ("--redis-cert", options.cert),
-        ("--redis-key", options.key),
-    ):
-        if value:
-            common += [flag, value]
-    commands = [[*base, "worker", *common] for _ in range(workers)]
-    commands.append([*base, "binder", "--processes", str(binders), *common])
-    children = []
+) -> list[RoleProcess]:
+    roles: list[tuple[str, list[str]]] = [("worker", [])] * workers
+    roles.append(("binder", ["--processes", str(binders)]))
     logs.mkdir(parents=True, exist_ok=True)
-    for i, command in enumerate(commands):
-        with (logs / f"{command[3]}-{i}.log").open("wb") as log:
-            # The URL may carry a password: in the environment, not on the command line.
-            env = {**os.environ, URL_ENV: options.url}
-            children.append(
-                subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT, env=env)
-            )
-    return children
-
-
-def _stop(children: list[subprocess.Popen[bytes]]) -> None:
-    for child in children:
-        if child.poll() is None:
-            child.terminate()
-    for child in children:
-        try:
-            child.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            child.kill()
-            child.wait()
+    return [
+        RoleProcess(
+            role,
+            [*extra, *redis_args(options, keys.scheduler)],
+            role_env(options),
+            logs / f"{role}-{i}.log",
+            own_session=False,
+        ).start()
+        for i, (role, extra) in enumerate(roles)
+    ]
 
 
 def _wait_settled(
     client: redis.Redis,
     keys: Keys,
     pending: set[str],
-    children: list[subprocess.Popen[bytes]],
+    children: list[RoleProcess],
     timeout_s: float,
 ) -> None:
     """Until nothing is moving: every pending pod bound, parked (unschedulable, gated,
@@ -317,7 +296,7 @@ def _wait_settled(
     moving_places = [keys.active, keys.backoff, keys.inflight, keys.ledger_assumed]
     parked_places = [getattr(keys, q) for q in SUB_QUEUES if q not in (ACTIVE, BACKOFF, INFLIGHT)]
     while True:
-        if any(child.poll() is not None for child in children):
+        if not all(child.alive() for child in children):
             raise ReplayError("a worker or binder process exited during the replay")
         pipe = client.pipeline(transaction=False)
         for place in moving_places + parked_places:

@@ -34,9 +34,10 @@ import redis
 
 from distsched.bench.binder_pool import node_manifest, pod_manifest
 from distsched.bench.checker import check, held_history
-from distsched.bench.procs import ProcessGroup, RoleProcess
+from distsched.bench.procs import ProcessGroup
 from distsched.embedded import EmbeddedRedis
 from distsched.keys import Keys
+from distsched.launcher import RoleProcess
 from distsched.store import Store, parse_meta
 
 SAMPLE_EVERY_S = 0.1

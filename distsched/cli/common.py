@@ -115,21 +115,6 @@ def make_context(kwargs: dict[str, Any]) -> Context:
     return Context(options, kwargs.pop("scheduler"))
 
 
-def tls_args(options: RedisOptions) -> list[str]:
-    """The TLS and acknowledgement options as flags, for child processes of `distsched up`."""
-    args: list[str] = []
-    if options.min_replicas_ack is not None:
-        args += ["--min-replicas-ack", str(options.min_replicas_ack)]
-    for flag, value in (
-        ("--redis-ca", options.ca_cert),
-        ("--redis-cert", options.cert),
-        ("--redis-key", options.key),
-    ):
-        if value:
-            args += [flag, value]
-    return args
-
-
 def setup_logging(verbose: int) -> None:
     level = logging.WARNING - 10 * verbose
     logging.basicConfig(

@@ -4,9 +4,7 @@ on an embedded server when no URL is given, optionally with the demo; Ctrl-C sto
 from __future__ import annotations
 
 import logging
-import os
 import signal
-import subprocess
 import sys
 import threading
 import time
@@ -22,36 +20,18 @@ from distsched.cli.common import (
     interrupt,
     make_context,
     redis_options,
-    tls_args,
 )
-from distsched.connection import URL_ENV, RedisOptions, connect, redact_url, retry_redis
+from distsched.connection import RedisOptions, connect, redact_url, retry_redis
+from distsched.launcher import RoleProcess, redis_args, role_env, stop_all
 from distsched.output import console, err_console
 
 log = logging.getLogger("distsched")
 
 
-Child = subprocess.Popen[bytes]
-
-
-def _spawn(role: str, options: RedisOptions, scheduler: str, extra: list[str]) -> Child:
-    # The URL (it may carry a password) goes in the environment, which only this user
-    # can read, not on the command line, which every local user can (ps).
-    cmd = [sys.executable, "-m", "distsched", role, "--scheduler", scheduler]
-    cmd += [*tls_args(options), *extra]
-    return subprocess.Popen(cmd, env={**os.environ, URL_ENV: options.url})
-
-
-def _stop_children(children: list[Child], timeout_s: float = 15.0) -> None:
-    for child in children:
-        if child.poll() is None:
-            child.send_signal(signal.SIGTERM)
-    deadline = time.monotonic() + timeout_s
-    for child in children:
-        try:
-            child.wait(timeout=max(0.1, deadline - time.monotonic()))
-        except subprocess.TimeoutExpired:
-            child.kill()
-            child.wait()
+def _spawn(role: str, options: RedisOptions, scheduler: str, extra: list[str]) -> RoleProcess:
+    # In our own process group: Ctrl-C in the terminal reaches every role as it reaches us.
+    args = [*redis_args(options, scheduler), *extra]
+    return RoleProcess(role, args, role_env(options), own_session=False).start()
 
 
 @click.command()
@@ -91,7 +71,7 @@ def up(
     signal.signal(signal.SIGTERM, interrupt)
     ctx = make_context(kwargs)
     embedded: EmbeddedRedis | None = None
-    children: list[Child] = []
+    children: list[RoleProcess] = []
     try:
         if not ctx.options.url:
             try:
@@ -129,7 +109,7 @@ def up(
             err_console.print(
                 f"{workers} worker(s), {binders} binder(s) running; Ctrl-C stops them"
             )
-        while all(child.poll() is None for child in children):
+        while all(child.alive() for child in children):
             if demo_result:
                 sys.exit(demo_result[0])
             time.sleep(0.2)
@@ -139,7 +119,7 @@ def up(
     finally:
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # a second Ctrl-C must not cut cleanup
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        _stop_children(children)
+        stop_all(children)
         if embedded:
             embedded.stop()
 

@@ -18,13 +18,14 @@ from typing import Any, TypeVar, cast
 import redis
 
 from distsched.bench.binder_pool import bind_events, node_manifest, pod_manifest
-from distsched.bench.procs import ProcessGroup, RoleProcess
+from distsched.bench.procs import ProcessGroup
 from distsched.cache.ledger import Ledger
 from distsched.cache.ledger_types import normalize_requests
 from distsched.clock import SYSTEM_CLOCK
 from distsched.faults import MARKER_ENV, POINT_ENV, SECONDS_ENV
 from distsched.framework.podinfo import PodInfo
 from distsched.keys import Keys
+from distsched.launcher import RoleProcess
 from distsched.model import Node, Pod
 from distsched.queue_redis import RedisQueue
 from distsched.store import Store, parse_meta

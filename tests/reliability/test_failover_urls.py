@@ -17,7 +17,6 @@ import yaml
 from redis.connection import SSLConnection
 from redis.sentinel import SentinelManagedConnection, SentinelManagedSSLConnection
 
-from distsched.cli.common import tls_args
 from distsched.connection import (
     RedisOptions,
     SentinelTarget,
@@ -26,6 +25,7 @@ from distsched.connection import (
     parse_sentinel_url,
     redact_url,
 )
+from distsched.launcher import tls_args
 from distsched.replication import AckPolicy, policy_of
 from tests.reliability.sentinels import SentinelCluster, free_port
 
