@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from distsched.clock import Clock
@@ -102,6 +102,33 @@ class QueueConfig:
     unschedulable_max_ms: int = 300_000
     lease_ms: int = 10_000
     max_deliveries: int = 5
+
+
+class PodBackoffSettings(Protocol):
+    """podInitialBackoffSeconds / podMaxBackoffSeconds of a KubeSchedulerConfiguration
+    (``distsched.framework.profile.SchedulerConfig``)."""
+
+    @property
+    def pod_initial_backoff_seconds(self) -> int: ...
+
+    @property
+    def pod_max_backoff_seconds(self) -> int: ...
+
+
+def backoff_config(
+    settings: PodBackoffSettings | None, queue_config: QueueConfig | None = None
+) -> QueueConfig:
+    """``queue_config`` (default: :class:`QueueConfig`'s) with the scheduler configuration's
+    backoff, unchanged when there is no configuration. The one conversion: the workers
+    and the binders build their queue and ledger with it."""
+    queue_config = queue_config or QueueConfig()
+    if settings is None:
+        return queue_config
+    return replace(
+        queue_config,
+        initial_backoff_ms=settings.pod_initial_backoff_seconds * 1000,
+        max_backoff_ms=settings.pod_max_backoff_seconds * 1000,
+    )
 
 
 @dataclass(frozen=True, slots=True)

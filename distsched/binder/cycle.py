@@ -59,7 +59,7 @@ from distsched.keys import Keys
 from distsched.kube.mode import KubeMode
 from distsched.model import Pod, PodRef
 from distsched.queue_redis import RedisQueue
-from distsched.queue_types import QueueConfig
+from distsched.queue_types import backoff_config
 from distsched.store import Store
 from distsched.store.writer import StoreWriter
 
@@ -95,11 +95,7 @@ class Binder:
         # Standalone, the store is the cluster; a bridge to an API server brings its own.
         self.writer: ClusterWriter = writer if writer is not None else StoreWriter(self.store)
         config = config or default_config(registry)
-        # podInitialBackoffSeconds / podMaxBackoffSeconds: the one backoff, as the workers'.
-        queue_config = QueueConfig(
-            initial_backoff_ms=config.pod_initial_backoff_seconds * 1000,
-            max_backoff_ms=config.pod_max_backoff_seconds * 1000,
-        )
+        queue_config = backoff_config(config)  # the one backoff, as the workers'
         self.ledger = Ledger(client, keys, clock, ledger_config, queue_config=queue_config)
         self.queue = RedisQueue(client, keys, config=queue_config)
         self.profiles = build_profiles(

@@ -35,7 +35,7 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 import redis
@@ -60,7 +60,7 @@ from distsched.keys import Keys
 from distsched.model import HostPort, ManifestError, Node, Pod, PodRef
 from distsched.model.objects import DEFAULT_SCHEDULER_NAME
 from distsched.queue_redis import RedisQueue
-from distsched.queue_types import QueueConfig, QueuedPod
+from distsched.queue_types import QueueConfig, QueuedPod, backoff_config
 from distsched.store import Store, object_key
 from distsched.store.writer import StoreWriter
 from distsched.workers.eventhandlers import (
@@ -164,23 +164,6 @@ def constraint_topology_keys(pod: Pod) -> set[str]:
                 keys.update(t.topology_key for t in group.required)
                 keys.update(w.term.topology_key for w in group.preferred)
     return keys
-
-
-def backoff_config(
-    scheduler_config: SchedulerConfig | None, queue_config: QueueConfig | None
-) -> QueueConfig:
-    """The queue's config with the scheduler configuration's podInitialBackoffSeconds /
-    podMaxBackoffSeconds (kube's defaults, 1 s and 10 s, when there is no configuration).
-    It is the one backoff: the failure handler, the binder's failure path and the reaper
-    of expired reservations (through the ledger) all requeue with it."""
-    queue_config = queue_config or QueueConfig()
-    if scheduler_config is None:
-        return queue_config
-    return replace(
-        queue_config,
-        initial_backoff_ms=scheduler_config.pod_initial_backoff_seconds * 1000,
-        max_backoff_ms=scheduler_config.pod_max_backoff_seconds * 1000,
-    )
 
 
 class SchedulingWorker:
