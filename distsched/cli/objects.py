@@ -8,8 +8,8 @@ from typing import Any
 import click
 
 from distsched.cli.common import bad_input, fail, make_context, redis_options, warn
+from distsched.model.kinds import ALL_KINDS, CLUSTER_SCOPED
 from distsched.output import print_json, print_table, print_yaml, progress_bar
-from distsched.store.codec import ALL_KINDS, CLUSTER_SCOPED
 
 _ALIASES: dict[str, tuple[str, ...]] = {
     "Pod": ("pod", "pods", "po"),

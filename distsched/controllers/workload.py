@@ -56,6 +56,7 @@ from distsched.keys import Keys
 from distsched.model.admission import PriorityClasses, admit_pod
 from distsched.model.decode import node_from_dict
 from distsched.model.errors import ManifestError
+from distsched.model.kinds import WORKLOAD_KINDS
 from distsched.model.nodeaffinity import pod_matches_node_selector_and_affinity
 from distsched.model.objects import Node, Pod, Taint, Toleration
 from distsched.model.taints import tolerates
@@ -74,7 +75,6 @@ from distsched.store.codec import Obj, object_key, uid_of
 
 log = logging.getLogger(__name__)
 
-OWNER_KINDS = ("Deployment", "ReplicaSet", "StatefulSet", "DaemonSet", "Job")
 OWNED_KINDS = ("Pod", "ReplicaSet")
 WATCHED_KINDS = (
     "PodDisruptionBudget",
@@ -112,7 +112,7 @@ class WorkloadController:
         self._owned: dict[str, set[Ref]] = {}  # controller uid -> owned objects
         self._decoded: dict[tuple[str, str], Any] = {}  # (uid, rv) -> typed object
         self.writes = 0
-        for kind in OWNER_KINDS:
+        for kind in WORKLOAD_KINDS:
             self.informer.add_handler(kind, self._owner_handler(kind))
         self.informer.add_handler("Pod", self._owned_handler("Pod"))
         self.informer.add_handler(
@@ -133,8 +133,8 @@ class WorkloadController:
         self.informer.add_handler(
             "PriorityClass",
             FuncHandler(
-                add=lambda o, _i: self._mark_kind(*OWNER_KINDS),
-                update=lambda _o, _n: self._mark_kind(*OWNER_KINDS),
+                add=lambda o, _i: self._mark_kind(*WORKLOAD_KINDS),
+                update=lambda _o, _n: self._mark_kind(*WORKLOAD_KINDS),
             ),
         )
 
@@ -264,7 +264,7 @@ class WorkloadController:
         if obj is None:
             return False
         for owner_ref in obj["metadata"].get("ownerReferences") or ():
-            if owner_ref.get("controller") and owner_ref.get("kind") in OWNER_KINDS:
+            if owner_ref.get("controller") and owner_ref.get("kind") in WORKLOAD_KINDS:
                 return True
         return False
 

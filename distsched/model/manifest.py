@@ -24,9 +24,10 @@ import yaml
 from distsched.model.decode import KINDS, check_header, describe, node_from_dict, pod_from_dict
 from distsched.model.errors import STDIN_SOURCE, ManifestError
 from distsched.model.fields import Fields, quote, type_name
+from distsched.model.kinds import ALL_KINDS, OTHER_KINDS
 from distsched.model.objects import Node, Pod
 from distsched.model.safe_yaml import describe_yaml_error, load_documents
-from distsched.model.workloads import API_VERSIONS, KindObject
+from distsched.model.workloads import KindObject
 from distsched.model.workloads import object_from_dict as kind_from_dict
 
 MAX_MANIFEST_BYTES = 8 * 1024 * 1024
@@ -34,7 +35,6 @@ MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
 LIST_KINDS = ("List", "PodList", "NodeList")
 
 KubeObject = Pod | Node | KindObject
-OBJECT_KINDS = ("Pod", "Node", *API_VERSIONS)
 
 
 class _BadJson(ValueError):
@@ -112,7 +112,7 @@ class _Loader:
             )
         root = Fields(document)
         kind = root.get_str("kind", required=True)
-        root.check_one_of("kind", kind, (*KINDS, *API_VERSIONS, *LIST_KINDS[1:]))
+        root.check_one_of("kind", kind, (*KINDS, *OTHER_KINDS, *LIST_KINDS[1:]))
         if kind not in LIST_KINDS:
             return [self._object(source, index, None, document)]
         check_header(root, kind, required=True)
@@ -132,9 +132,9 @@ class _Loader:
         kind = root.get_str("kind", required=True)
         if kind in LIST_KINDS:
             root.fail("kind", "a List may not contain another List")
-        root.check_one_of("kind", kind, OBJECT_KINDS)
+        root.check_one_of("kind", kind, ALL_KINDS)
         obj: KubeObject
-        if kind in API_VERSIONS:
+        if kind in OTHER_KINDS:
             obj = kind_from_dict(data)
         else:
             try:

@@ -27,6 +27,7 @@ from distsched.model.decode import pod_from_dict
 from distsched.model.decode_common import decode_label_selector, decode_meta
 from distsched.model.errors import ManifestError
 from distsched.model.fields import Fields, expect_object, quote
+from distsched.model.kinds import API_VERSIONS, CLUSTER_SCOPED
 from distsched.model.labels import compile_selector
 from distsched.model.objects import DEFAULT_NAMESPACE, LabelSelector, ObjectMeta, Pod
 
@@ -38,18 +39,6 @@ SYSTEM_PRIORITY_CLASSES = {
     "system-node-critical": 2_000_001_000,
 }
 
-API_VERSIONS: dict[str, str] = {
-    "Namespace": "v1",
-    "PriorityClass": "scheduling.k8s.io/v1",
-    "PodDisruptionBudget": "policy/v1",
-    "Deployment": "apps/v1",
-    "ReplicaSet": "apps/v1",
-    "StatefulSet": "apps/v1",
-    "DaemonSet": "apps/v1",
-    "Job": "batch/v1",
-}
-WORKLOAD_KINDS = ("Deployment", "ReplicaSet", "StatefulSet", "DaemonSet", "Job")
-CLUSTER_SCOPED = ("Node", "Namespace", "PriorityClass")
 JOB_RESTART_POLICIES = ("Never", "OnFailure")
 _PERCENT_RE = re.compile(r"(0|[1-9][0-9]{0,8})%")
 
@@ -157,7 +146,7 @@ def describe(data: Any, kind: str) -> str:
 
 
 def object_from_dict(data: Any) -> KindObject:
-    """Decode and validate one object of a kind in :data:`API_VERSIONS` (``kind`` set)."""
+    """Decode and validate one object of a kind in ``kinds.OTHER_KINDS`` (``kind`` set)."""
     root = expect_object(data, "")
     kind = root.get_str("kind", required=True)
     try:

@@ -7,9 +7,7 @@ the event stream into a local indexer and calls event handlers.
 
 from distsched.store.codec import (
     ADDED,
-    ALL_KINDS,
     DELETED,
-    KINDS,
     MODIFIED,
     Event,
     Meta,
@@ -45,9 +43,7 @@ from distsched.store.redis_store import (
 
 __all__ = [
     "ADDED",
-    "ALL_KINDS",
     "DELETED",
-    "KINDS",
     "MODIFIED",
     "AlreadyExists",
     "ApplyAction",

@@ -29,24 +29,9 @@ from typing import Any
 
 import msgpack
 
+from distsched.model.kinds import ALL_KINDS, CLUSTER_SCOPED
+from distsched.model.objects import DEFAULT_NAMESPACE
 from distsched.store.errors import InvalidObject
-
-KINDS = ("Pod", "Node")  # what the scheduler reads: the default of snapshots and informers
-API_VERSIONS = {
-    "Pod": "v1",
-    "Node": "v1",
-    "Namespace": "v1",
-    "PriorityClass": "scheduling.k8s.io/v1",
-    "PodDisruptionBudget": "policy/v1",
-    "Deployment": "apps/v1",
-    "ReplicaSet": "apps/v1",
-    "StatefulSet": "apps/v1",
-    "DaemonSet": "apps/v1",
-    "Job": "batch/v1",
-}
-ALL_KINDS = tuple(API_VERSIONS)  # every kind the store keeps
-CLUSTER_SCOPED = frozenset({"Node", "Namespace", "PriorityClass"})
-DEFAULT_NAMESPACE = "default"
 
 Obj = dict[str, Any]
 
@@ -66,7 +51,7 @@ def object_key(obj: Mapping[str, Any]) -> tuple[str, str]:
     ``ns/name`` (namespace defaults to ``default``), cluster-scoped ones (nodes,
     namespaces, priority classes) are ``name``."""
     kind = obj.get("kind")
-    if kind not in API_VERSIONS:
+    if kind not in ALL_KINDS:
         raise InvalidObject(f"kind must be one of {', '.join(ALL_KINDS)}, got {kind!r}")
     meta = obj.get("metadata")
     if not isinstance(meta, Mapping):

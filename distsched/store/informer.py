@@ -53,10 +53,10 @@ import redis
 
 from distsched.clock import SYSTEM_CLOCK, Clock
 from distsched.keys import Keys
+from distsched.model.kinds import SCHEDULED_KINDS
 from distsched.store import trim
 from distsched.store.codec import (
     DELETED,
-    KINDS,
     Event,
     Obj,
     ObjectRef,
@@ -119,7 +119,7 @@ class Informer:
         self,
         client: redis.Redis,
         keys: Keys,
-        kinds: Iterable[str] = KINDS,
+        kinds: Iterable[str] = SCHEDULED_KINDS,
         *,
         block_ms: int = 1000,
         batch: int = 1000,

@@ -47,16 +47,12 @@ from distsched.clock import SYSTEM_CLOCK, Clock
 from distsched.keys import Keys
 from distsched.lua import ScriptSet
 from distsched.model.errors import ManifestError
-from distsched.model.objects import DEFAULT_SCHEDULER_NAME
+from distsched.model.kinds import ALL_KINDS, API_VERSIONS, CLUSTER_SCOPED, SCHEDULED_KINDS
+from distsched.model.objects import DEFAULT_NAMESPACE, DEFAULT_SCHEDULER_NAME
 from distsched.model.pod_update import validate_pod_update
 from distsched.queue_types import WAKE_CAP
 from distsched.replication import acknowledged
 from distsched.store.codec import (
-    ALL_KINDS,
-    API_VERSIONS,
-    CLUSTER_SCOPED,
-    DEFAULT_NAMESPACE,
-    KINDS,
     Meta,
     Obj,
     check_node_name,
@@ -357,7 +353,7 @@ class Store:
         return [o for _, o in sorted(items.items())], snap.rv
 
     def snapshot(
-        self, kinds: Iterable[str] = KINDS, *, on_undecodable: OnUndecodable | None = None
+        self, kinds: Iterable[str] = SCHEDULED_KINDS, *, on_undecodable: OnUndecodable | None = None
     ) -> Snapshot:
         """All objects of ``kinds`` with the rv and epoch, read in one MULTI. Since event ids
         are ``<rv>-0``, watching from ``rv`` misses nothing and repeats nothing.
