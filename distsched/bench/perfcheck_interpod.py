@@ -29,6 +29,7 @@ from distsched.framework.runtime import Framework
 from distsched.framework.schedule import schedule_pod
 from distsched.framework.snapshot import Snapshot
 from distsched.model.objects import (
+    LABEL_HOSTNAME,
     Affinity,
     Container,
     LabelSelector,
@@ -42,7 +43,6 @@ from distsched.model.objects import (
 )
 
 MI = 1024**2
-HOSTNAME = "kubernetes.io/hostname"
 ZONE = "topology.kubernetes.io/zone"
 
 
@@ -60,7 +60,7 @@ def plain_pod(i: int, namespace: str = "default") -> Pod:
 
 def anti_affinity_pod(i: int, namespace: str) -> Pod:
     term = PodAffinityTerm(
-        HOSTNAME, LabelSelector({"color": "green"}), namespaces=("sched-1", "sched-0")
+        LABEL_HOSTNAME, LabelSelector({"color": "green"}), namespaces=("sched-1", "sched-0")
     )
     affinity = Affinity(pod_anti_affinity=PodAffinity(required=(term,)))
     labels = {"color": "green", "name": "test"}

@@ -26,9 +26,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from distsched.model.objects import LABEL_HOSTNAME
+
 Obj = dict[str, Any]
 
-HOSTNAME_KEY = "kubernetes.io/hostname"
 ZONE_KEY = "topology.kubernetes.io/zone"
 ZONES = ("zone-0", "zone-1", "zone-2")  # the ...ThreeZones variants and churn nodes
 UPSTREAM_ONE_ZONE = ("zone1",)
@@ -43,7 +44,7 @@ MEASURED_NAMESPACE = "sched-1"
 def node(name: str, zone: str | None) -> Obj:
     """scheduler_perf's node-default.yaml with a hostname label and, if given, a zone."""
     resources = {"cpu": "4", "memory": "32Gi", "pods": "110"}
-    labels = {HOSTNAME_KEY: name}
+    labels = {LABEL_HOSTNAME: name}
     if zone is not None:
         labels[ZONE_KEY] = zone
     return {
@@ -133,7 +134,7 @@ def _default_measured(names: Names, i: int) -> Obj:
 
 
 def _anti_affinity(names: Names, name: str, namespace: str) -> Obj:
-    term = _pod_term("green", HOSTNAME_KEY, [names.init_ns, names.measured_ns])
+    term = _pod_term("green", LABEL_HOSTNAME, [names.init_ns, names.measured_ns])
     spec = {
         "affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}
     }

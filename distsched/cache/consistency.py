@@ -51,9 +51,9 @@ def ledger_differences(
         for key in by_node.get(name, []):
             rec = records[key]
             want_req.update(rec.requests)
-            for ip, proto, port in rec.ports:
-                want_ports[f"{proto}|{port}"] += 1
-                want_ports[encode_ports([(ip, proto, port)])] += 1
+            for port in rec.ports:
+                want_ports[f"{port.protocol}|{port.port}"] += 1
+                want_ports[encode_ports([port])] += 1
         for res in sorted(set(requested) | set(want_req)):
             if requested.get(res, 0) != want_req[res]:
                 diffs.append(Difference(name, res, requested.get(res, 0), want_req[res]))

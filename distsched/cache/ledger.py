@@ -89,7 +89,6 @@ import redis
 from distsched import replication
 from distsched.cache.consistency import ledger_differences
 from distsched.cache.ledger_types import (
-    HOSTNAME_KEY,
     Decision,
     Difference,
     HostPort,
@@ -119,7 +118,7 @@ from distsched.cache.ledger_types import (
 from distsched.clock import Clock
 from distsched.keys import Keys
 from distsched.lua import ScriptSet
-from distsched.model.objects import Node
+from distsched.model.objects import LABEL_HOSTNAME, Node
 from distsched.queue_types import WAKE_CAP, QueueConfig
 from distsched.scan import hash_pages
 from distsched.store.codec import parse_meta
@@ -275,7 +274,7 @@ class Ledger:
         hostname domain is added). Returns True when the node was new or removed before."""
         check_name("node name", name, ":")
         alloc = {check_name("resource", r, ":"): check_count(r, v) for r, v in allocatable.items()}
-        doms = {HOSTNAME_KEY: name, **(domains or {})}
+        doms = {LABEL_HOSTNAME: name, **(domains or {})}
         for key, value in doms.items():
             check_name("topology key", key, "=,")
             if not isinstance(value, str):

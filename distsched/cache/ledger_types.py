@@ -23,12 +23,9 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from distsched.model.quantity import MAX_AMOUNT, format_quantity, over_limit
+from distsched.model.resources import DEFAULT_HOST_IP, DEFAULT_PROTOCOL, HostPort
 
-HOSTNAME_KEY = "kubernetes.io/hostname"
-WILDCARD_IP = "0.0.0.0"
 PROTOCOLS = frozenset({"TCP", "UDP", "SCTP"})
-
-HostPort = tuple[str, str, int]
 
 NONZERO_EXTRA = ("+cpu", "+memory")
 """Pseudo-resources: what scoring's non-zero cpu / memory add over the requests."""
@@ -247,12 +244,12 @@ def normalize_ports(ports: Iterable[HostPort]) -> tuple[HostPort, ...]:
             continue
         if port > 65535:
             raise ValueError(f"host port out of range: {port}")
-        protocol = protocol or "TCP"
+        protocol = protocol or DEFAULT_PROTOCOL
         if protocol not in PROTOCOLS:
             raise ValueError(f"unknown protocol {protocol!r}")
-        ip = ip or WILDCARD_IP
+        ip = ip or DEFAULT_HOST_IP
         check_name("host ip", ip, "|, ")
-        out[(ip, protocol, port)] = None
+        out[HostPort(ip, protocol, port)] = None
     return tuple(out)
 
 
@@ -265,7 +262,7 @@ def decode_ports(text: str) -> tuple[HostPort, ...]:
     for item in text.split(","):
         if item:
             proto, port, ip = item.split("|", 2)
-            out.append((ip, proto, int(port)))
+            out.append(HostPort(ip, proto, int(port)))
     return tuple(out)
 
 

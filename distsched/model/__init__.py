@@ -9,6 +9,7 @@ from distsched.model.manifest import MAX_MANIFEST_BYTES, load_manifests, load_pa
 from distsched.model.objects import (
     DEFAULT_NAMESPACE,
     DEFAULT_SCHEDULER_NAME,
+    LABEL_HOSTNAME,
     Affinity,
     Container,
     ContainerImage,
@@ -65,6 +66,7 @@ __all__ = [
     "DEFAULT_NAMESPACE",
     "DEFAULT_SCHEDULER_NAME",
     "EPHEMERAL_STORAGE",
+    "LABEL_HOSTNAME",
     "MAX_AMOUNT",
     "MAX_MANIFEST_BYTES",
     "MEMORY",

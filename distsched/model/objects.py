@@ -16,6 +16,7 @@ ResourceList = dict[str, int]
 
 DEFAULT_SCHEDULER_NAME = "default-scheduler"
 DEFAULT_NAMESPACE = "default"
+LABEL_HOSTNAME = "kubernetes.io/hostname"  # kube's v1.LabelHostname: the kubelet sets it
 
 
 @dataclass(frozen=True, slots=True)

@@ -36,11 +36,11 @@ from functools import partial
 import redis
 
 from distsched.cache.ledger import DomainGenerations, Ledger
-from distsched.cache.ledger_types import HOSTNAME_KEY, NodeState, NodeUsage
+from distsched.cache.ledger_types import NodeState, NodeUsage
 from distsched.framework.listers import DisruptionBudgets, Listers, NamespaceLabels
 from distsched.framework.snapshot import Snapshot
 from distsched.keys import Keys
-from distsched.model import Node, Pod
+from distsched.model import LABEL_HOSTNAME, Node, Pod
 from distsched.model.decode import spec_with_node_name
 from distsched.store import FuncHandler, Informer, ObjectRef, Store
 
@@ -361,7 +361,7 @@ class ClusterView:
         if state is not None:
             by_key = dict(state.domains)
         else:
-            by_key = {HOSTNAME_KEY: node, **self.snapshot.node_by_name(node).metadata.labels}
+            by_key = {LABEL_HOSTNAME: node, **self.snapshot.node_by_name(node).metadata.labels}
         domains = [f"{k}={v}" for k, v in by_key.items()]
         self._topology[node] = (source, domains, by_key)
         return domains, by_key

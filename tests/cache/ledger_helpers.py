@@ -8,9 +8,9 @@ from typing import Any
 import redis
 
 from distsched.cache.ledger import Decision, Ledger, LedgerConfig
-from distsched.cache.ledger_types import HOSTNAME_KEY, HostPort
 from distsched.clock import Clock
 from distsched.keys import Keys
+from distsched.model import LABEL_HOSTNAME, HostPort
 from distsched.queue_types import QueueConfig, decode_info, encode_info
 
 ZONE = "topology.kubernetes.io/zone"
@@ -22,7 +22,7 @@ def make_ledger(
     keys: Keys,
     clock: Clock,
     *,
-    watch: Sequence[str] = (ZONE, HOSTNAME_KEY),
+    watch: Sequence[str] = (ZONE, LABEL_HOSTNAME),
     **config: int,
 ) -> Ledger:
     """A ledger that keeps generations for the ``watch`` topology keys (as workers make it

@@ -26,9 +26,10 @@ from distsched.cache.ledger import (
     Rejected,
     Stale,
 )
-from distsched.cache.ledger_types import HOSTNAME_KEY, domain
+from distsched.cache.ledger_types import domain
 from distsched.clock import SYSTEM_CLOCK
 from distsched.keys import Keys
+from distsched.model import LABEL_HOSTNAME
 from distsched.queue_types import QueueConfig, decode_info
 from tests.cache.ledger_helpers import ZONE, pop_like_queue
 
@@ -78,7 +79,7 @@ def worker(url: str, scheduler: str, seed: int) -> dict[str, int]:
         queue_config=QueueConfig(initial_backoff_ms=1),
     )
     # The anti pods' hostname checks: a worker registers the key before reading generations.
-    ledger.watch_topology_keys([HOSTNAME_KEY])
+    ledger.watch_topology_keys([LABEL_HOSTNAME])
     rng = random.Random(seed)
     counts = dict.fromkeys(
         ("reserved", "rejected", "anti-affinity", "stale", "bound", "released", "reaped"), 0
@@ -115,7 +116,7 @@ def worker(url: str, scheduler: str, seed: int) -> dict[str, int]:
             if not candidates:
                 continue
             node = rng.choice(candidates)
-            host = domain(HOSTNAME_KEY, node)
+            host = domain(LABEL_HOSTNAME, node)
             decisions.append(
                 Decision(
                     pod_key=pod_key,
@@ -126,7 +127,7 @@ def worker(url: str, scheduler: str, seed: int) -> dict[str, int]:
                     host_ports=ports,
                     domain_checks={host: states[node].domain_gens[host]} if kind == "anti" else {},
                     anti_affinity_gen=states[node].anti_affinity_gen,
-                    anti_affinity_keys=[HOSTNAME_KEY] if kind == "anti" else [],
+                    anti_affinity_keys=[LABEL_HOSTNAME] if kind == "anti" else [],
                 )
             )
         for d, result in zip(decisions, ledger.reserve_batch(decisions), strict=True):

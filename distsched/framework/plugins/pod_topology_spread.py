@@ -49,7 +49,7 @@ from distsched.model.labels import (
     Selector,
     compile_selector,
 )
-from distsched.model.objects import Node, Pod, Toleration
+from distsched.model.objects import LABEL_HOSTNAME, Node, Pod, Toleration
 from distsched.model.taints import DO_NOT_SCHEDULE_EFFECTS, tolerations_tolerate
 
 NAME = "PodTopologySpread"
@@ -69,7 +69,6 @@ ERR_REASON_CONSTRAINTS_NOT_MATCH = "node(s) didn't match pod topology spread con
 ERR_REASON_NODE_LABEL_NOT_MATCH = ERR_REASON_CONSTRAINTS_NOT_MATCH + " (missing required label)"
 DO_NOT_SCHEDULE = "DoNotSchedule"
 SCHEDULE_ANYWAY = "ScheduleAnyway"
-LABEL_HOSTNAME = "kubernetes.io/hostname"
 HONOR = "Honor"
 
 _PRE_FILTER_KEY = "PreFilter" + NAME
