@@ -88,6 +88,7 @@ from distsched.queue_types import (
     validate_entry,
     validate_plugin_names,
 )
+from distsched.redis_text import as_text
 from distsched.scan import hash_pages
 
 log = logging.getLogger(__name__)
@@ -99,10 +100,6 @@ pod, and Lua's stack holds a few thousand)."""
 WAKE_RECHECK_S = 2.0
 """Longest single BLPOP: a safety net should a script outside this module fill activeQ
 without pushing a wake token; an idle worker re-checks once per WAKE_RECHECK_S."""
-
-
-def _text(value: bytes | str) -> str:
-    return value.decode() if isinstance(value, bytes) else value
 
 
 @dataclass
@@ -161,7 +158,7 @@ class RedisQueue:
         args = [now_ms, WAKE_CAP, entry.key, entry.uid, entry.priority, int(entry.gated)]
         keys = [k.info, k.active, k.backoff, k.unschedulable, k.gated, k.wake]
         raw_where, entered = self._run("update", keys, args)
-        where = _text(raw_where)
+        where = as_text(raw_where)
         if int(entered):
             count_incoming(where, events.UNSCHEDULED_POD_UPDATE.label)
         return where
@@ -206,7 +203,7 @@ class RedisQueue:
                 [want, now_ms, cfg.lease_ms, cfg.max_deliveries],
             )
             for i in range(0, len(flat), 2):
-                key = _text(flat[i])
+                key = as_text(flat[i])
                 popped.append(QueuedPod.from_info(key, decode_info(key, flat[i + 1])))
             if len(flat) < 2 * want:
                 break
@@ -257,7 +254,7 @@ class RedisQueue:
         for key, epoch in leases:
             args += [key, epoch]
         raw = self._run("hand_back", [k.info, k.inflight, k.dead, k.active, k.wake], args)
-        where = [_text(w) for w in raw]
+        where = [as_text(w) for w in raw]
         count_incoming(ACTIVE, events.UNATTEMPTED, where.count(ACTIVE))
         return where
 
@@ -274,7 +271,7 @@ class RedisQueue:
         k, cfg = self._keys, self.config
         args = [now_ms, cfg.initial_backoff_ms, cfg.max_backoff_ms, WAKE_CAP, *keys]
         where = self._run("requeue_released", [k.info, k.active, k.backoff, k.wake], args)
-        return [_text(w) for w in where]
+        return [as_text(w) for w in where]
 
     def add_unschedulable_if_not_present(
         self,
@@ -300,7 +297,7 @@ class RedisQueue:
             WAKE_CAP,
         ]
         keys = [k.info, k.inflight, k.backoff, k.unschedulable, k.move_cycle, k.active, k.wake]
-        where = _text(self._run("add_unschedulable", keys, args))
+        where = as_text(self._run("add_unschedulable", keys, args))
         if where not in (STALE, PRESENT):
             count_incoming(where, events.SCHEDULE_ATTEMPT_FAILURE)
         return where
@@ -364,7 +361,7 @@ class RedisQueue:
         reclaimed: list[str] = []
         while True:
             batch = self._run("reclaim", [k.inflight, k.active, k.info, k.wake], [now_ms, WAKE_CAP])
-            reclaimed += [_text(key) for key in batch]
+            reclaimed += [as_text(key) for key in batch]
             if len(batch) < MAX_SCRIPT_BATCH:
                 count_incoming(ACTIVE, events.LEASE_EXPIRED, len(reclaimed))
                 return reclaimed
@@ -392,13 +389,13 @@ class RedisQueue:
         ]
         result = Repair()
         for page in hash_pages(self._client, k.info, scan_count):
-            pods = [_text(key) for key in page]
+            pods = [as_text(key) for key in page]
             args: list[Any] = [now_ms, WAKE_CAP]
             for key in pods:
                 args += [key, seen.get(key, "")]
             verdicts = self._scripts.get("sweep_queue")(keys=script_keys, args=args)
             for i, key in enumerate(pods):
-                verdict, detail = _text(verdicts[2 * i]), _text(verdicts[2 * i + 1])
+                verdict, detail = as_text(verdicts[2 * i]), as_text(verdicts[2 * i + 1])
                 if verdict == "suspect":
                     result.suspects[key] = detail
                 elif verdict != "ok":
@@ -420,7 +417,7 @@ class RedisQueue:
     def unschedulable_keys(self) -> list[str]:
         """The unschedulable pods' keys, oldest first (no info decoding)."""
         members = cast(list[bytes], self._client.zrange(self._keys.unschedulable, 0, -1))
-        return [_text(m) for m in members]
+        return [as_text(m) for m in members]
 
     def counts(self) -> dict[str, int]:
         pipe = self._client.pipeline(transaction=True)
@@ -433,7 +430,7 @@ class RedisQueue:
         for name in SUB_QUEUES:
             pipe.zrange(self._set_keys[name], 0, n - 1)
         heads = {
-            name: [_text(m) for m in members]
+            name: [as_text(m) for m in members]
             for name, members in zip(SUB_QUEUES, pipe.execute(), strict=True)
         }
         heads[ACTIVE] = [key_of_active_member(m) for m in heads[ACTIVE]]
@@ -458,10 +455,10 @@ class RedisQueue:
         cycle, move_cycle, epoch = (int(c or 0) for c in counters)
         return QueueState(
             sub_queues={
-                name: [(_text(m), score) for m, score in members]
+                name: [(as_text(m), score) for m, score in members]
                 for name, members in zip(SUB_QUEUES, sets, strict=True)
             },
-            infos={_text(f): decode_info(_text(f), v) for f, v in infos.items()},
+            infos={as_text(f): decode_info(as_text(f), v) for f, v in infos.items()},
             cycle=cycle,
             move_cycle=move_cycle,
             epoch=epoch,

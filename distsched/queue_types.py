@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from distsched.clock import Clock
+from distsched.redis_text import as_text
 
 # Values of the info field "w" (where the pod is).
 ACTIVE = "active"
@@ -76,7 +77,7 @@ def encode_info(info: Mapping[str, Any]) -> str:
 
 def decode_info(key: str, raw: str | bytes) -> dict[str, Any]:
     """The info dict of a stored record (``m`` derived, ``u`` present only when set)."""
-    text = raw.decode() if isinstance(raw, bytes) else raw
+    text = as_text(raw)
     if text.startswith("{"):  # JSON, written before this layout (an in-place upgrade)
         legacy = json.loads(text)
         text = encode_info({**{f: 0 for f in _NUMERIC}, "pl": "", "uid": "", **legacy})

@@ -12,17 +12,14 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from distsched.cache.ledger_types import Difference, decode_record, encode_ports
-
-
-def _s(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
+from distsched.redis_text import as_text
 
 
 def _node_fields(node_hash: Mapping[Any, Any]) -> tuple[bool, dict[str, int]]:
     live = False
     requested: dict[str, int] = {}
     for field, value in node_hash.items():
-        field, value = _s(field), _s(value)
+        field, value = as_text(field), as_text(value)
         if field == "live":
             live = value == "1"
         elif field.startswith("req:"):
@@ -38,7 +35,7 @@ def ledger_differences(
 ) -> list[Difference]:
     """``nodes``: name -> (node hash, ports hash, pod set); ``raw_pods``: the pods hash;
     ``assumed``: members of the assumed zset; ``aapods``: the anti-affinity pods hash."""
-    records = {_s(k): decode_record(_s(k), v, None) for k, v in raw_pods.items()}
+    records = {as_text(k): decode_record(as_text(k), v, None) for k, v in raw_pods.items()}
     by_node: dict[str, list[str]] = defaultdict(list)
     for key, rec in records.items():
         by_node[rec.node].append(key)
@@ -57,12 +54,12 @@ def ledger_differences(
         for res in sorted(set(requested) | set(want_req)):
             if requested.get(res, 0) != want_req[res]:
                 diffs.append(Difference(name, res, requested.get(res, 0), want_req[res]))
-        have_ports = {_s(k): int(v) for k, v in ports_hash.items()}
+        have_ports = {as_text(k): int(v) for k, v in ports_hash.items()}
         for field in sorted(set(have_ports) | set(want_ports)):
             have = have_ports.get(field, 0)
             if have != want_ports[field]:
                 diffs.append(Difference(name, f"port {field}", have, want_ports[field]))
-        have_members = {_s(m) for m in members}
+        have_members = {as_text(m) for m in members}
         want_members = set(by_node.get(name, []))
         for key in sorted(have_members ^ want_members):
             diffs.append(
@@ -76,10 +73,10 @@ def ledger_differences(
     for name in sorted(set(by_node) - set(nodes)):
         for key in by_node[name]:
             diffs.append(Difference(name, f"member {key}", 0, 1))
-    for key in sorted({_s(k) for k in assumed} - set(records)):
+    for key in sorted({as_text(k) for k in assumed} - set(records)):
         diffs.append(Difference("", f"assumed {key}", 1, 0))
     want_aa = {key: rec.node for key, rec in records.items() if rec.anti_affinity_keys}
-    have_aa = {_s(k): _s(v) for k, v in aapods.items()}
+    have_aa = {as_text(k): as_text(v) for k, v in aapods.items()}
     for key in sorted(set(want_aa) | set(have_aa)):
         if want_aa.get(key) != have_aa.get(key):
             node = want_aa.get(key) or have_aa.get(key) or ""

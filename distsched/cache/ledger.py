@@ -120,6 +120,7 @@ from distsched.keys import Keys
 from distsched.lua import ScriptSet
 from distsched.model.objects import LABEL_HOSTNAME, Node
 from distsched.queue_types import WAKE_CAP, QueueConfig
+from distsched.redis_text import as_text
 from distsched.scan import hash_pages
 from distsched.store.codec import parse_meta
 
@@ -127,12 +128,8 @@ _RETRIES = 8
 MAX_BATCH = 1000  # cache_reserve unpacks one argument per pod in its bulk reads and writes
 
 
-def _s(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
-
-
 def _pairs(flat: Sequence[Any]) -> Iterable[tuple[str, str]]:
-    return ((_s(flat[i]), _s(flat[i + 1])) for i in range(0, len(flat), 2))
+    return ((as_text(flat[i]), as_text(flat[i + 1])) for i in range(0, len(flat), 2))
 
 
 def _parse_node_hash(flat: Sequence[Any]) -> tuple[bool, int, dict, dict, dict]:
@@ -250,8 +247,8 @@ class Ledger:
         )
         usages: dict[str, NodeUsage] = {}
         for i in range(0, len(changes), 2):
-            name = _s(changes[i])
-            usages[name] = NodeUsage.parse(name, _s(changes[i + 1]) if changes[i + 1] else "")
+            name = as_text(changes[i])
+            usages[name] = NodeUsage.parse(name, as_text(changes[i + 1]) if changes[i + 1] else "")
         generations = DomainGenerations(
             checks={d: int(g or 0) for d, g in zip(domains, gens, strict=True)},
             anti_affinity={d: int(g or 0) for d, g in zip(domains, aagens, strict=True)},
@@ -310,11 +307,11 @@ class Ledger:
         assumed = self._scripts.get("cache_node_remove")(keys=keys, args=[name])
         if not assumed:
             return []
-        wanted = {_s(k) for k in assumed}
+        wanted = {as_text(k) for k in assumed}
         return [k for k in self.reap_expired_assumed(self._clock.now_ms()) if k in wanted]
 
     def node_names(self) -> list[str]:
-        return sorted(_s(n) for n in self._r.smembers(self.nodes_key))
+        return sorted(as_text(n) for n in self._r.smembers(self.nodes_key))
 
     def node_state(self, names: Iterable[str]) -> dict[str, NodeState]:
         """The current state of the named nodes, read atomically (unknown nodes: not live)."""
@@ -330,7 +327,7 @@ class Ledger:
             live, gen, alloc, req, topo = _parse_node_hash(flat)
             req = {k: v for k, v in req.items() if v}
             extra = split_nonzero_extra(req)
-            doms = [_s(d) for d in doms]
+            doms = [as_text(d) for d in doms]
             out[name] = NodeState(
                 name=name,
                 live=live,
@@ -341,7 +338,7 @@ class Ledger:
                 domains=topo,
                 domain_gens={d: int(g) for d, g in zip(doms, gens, strict=True)},
                 anti_affinity_gens={d: int(g) for d, g in zip(doms, aagens, strict=True)},
-                pods=tuple(sorted(_s(p) for p in pods)),
+                pods=tuple(sorted(as_text(p) for p in pods)),
                 nonzero_extra=extra,
             )
         return out
@@ -393,7 +390,7 @@ class Ledger:
         keys += self.feed_keys
         args: list[str | int] = [deadline, len(index), *index, *per_pod]
         raw = self._scripts.get("cache_reserve")(keys=keys, args=args)
-        kinds = [(_s(kind), _s(detail)) for kind, detail in raw]
+        kinds = [(as_text(kind), as_text(detail)) for kind, detail in raw]
         if any(kind == "R" for kind, _ in kinds):
             # The binder acts on these tokens: they must survive a failover first.
             replication.acknowledge(self._r, self._keys.ack, "reservation")
@@ -437,7 +434,7 @@ class Ledger:
         for key, token in reservations:
             args += [key, token]
         raw = self._scripts.get("cache_claim")(keys=[self.pods_key, self.assumed_key], args=args)
-        return [_s(status) for status in raw]
+        return [as_text(status) for status in raw]
 
     def renew(self, pod_keys: Sequence[str]) -> list[str]:
         """Push the assume deadline of reservations a binder still holds (a pod waiting on
@@ -484,8 +481,8 @@ class Ledger:
         suspects: dict[str, str] = {}
         meta_key = self._keys.store_meta("Pod")
         for chunk in hash_pages(self._r, self.pods_key, scan_count):
-            keys = [_s(k) for k in chunk]
-            records = [_s(v) for v in chunk.values()]
+            keys = [as_text(k) for k in chunk]
+            records = [as_text(v) for v in chunk.values()]
             metas = self._r.hmget(meta_key, keys)
             due = []
             for key, raw, meta in zip(keys, records, metas, strict=True):
@@ -510,7 +507,9 @@ class Ledger:
             )
             if not due:
                 return reaped
-            released = self._release("expire", [_s(k) for k in due], now=now)
+            released = self._release(
+                "expire", [as_text(k) for k in cast(list[bytes], due)], now=now
+            )
             if not released:
                 return reaped
             reaped += released
@@ -556,8 +555,8 @@ class Ledger:
                 *pod_keys,
             ]
             status, *released = self._scripts.get("cache_release")(keys=keys, args=args)
-            if _s(status) == "OK":
-                return [_s(k) for k in released]
+            if as_text(status) == "OK":
+                return [as_text(k) for k in released]
         raise RuntimeError(f"cache_release kept seeing pods move between nodes: {pod_keys}")
 
     def add_bound_pod(
@@ -601,7 +600,7 @@ class Ledger:
         ]
         for _ in range(_RETRIES):
             script = self._scripts.get("cache_add_bound")
-            outcome = _s(script(keys=keys, args=[pod_key, node, record]))
+            outcome = as_text(script(keys=keys, args=[pod_key, node, record]))
             if outcome != "conflict":
                 return outcome
             self._release("delete", [pod_key])
@@ -631,13 +630,13 @@ class Ledger:
         entries = cast(
             list[tuple[Any, float]], self._r.zrange(self.assumed_key, 0, -1, withscores=True)
         )
-        return {_s(key): int(deadline) for key, deadline in entries}
+        return {as_text(key): int(deadline) for key, deadline in entries}
 
     def anti_affinity_pods(self) -> dict[str, str]:
         """Assumed and bound pods carrying required anti-affinity terms: ns/name -> node.
         A worker rejected for an anti-affinity generation change reads these (and the pod
         objects from the store) to bring its snapshot up to date."""
-        return {_s(k): _s(v) for k, v in self._r.hgetall(self.aapods_key).items()}
+        return {as_text(k): as_text(v) for k, v in self._r.hgetall(self.aapods_key).items()}
 
     def check_consistency(self) -> list[Difference]:
         """Where the ledger differs from the sum of its assumed + bound pods (empty = none)."""
@@ -650,7 +649,7 @@ class Ledger:
     def _check_consistency_once(self) -> list[Difference]:
         with self._r.pipeline(transaction=True) as pipe:
             pipe.watch(self.nodes_key)
-            names = sorted(_s(n) for n in pipe.smembers(self.nodes_key))
+            names = sorted(as_text(n) for n in pipe.smembers(self.nodes_key))
             pipe.multi()
             for name in names:
                 node_key, ports_key, pods_key = self.node_keys(name)

@@ -24,6 +24,7 @@ from typing import NamedTuple
 
 from distsched.model.quantity import MAX_AMOUNT, format_quantity, over_limit
 from distsched.model.resources import DEFAULT_HOST_IP, DEFAULT_PROTOCOL, HostPort
+from distsched.redis_text import as_text
 
 PROTOCOLS = frozenset({"TCP", "UDP", "SCTP"})
 
@@ -316,7 +317,7 @@ def encode_record(
 
 
 def decode_record(pod_key: str, raw: str | bytes, deadline: float | None) -> PodRecord:
-    text = raw.decode() if isinstance(raw, bytes) else raw
+    text = as_text(raw)
     if text.startswith("{"):  # JSON, written before this layout (an in-place upgrade)
         legacy = json.loads(text)
         text = " ".join(

@@ -31,6 +31,7 @@ import msgpack
 
 from distsched.model.kinds import ALL_KINDS, CLUSTER_SCOPED
 from distsched.model.objects import DEFAULT_NAMESPACE
+from distsched.redis_text import as_text
 from distsched.store.errors import InvalidObject
 
 Obj = dict[str, Any]
@@ -147,7 +148,7 @@ def encode_meta(meta: Meta) -> str:
 def parse_meta(raw: bytes | str) -> Meta:
     """A meta value; the JSON ``{"rv", "uid", "node"}`` that older versions wrote parses
     too (as an object whose blob is whole)."""
-    text = raw.decode() if isinstance(raw, bytes) else raw
+    text = as_text(raw)
     if text.startswith("{"):
         legacy = json.loads(text)
         return Meta(str(legacy["rv"]), str(legacy.get("node") or ""), "", str(legacy["uid"]))
