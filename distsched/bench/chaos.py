@@ -17,15 +17,13 @@ binds and leaked reservations; all four must be 0.
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import random
 import signal
-import sys
 import threading
 import time
 from collections import Counter
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import cast
 
@@ -35,7 +33,7 @@ import redis
 from distsched.bench.binder_pool import node_manifest, pod_manifest
 from distsched.bench.checker import check, held_history
 from distsched.bench.procs import ProcessGroup
-from distsched.embedded import EmbeddedRedis
+from distsched.bench.standalone import print_report, run_standalone, standalone_options
 from distsched.keys import Keys
 from distsched.launcher import RoleProcess
 from distsched.store import Store, parse_meta
@@ -288,7 +286,7 @@ DEFAULTS = ChaosConfig()
 
 
 @click.command()
-@click.option("--redis-url", default=None, help="Server to use (default: a private one).")
+@standalone_options
 @click.option("--pods", default=DEFAULTS.pods, show_default=True, help="Pods to schedule.")
 @click.option("--nodes", default=DEFAULTS.nodes, show_default=True, help="Nodes (16 cpu each).")
 @click.option("--workers", default=DEFAULTS.workers, show_default=True)
@@ -309,31 +307,15 @@ DEFAULTS = ChaosConfig()
     "--create-per-s", default=DEFAULTS.create_per_s, show_default=True, help="Pod creation rate."
 )
 @click.option("--seed", default=DEFAULTS.seed, show_default=True)
-@click.option("--log-dir", type=click.Path(file_okay=False, path_type=Path), default=None)
-@click.option("-o", "output", type=click.Choice(["text", "json"]), default="text")
 def main(redis_url: str | None, log_dir: Path | None, output: str, **options: float) -> None:
     """Run the chaos load and print the report; exit 1 when an invariant broke."""
     config = ChaosConfig(**options)  # type: ignore[arg-type]
-    server = None
-    if redis_url is None:
-        server = EmbeddedRedis(appendfsync="everysec").start()
-        redis_url = server.url
     if log_dir is not None:
         log_dir.mkdir(parents=True, exist_ok=True)
-    try:
-        report = run_chaos(redis_url, config, log_dir)
-    except ValueError as exc:
-        raise click.UsageError(str(exc)) from None
-    finally:
-        if server is not None:
-            server.stop()
-    if output == "json":
-        click.echo(json.dumps({**asdict(report), "ok": report.ok}))
-    else:
-        click.echo(report.line())
-        for message in report.violations:
-            click.echo(f"  {message}")
-    sys.exit(0 if report.ok else 1)
+    report = run_standalone(
+        redis_url, lambda url: run_chaos(url, config, log_dir), appendfsync="everysec"
+    )
+    print_report(report, output)
 
 
 if __name__ == "__main__":

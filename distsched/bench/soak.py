@@ -16,13 +16,11 @@ must not be what kept the ledger clean: every repair is a race that still exists
 from __future__ import annotations
 
 import contextlib
-import json
 import re
-import sys
 import tempfile
 import time
 from collections import Counter, deque
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import click
@@ -31,7 +29,7 @@ import redis
 from distsched.bench.binder_pool import node_manifest, pod_manifest
 from distsched.bench.checker import check, held_history
 from distsched.bench.procs import ProcessGroup
-from distsched.embedded import EmbeddedRedis
+from distsched.bench.standalone import print_report, run_standalone, standalone_options
 from distsched.keys import Keys
 from distsched.redis_text import as_text
 from distsched.store import NotFound, Store
@@ -204,7 +202,7 @@ DEFAULTS = SoakConfig()
 
 
 @click.command()
-@click.option("--redis-url", default=None, help="Server to use (default: a private one).")
+@standalone_options
 @click.option("--minutes", default=DEFAULTS.minutes, show_default=True)
 @click.option("--rate", default=DEFAULTS.rate, show_default=True, help="Pods created per s.")
 @click.option(
@@ -217,32 +215,16 @@ DEFAULTS = SoakConfig()
 @click.option("--nodes", default=DEFAULTS.nodes, show_default=True)
 @click.option("--workers", default=DEFAULTS.workers, show_default=True)
 @click.option("--binders", default=DEFAULTS.binders, show_default=True)
-@click.option("--log-dir", type=click.Path(file_okay=False, path_type=Path), default=None)
-@click.option("-o", "output", type=click.Choice(["text", "json"]), default="text")
 def main(redis_url: str | None, log_dir: Path | None, output: str, **options: float) -> None:
     """Run the churn soak and print the report; exit 1 when something leaked."""
     config = SoakConfig(**options)  # type: ignore[arg-type]
-    server = None
-    if redis_url is None:
-        server = EmbeddedRedis(appendfsync="no").start()
-        redis_url = server.url
     with tempfile.TemporaryDirectory(prefix="distsched-soak-") as tmp:
         logs = log_dir or Path(tmp)
         logs.mkdir(parents=True, exist_ok=True)
-        try:
-            report = run_soak(redis_url, config, logs)
-        except ValueError as exc:
-            raise click.UsageError(str(exc)) from None
-        finally:
-            if server is not None:
-                server.stop()
-    if output == "json":
-        click.echo(json.dumps({**asdict(report), "ok": report.ok}))
-    else:
-        click.echo(report.line())
-        for message in report.violations[:20]:
-            click.echo(f"  {message}")
-    sys.exit(0 if report.ok else 1)
+        report = run_standalone(
+            redis_url, lambda url: run_soak(url, config, logs), appendfsync="no"
+        )
+    print_report(report, output, most=20)
 
 
 if __name__ == "__main__":
