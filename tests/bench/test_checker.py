@@ -22,19 +22,16 @@ from distsched.model import Node, Pod, pod_host_ports, pod_requests
 from distsched.queue_redis import RedisQueue
 from distsched.queue_types import PodEntry
 from distsched.store import Store
+from tests.support import objects
+from tests.support.objects import HOSTNAME, ZONE
 
 Obj = dict[str, Any]
-HOST = "kubernetes.io/hostname"
-ZONE = "topology.kubernetes.io/zone"
 
 
 def node(name: str, zone: str = "a", *, cpu: str = "4", taints: list[Obj] | None = None) -> Obj:
-    return {
-        "kind": "Node",
-        "metadata": {"name": name, "labels": {HOST: name, ZONE: zone}},
-        "spec": {"taints": taints or []},
-        "status": {"allocatable": {"cpu": cpu, "memory": "32Gi", "pods": "110"}},
-    }
+    return objects.node(
+        name, cpu=cpu, memory="32Gi", pods="110", labels={ZONE: zone}, taints=taints or []
+    )
 
 
 def with_spec(obj: Obj, **spec: Any) -> Obj:
@@ -100,7 +97,7 @@ def world(r: redis.Redis, keys: Keys, clock: FakeClock) -> World:
     return w
 
 
-def anti_affinity(name: str, topology_key: str = HOST) -> Obj:
+def anti_affinity(name: str, topology_key: str = HOSTNAME) -> Obj:
     term = {"labelSelector": {"matchLabels": {"app": "x"}}, "topologyKey": topology_key}
     spec = {
         "affinity": {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}}

@@ -18,7 +18,7 @@ from distsched.bench.binder_pool import (
 )
 from distsched.binder.cycle import Binder, BindOutcome
 from distsched.binder.jobs import Binding
-from distsched.cache.ledger import Ledger, LedgerConfig
+from distsched.cache.ledger import Ledger
 from distsched.clock import FakeClock
 from distsched.framework.cycle_state import CycleState
 from distsched.framework.interface import Handle, PluginSpec, PostBindPlugin, PreBindPlugin
@@ -29,26 +29,12 @@ from distsched.keys import Keys
 from distsched.model import Pod
 from distsched.queue_redis import RedisQueue
 from distsched.store import Store
-
-TTL = LedgerConfig(assume_ttl_ms=30_000)
-NODES = ["node-a", "node-b"]
+from tests.binder.helpers import NODES, TTL, reserved
 
 
 def counted(result: str) -> float:
     value = metrics.REGISTRY.get_sample_value("distsched_bindings_total", {"result": result})
     return value or 0.0
-
-
-def reserved(r: redis.Redis, keys: Keys, clock: FakeClock, pods: int) -> list[Binding]:
-    """``pods`` pods reserved round-robin on two nodes, as a worker leaves them."""
-    create_cluster(
-        r,
-        keys,
-        [node_manifest(n, cpu="4", memory="8Gi", pods=10) for n in NODES],
-        [pod_manifest(f"p{i}", cpu="500m") for i in range(pods)],
-        clock,
-    )
-    return reserve_round_robin(r, keys, NODES, clock, ledger_config=TTL)
 
 
 def requested_cpu(ledger: Ledger) -> dict[str, int]:

@@ -14,7 +14,7 @@ from distsched.framework import permit
 from distsched.keys import Keys
 from distsched.queue_redis import RedisQueue
 from distsched.store import Store
-from tests.binder.test_cycle import TTL, reserved
+from tests.binder.helpers import TTL, reserved
 
 
 def waiting(binding, plugins, deadline_ms):  # type: ignore[no-untyped-def]

@@ -24,7 +24,8 @@ from distsched.cache.ledger import Ledger, LedgerConfig
 from distsched.clock import SYSTEM_CLOCK
 from distsched.embedded import EmbeddedRedis
 from distsched.keys import Keys
-from tests.crash.harness import children_of, wait_for
+from tests.crash.harness import children_of
+from tests.support.waits import wait_for
 
 KEYS = Keys("default")
 

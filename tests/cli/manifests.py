@@ -1,4 +1,5 @@
-"""Manifests the CLI tests write to disk, and a runner for ``python -m distsched``."""
+"""Manifests the CLI tests write to disk, and runners of ``distsched``: in this process
+(:func:`invoke`) and as ``python -m distsched`` (:func:`run_cli`)."""
 
 from __future__ import annotations
 
@@ -10,37 +11,29 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import redis
 import yaml
+from click.testing import CliRunner, Result
+
+from distsched.cli import main
+from distsched.keys import Keys
+from tests.support import objects
+from tests.support.objects import Obj
+
+GPU_TAINT = {"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}
 
 
-def node(name: str, *, cpu: str = "4", memory: str = "8Gi", taint: bool = False) -> dict[str, Any]:
-    spec: dict[str, Any] = {}
-    if taint:
-        spec["taints"] = [{"key": "dedicated", "value": "gpu", "effect": "NoSchedule"}]
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name}},
-        "spec": spec,
-        "status": {"allocatable": {"cpu": cpu, "memory": memory, "pods": "110"}},
-    }
+def node(name: str, *, cpu: str = "4", memory: str = "8Gi", taint: bool = False) -> Obj:
+    """A node as a user's manifest has it (110 pods), optionally tainted dedicated=gpu."""
+    taints = [GPU_TAINT] if taint else None
+    return objects.node(name, cpu=cpu, memory=memory, pods="110", taints=taints)
 
 
-def pod(name: str, *, cpu: str = "100m", namespace: str = "default") -> dict[str, Any]:
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "namespace": namespace},
-        "spec": {
-            "containers": [
-                {
-                    "name": "app",
-                    "image": "nginx:1.27",
-                    "resources": {"requests": {"cpu": cpu, "memory": "64Mi"}},
-                }
-            ]
-        },
-    }
+def pod(name: str, *, cpu: str = "100m", namespace: str = "default") -> Obj:
+    """An nginx pod as a user's manifest has it."""
+    return objects.pod(
+        name, cpu=cpu, memory="64Mi", namespace=namespace, container="app", image="nginx:1.27"
+    )
 
 
 def write_yaml(path: Path, documents: list[dict[str, Any]]) -> Path:
@@ -53,6 +46,17 @@ def cli_env(**extra: str) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("DISTSCHED_REDIS")}
     env.update(extra)
     return env
+
+
+def invoke(url: str, *args: str, input: str | None = None) -> Result:
+    """``distsched ARGS`` in this process (click's runner), on deployment "test"."""
+    runner = CliRunner(env={"DISTSCHED_REDIS_URL": None})
+    return runner.invoke(main, [*args, "--redis-url", url, "--scheduler", "test"], input=input)
+
+
+def stored_keys(r: redis.Redis, keys: Keys) -> list[bytes]:
+    """Every Redis key of the deployment."""
+    return list(r.scan_iter(match=keys.pattern))
 
 
 def run_cli(*args: str, url: str, timeout: float = 30.0) -> subprocess.CompletedProcess[str]:

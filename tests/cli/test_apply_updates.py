@@ -20,8 +20,7 @@ import yaml
 from distsched.embedded import EmbeddedRedis
 from distsched.keys import Keys
 from distsched.store import Store
-from tests.cli.manifests import cli_env, node, pod, write_yaml
-from tests.cli.test_commands import invoke
+from tests.cli.manifests import cli_env, invoke, node, pod, write_yaml
 
 KEYS = Keys("test")
 

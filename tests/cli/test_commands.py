@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 import redis
 import yaml
-from click.testing import CliRunner, Result
+from click.testing import CliRunner
 
 from distsched.cli import main
 from distsched.cli.objects import APPLY_CHUNK
@@ -17,20 +17,11 @@ from distsched.keys import Keys
 from distsched.queue_redis import RedisQueue
 from distsched.queue_types import PodEntry
 from distsched.store import Store
-from tests.cli.manifests import node, pod, write_yaml
+from tests.cli.manifests import invoke, node, pod, stored_keys, write_yaml
 
 CONTRACT_COMMANDS = {
     "up", "worker", "binder", "server", "apply", "delete", "get", "queue", "explain", "bench",
 }  # fmt: skip
-
-
-def invoke(url: str, *args: str, input: str | None = None) -> Result:
-    runner = CliRunner(env={"DISTSCHED_REDIS_URL": None})
-    return runner.invoke(main, [*args, "--redis-url", url, "--scheduler", "test"], input=input)
-
-
-def stored_keys(r: redis.Redis, keys: Keys) -> list[bytes]:
-    return list(r.scan_iter(match=keys.pattern))
 
 
 # --------------------------------------------------------------------------- help and URL

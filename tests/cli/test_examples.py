@@ -11,7 +11,9 @@ from distsched.bench.procs import ProcessGroup
 from distsched.keys import Keys
 from distsched.store import Store
 from tests.controllers.helpers import apply_path
-from tests.e2e.cluster import ZONE, bound_nodes, wait_for
+from tests.support.objects import ZONE
+from tests.support.readers import bound_nodes
+from tests.support.waits import wait_for
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
 # The pods, the shop's storefront 2 + orders-db 2 + node-exporter 3 + nightly-report 2.
@@ -27,7 +29,7 @@ def test_examples_schedule_as_documented(
     processes.spawn("worker")
     processes.spawn("binder")
     processes.spawn("controller")
-    wait_for(lambda: len(bound_nodes(private_client, keys)) == BOUND, 60, "the pods to bind")
+    wait_for("the pods to bind", lambda: len(bound_nodes(private_client, keys)) == BOUND, 60)
     bound = bound_nodes(private_client, keys)
     assert {bound[f"default/web-{i}"] for i in (1, 2, 3)} == {"node-a", "node-b", "node-c"}
     assert bound["default/db-1"] == "node-a"  # the other SSD node is tainted

@@ -16,8 +16,8 @@ from distsched.connection import RedisOptions
 from distsched.keys import Keys
 from distsched.replay import load_dump, replay
 from distsched.store import Store
-from tests.cli.test_commands import invoke
-from tests.e2e.cluster import ZONE, node, pod
+from tests.cli.manifests import invoke
+from tests.support.objects import ZONE, node, pod
 
 ANTI = {
     "podAntiAffinity": {

@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-import datetime
-import ipaddress
 import json
 import os
 import shlex
@@ -19,15 +17,13 @@ from pathlib import Path
 import pytest
 import redis
 from click.testing import CliRunner
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+from cryptography.x509.oid import ExtendedKeyUsageOID
 
 from distsched.acl import parse_version, setuser_line
 from distsched.cli import main as cli_main
 from distsched.embedded import EmbeddedRedis, TlsFiles
 from tests.cli.manifests import cli_env, kill_group, node, pod, run_cli, write_yaml
+from tests.support.tls import certificate, new_key, write_cert, write_key
 
 ACL = ["--user", "alice", "on", ">s3cret", "~*", "&*", "+@all", "--user", "default", "off"]
 
@@ -113,81 +109,25 @@ def test_distsched_acl_bad_input_exits_2(args: list[str], message: str) -> None:
 # --------------------------------------------------------------------------- TLS
 
 
-def _key() -> ec.EllipticCurvePrivateKey:
-    return ec.generate_private_key(ec.SECP256R1())
-
-
-def _write_key(key: ec.EllipticCurvePrivateKey, path: Path) -> Path:
-    path.write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption(),
-        )
-    )
-    return path
-
-
-def _cert(
-    subject: str,
-    key: ec.EllipticCurvePrivateKey,
-    issuer: x509.Certificate | None,
-    issuer_key: ec.EllipticCurvePrivateKey,
-    *,
-    usage: x509.ObjectIdentifier | None,
-) -> x509.Certificate:
-    now = datetime.datetime.now(datetime.UTC)
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, subject)])
-    builder = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(issuer.subject if issuer else name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - datetime.timedelta(minutes=5))
-        .not_valid_after(now + datetime.timedelta(hours=1))
-    )
-    if issuer is None:
-        builder = builder.add_extension(x509.BasicConstraints(ca=True, path_length=0), True)
-        builder = builder.add_extension(
-            x509.KeyUsage(False, False, False, False, False, True, True, False, False), True
-        )
-    else:
-        builder = builder.add_extension(x509.BasicConstraints(ca=False, path_length=None), True)
-        assert usage is not None
-        builder = builder.add_extension(x509.ExtendedKeyUsage([usage]), False)
-        if usage == ExtendedKeyUsageOID.SERVER_AUTH:
-            builder = builder.add_extension(
-                x509.SubjectAlternativeName(
-                    [x509.IPAddress(ipaddress.ip_address("127.0.0.1")), x509.DNSName("localhost")]
-                ),
-                False,
-            )
-    return builder.sign(issuer_key, hashes.SHA256())
-
-
-def _write_cert(cert: x509.Certificate, path: Path) -> Path:
-    path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    return path
-
-
 @pytest.fixture
 def tls_server(tmp_path: Path) -> Iterator[tuple[EmbeddedRedis, dict[str, Path]]]:
     """A server that listens only on TLS and requires a client certificate."""
-    ca_key = _key()
-    ca = _cert("distsched test CA", ca_key, None, ca_key, usage=None)
-    server_key, client_key = _key(), _key()
+    ca_key = new_key()
+    ca = certificate("distsched test CA", ca_key, None, ca_key, usage=None)
+    server_key, client_key = new_key(), new_key()
     server_usage, client_usage = ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH
     files = {
-        "ca": _write_cert(ca, tmp_path / "ca.pem"),
-        "server_cert": _write_cert(
-            _cert("localhost", server_key, ca, ca_key, usage=server_usage), tmp_path / "srv.pem"
+        "ca": write_cert(ca, tmp_path / "ca.pem"),
+        "server_cert": write_cert(
+            certificate("localhost", server_key, ca, ca_key, usage=server_usage),
+            tmp_path / "srv.pem",
         ),
-        "server_key": _write_key(server_key, tmp_path / "srv.key"),
-        "client_cert": _write_cert(
-            _cert("distsched", client_key, ca, ca_key, usage=client_usage), tmp_path / "cli.pem"
+        "server_key": write_key(server_key, tmp_path / "srv.key"),
+        "client_cert": write_cert(
+            certificate("distsched", client_key, ca, ca_key, usage=client_usage),
+            tmp_path / "cli.pem",
         ),
-        "client_key": _write_key(client_key, tmp_path / "cli.key"),
+        "client_key": write_key(client_key, tmp_path / "cli.key"),
     }
     tls = TlsFiles(
         cert=files["server_cert"],

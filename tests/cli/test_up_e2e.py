@@ -11,8 +11,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from distsched.embedded import EmbeddedRedis
 from tests.cli.manifests import (
     cli_env,
@@ -23,6 +21,7 @@ from tests.cli.manifests import (
     run_cli,
     write_yaml,
 )
+from tests.support.waits import wait_for
 
 SCHEDULABLE = 24
 ROLES = ["--workers", "2", "--binders", "1"]
@@ -44,17 +43,6 @@ def _manifest_dir(root: Path) -> Path:
     return directory
 
 
-def _wait_for(what: str, check: Any, timeout_s: float, log: Path) -> Any:
-    deadline = time.monotonic() + timeout_s
-    last = None
-    while time.monotonic() < deadline:
-        ok, last = check()
-        if ok:
-            return last
-        time.sleep(0.25)
-    pytest.fail(f"{what} not reached in {timeout_s}s; last: {last}\n{log.read_text()[-3000:]}")
-
-
 def test_up_apply_get_queue_explain_and_ctrl_c(
     private_redis: EmbeddedRedis, tmp_path: Path
 ) -> None:
@@ -73,26 +61,29 @@ def test_up_apply_get_queue_explain_and_ctrl_c(
         assert applied.returncode == 0, applied.stderr
         assert len(applied.stdout.splitlines()) == 3 + SCHEDULABLE + 1
 
-        def all_bound() -> tuple[bool, Any]:
+        def tail() -> str:
+            return log.read_text()[-3000:]
+
+        def all_bound() -> dict[str, Any] | None:
             listed = run_cli("get", "pods", "-o", "json", url=url)
             assert listed.returncode == 0, listed.stderr
             document = json.loads(listed.stdout)
             assert document["kind"] == "List"
             nodes = {p["metadata"]["name"]: p["spec"].get("nodeName") for p in document["items"]}
             bound = {name: n for name, n in nodes.items() if n}
-            return len(bound) == SCHEDULABLE and "too-big" not in bound, nodes
+            return nodes if len(bound) == SCHEDULABLE and "too-big" not in bound else None
 
-        nodes = _wait_for("every schedulable pod bound", all_bound, 30, log)
+        nodes = wait_for("every schedulable pod bound", all_bound, 30, every=0.25, context=tail)
         placed = {n for name, n in nodes.items() if name != "too-big"}
         assert placed <= {"node-a", "node-b"}  # the tainted node takes none of them
 
-        def queue_settled() -> tuple[bool, Any]:
+        def queue_settled() -> dict[str, Any] | None:
             status = json.loads(run_cli("queue", "-o", "json", url=url).stdout)
             counts = status["counts"]
             settled = all(counts[q] == 0 for q in ("active", "backoff", "inflight", "assumed"))
-            return settled and counts["unschedulable"] == 1, status
+            return status if settled and counts["unschedulable"] == 1 else None
 
-        status = _wait_for("queue drained", queue_settled, 15, log)
+        status = wait_for("queue drained", queue_settled, 15, every=0.25, context=tail)
         assert status["counts"]["gated"] == 0 and status["counts"]["dead-lettered"] == 0
         assert status["heads"]["unschedulable"] == ["default/too-big"]
 
@@ -110,6 +101,6 @@ def test_up_apply_get_queue_explain_and_ctrl_c(
         assert time.monotonic() - started < 15
         # No worker or binder outlives `up` (multiprocessing's resource tracker may take a
         # moment to notice its parent is gone).
-        _wait_for("no process left", lambda: (not live_group_members(up.pid), None), 3, log)
+        wait_for("no process left", lambda: not live_group_members(up.pid), 3, context=tail)
     finally:
         kill_group(up)

@@ -12,7 +12,7 @@ import redis
 
 from distsched.keys import Keys
 from distsched.store import Store
-from tests.cli.test_commands import invoke, stored_keys
+from tests.cli.manifests import invoke, stored_keys
 from tests.controllers.helpers import MANIFESTS
 
 

@@ -1,4 +1,5 @@
-"""Applying manifests the way `distsched apply` does, for in-process controller tests."""
+"""Applying manifests the way `distsched apply` does, for in-process controller tests,
+and the manifests they apply."""
 
 from __future__ import annotations
 
@@ -10,6 +11,25 @@ from distsched.model.manifest import Location
 from distsched.store import Store
 
 MANIFESTS = Path(__file__).parent / "manifests"
+
+
+def deployment(name: str, replicas: int, *, image: str = "nginx:1.25", extra: str = "") -> str:
+    """A Deployment of ``replicas`` pods labelled app=NAME, as YAML (``extra``: more spec)."""
+    return f"""
+apiVersion: apps/v1
+kind: Deployment
+metadata: {{name: {name}}}
+spec:
+  replicas: {replicas}
+  selector: {{matchLabels: {{app: {name}}}}}
+  template:
+    metadata: {{labels: {{app: {name}}}}}
+    spec:
+{extra}      containers:
+      - name: web
+        image: {image}
+        resources: {{requests: {{cpu: 100m, memory: 64Mi}}}}
+"""
 
 
 def apply_path(store: Store, path: Path | str) -> list[str]:

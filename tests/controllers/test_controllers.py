@@ -13,28 +13,10 @@ from distsched.controllers.workload import WorkloadController
 from distsched.keys import Keys
 from distsched.lease import Lease
 from distsched.store import Store
-from tests.controllers.helpers import MANIFESTS, apply_path, apply_text, pods_of
-from tests.e2e.cluster import node
+from tests.controllers.helpers import MANIFESTS, apply_path, apply_text, deployment, pods_of
+from tests.support.objects import node
 
 SUFFIX = f"[{ALPHANUMS}]{{5}}"
-
-
-def deployment(name: str, replicas: int, *, image: str = "nginx:1.25", extra: str = "") -> str:
-    return f"""
-apiVersion: apps/v1
-kind: Deployment
-metadata: {{name: {name}}}
-spec:
-  replicas: {replicas}
-  selector: {{matchLabels: {{app: {name}}}}}
-  template:
-    metadata: {{labels: {{app: {name}}}}}
-    spec:
-{extra}      containers:
-      - name: web
-        image: {image}
-        resources: {{requests: {{cpu: 100m, memory: 64Mi}}}}
-"""
 
 
 def controller(r: redis.Redis, keys: Keys, clock: FakeClock) -> WorkloadController:

@@ -10,10 +10,9 @@ from __future__ import annotations
 import json
 import os
 import statistics
-import time
-from collections.abc import Callable, Iterable
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, TypeVar, cast
+from typing import Any
 
 import redis
 
@@ -28,13 +27,14 @@ from distsched.keys import Keys
 from distsched.launcher import RoleProcess
 from distsched.model import Node, Pod
 from distsched.queue_redis import RedisQueue
-from distsched.store import Store, parse_meta
+from distsched.store import Store
+from tests.support.readers import bound_nodes
+from tests.support.waits import wait_for
 
 LEASE_MS = 2_000
 ASSUME_TTL_MS = 4_000
 KEYS = Keys("default")  # ProcessGroup's scheduler name
 NODE_COUNT = 4
-T = TypeVar("T")
 
 
 def create_cluster(
@@ -80,19 +80,6 @@ def fault(point: str, marker: Path, seconds: float = 30.0) -> dict[str, str]:
     return {POINT_ENV: point, MARKER_ENV: str(marker), SECONDS_ENV: str(seconds)}
 
 
-def wait_for(what: str, probe: Callable[[], T | None], timeout_s: float, every: float = 0.02) -> T:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = probe()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(
-                f"timed out after {timeout_s}s waiting for {what} (last: {value!r})"
-            )
-        time.sleep(every)
-
-
 def read_marker(marker: Path) -> dict[str, Any] | None:
     try:
         return json.loads(marker.read_text())
@@ -102,35 +89,6 @@ def read_marker(marker: Path) -> dict[str, Any] | None:
 
 def wait_marker(marker: Path, timeout_s: float = 15.0) -> dict[str, Any]:
     return wait_for(f"fault marker {marker.name}", lambda: read_marker(marker), timeout_s)
-
-
-def bound_nodes(client: redis.Redis) -> dict[str, str]:
-    """Pod key -> node for every bound pod, from the store's pod meta hash."""
-    meta = cast(dict[bytes, bytes], client.hgetall(KEYS.store_meta("Pod")))
-    out = {}
-    for key, raw in meta.items():
-        node = parse_meta(raw).node
-        if node:
-            out[key.decode()] = node
-    return out
-
-
-def wait_all_bound(
-    client: redis.Redis, pods: Iterable[str], timeout_s: float = 20.0
-) -> dict[str, float]:
-    """Poll until every pod is bound; returns when (time.monotonic) each was first seen."""
-    pending = set(pods)
-    seen: dict[str, float] = {}
-    deadline = time.monotonic() + timeout_s
-    while pending:
-        now = time.monotonic()
-        for key in pending & set(bound_nodes(client)):
-            seen[key] = now
-        pending -= set(seen)
-        if pending and now > deadline:
-            raise AssertionError(f"{len(pending)} pods never bound: {sorted(pending)[:5]}")
-        time.sleep(0.02)
-    return seen
 
 
 def report_recovery(name: str, since: float, seen: dict[str, float], pods: Iterable[str]) -> float:

@@ -41,11 +41,10 @@ from tests.crash.harness import (
     read_marker,
     report_recovery,
     spawn,
-    wait_all_bound,
-    wait_for,
     wait_marker,
     worker_args,
 )
+from tests.support.waits import wait_all_bound, wait_for
 
 PODS = 24
 BINDER_ARGS = ("--assume-ttl-ms", str(ASSUME_TTL_MS))

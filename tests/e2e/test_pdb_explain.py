@@ -17,7 +17,8 @@ from distsched.cli import main
 from distsched.embedded import EmbeddedRedis
 from distsched.keys import Keys
 from distsched.store import Store
-from tests.e2e.cluster import bound_nodes, wait_for
+from tests.support.readers import bound_nodes
+from tests.support.waits import wait_for
 
 MANIFEST = Path(__file__).parent / "manifests" / "pdb-preemption.yaml"
 
@@ -39,11 +40,11 @@ def test_a_budget_protects_a_cheaper_victim_and_explain_says_so(
         "PodDisruptionBudget default/zk-pdb protected pod default/zk-0: node n1 passed over "
         "(1 violation(s))."
     )
-    wait_for(lambda: expected in cli(url, "explain", "pod", "urgent"), 30, "the PDB note")
+    wait_for("the PDB note", lambda: expected in cli(url, "explain", "pod", "urgent"), 30)
     store = Store(private_client, keys)
     assert store.get("Pod", "default/batch") is None  # the victim
     assert store.get("Pod", "default/zk-0") is not None  # protected
     processes.spawn("binder")
-    wait_for(lambda: "default/urgent" in bound_nodes(private_client, keys), 30, "urgent bound")
+    wait_for("urgent bound", lambda: "default/urgent" in bound_nodes(private_client, keys), 30)
     assert bound_nodes(private_client, keys) == {"default/urgent": "n2", "default/zk-0": "n1"}
     assert check(private_client, keys, expect_bound={"default/urgent", "default/zk-0"}) == []

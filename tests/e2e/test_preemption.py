@@ -7,7 +7,9 @@ import redis
 from distsched.bench.procs import ProcessGroup
 from distsched.keys import Keys
 from distsched.store import Store
-from tests.e2e.cluster import bound_nodes, node, pod, wait_for
+from tests.support.objects import node, pod
+from tests.support.readers import bound_nodes
+from tests.support.waits import wait_for
 
 
 def test_high_priority_pod_preempts_the_lowest_priority_pod(
@@ -19,10 +21,10 @@ def test_high_priority_pod_preempts_the_lowest_priority_pod(
     processes.spawn("worker")
     processes.spawn("binder")
     store.create_many([pod("low", cpu="1", priority=10), pod("lowest", cpu="1", priority=1)])
-    wait_for(lambda: len(bound_nodes(private_client, keys)) == 2, 20, "the low pods to bind")
+    wait_for("the low pods to bind", lambda: len(bound_nodes(private_client, keys)) == 2, 20)
 
     store.create(pod("urgent", cpu="1", priority=1000))
-    wait_for(lambda: "default/urgent" in bound_nodes(private_client, keys), 20, "preemption")
+    wait_for("preemption", lambda: "default/urgent" in bound_nodes(private_client, keys), 20)
     assert store.get("Pod", "default/lowest") is None
     assert store.get("Pod", "default/low")["spec"]["nodeName"] == "only"
     assert store.get("Pod", "default/urgent")["status"].get("nominatedNodeName") == "only"
@@ -30,8 +32,8 @@ def test_high_priority_pod_preempts_the_lowest_priority_pod(
     # preemptionPolicy Never: such a pod waits instead of evicting anyone.
     store.create(pod("polite", cpu="1", priority=1000, preemptionPolicy="Never"))
     wait_for(
+        "the polite pod to be parked",
         lambda: private_client.zscore(keys.unschedulable, "default/polite") is not None,
         20,
-        "the polite pod to be parked",
     )
     assert store.get("Pod", "default/low") is not None

@@ -8,7 +8,9 @@ from distsched.bench.procs import ProcessGroup
 from distsched.keys import Keys
 from distsched.queue_types import decode_info
 from distsched.store import Store
-from tests.e2e.cluster import ZONE, bound_nodes, node, pod, wait_for
+from tests.support.objects import ZONE, node, pod
+from tests.support.readers import bound_nodes
+from tests.support.waits import wait_for
 
 
 def test_pod_waiting_for_its_affinity_partner_binds_when_the_partner_binds(
@@ -27,12 +29,12 @@ def test_pod_waiting_for_its_affinity_partner_binds_when_the_partner_binds(
         raw = private_client.hget(keys.info, "default/web")
         return decode_info("default/web", raw) if raw else {}
 
-    wait_for(lambda: info().get("w") == "unschedulable", 20, "web to wait for a db pod")
+    wait_for("web to wait for a db pod", lambda: info().get("w") == "unschedulable", 20)
     assert "InterPodAffinity" in info()["pl"]
 
     # An unrelated pod binding does not help; a db pod binding in zone b does.
     store.create(pod("other", labels={"app": "other"}, nodeSelector={ZONE: "a"}))
-    wait_for(lambda: "default/other" in bound_nodes(private_client, keys), 20, "other to bind")
+    wait_for("other to bind", lambda: "default/other" in bound_nodes(private_client, keys), 20)
     store.create(pod("db", labels={"app": "db"}, nodeSelector={ZONE: "b"}))
-    wait_for(lambda: "default/web" in bound_nodes(private_client, keys), 10, "web to follow db")
+    wait_for("web to follow db", lambda: "default/web" in bound_nodes(private_client, keys), 10)
     assert bound_nodes(private_client, keys)["default/web"] == "b1"

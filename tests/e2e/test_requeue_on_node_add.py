@@ -10,7 +10,9 @@ from distsched.bench.procs import ProcessGroup
 from distsched.keys import Keys
 from distsched.queue_types import decode_info
 from distsched.store import Store
-from tests.e2e.cluster import bound_nodes, node, pod, wait_for
+from tests.support.objects import node, pod
+from tests.support.readers import bound_nodes
+from tests.support.waits import seconds_until, wait_for
 
 
 def test_pod_that_fits_nowhere_is_bound_soon_after_a_fitting_node_arrives(
@@ -27,7 +29,7 @@ def test_pod_that_fits_nowhere_is_bound_soon_after_a_fitting_node_arrives(
         raw = private_client.hget(keys.info, "default/big")
         return decode_info("default/big", raw) if raw else {}
 
-    wait_for(lambda: info().get("w") == "unschedulable", 30, "the pod to be unschedulable")
+    wait_for("the pod to be unschedulable", lambda: info().get("w") == "unschedulable", 30)
     assert "NodeResourcesFit" in info()["pl"]
     attempts = info()["a"]
     time.sleep(1.2)  # past the 1 s backoff of its first attempt
@@ -40,6 +42,6 @@ def test_pod_that_fits_nowhere_is_bound_soon_after_a_fitting_node_arrives(
 
     # A node that fits: NodeAdd moves it, well before the 5-minute leftover flush.
     store.create(node("large", cpu="8"))
-    took = wait_for(lambda: "default/big" in bound_nodes(private_client, keys), 5, "the bind")
+    took = seconds_until("the bind", lambda: "default/big" in bound_nodes(private_client, keys), 5)
     assert bound_nodes(private_client, keys)["default/big"] == "large"
     assert took < 2.0, f"bound {took:.2f}s after the node was added"

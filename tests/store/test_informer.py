@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-import threading
 from typing import Any
 
 import pytest
@@ -11,46 +10,7 @@ import redis
 
 from distsched.keys import Keys
 from distsched.store import FuncHandler, Informer, Store
-from tests.store.helpers import make_node, make_pod
-
-
-class Recorder:
-    """An EventHandler that records (what, name, rv, flag) tuples."""
-
-    def __init__(self) -> None:
-        self.calls: list[tuple[Any, ...]] = []
-        self.changed = threading.Condition()
-
-    def _record(self, *call: Any) -> None:
-        with self.changed:
-            self.calls.append(call)
-            self.changed.notify_all()
-
-    def on_add(self, obj: dict, initial_list: bool) -> None:
-        self._record(
-            "add", obj["metadata"]["name"], obj["metadata"]["resourceVersion"], initial_list
-        )
-
-    def on_update(self, old: dict, new: dict) -> None:
-        self._record(
-            "update",
-            new["metadata"]["name"],
-            old["metadata"]["resourceVersion"],
-            new["metadata"]["resourceVersion"],
-        )
-
-    def on_delete(self, obj: dict, final_state_unknown: bool) -> None:
-        self._record(
-            "delete",
-            obj["metadata"]["name"],
-            obj["metadata"]["resourceVersion"],
-            final_state_unknown,
-        )
-
-    def wait_for(self, n: int, timeout: float = 5.0) -> list[tuple[Any, ...]]:
-        with self.changed:
-            assert self.changed.wait_for(lambda: len(self.calls) >= n, timeout), self.calls
-            return list(self.calls)
+from tests.store.helpers import Recorder, make_node, make_pod
 
 
 def informer_with(r: redis.Redis, keys: Keys, **kw: Any) -> tuple[Informer, Recorder, Recorder]:

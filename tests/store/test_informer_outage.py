@@ -20,8 +20,8 @@ from distsched.clock import FakeClock
 from distsched.embedded import server_binary
 from distsched.keys import Keys
 from distsched.store import Informer, Store
-from tests.store.helpers import make_pod
-from tests.store.test_informer import Recorder
+from tests.store.helpers import Recorder, make_pod
+from tests.support.waits import wait_for
 
 REDIS_SERVER = str(server_binary())  # the embedded valkey, else redis-server on PATH
 
@@ -45,15 +45,8 @@ class RedisProcess:
             [REDIS_SERVER, *args], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
         )
         probe = redis.Redis(port=self.port, socket_connect_timeout=0.2, retry=Retry(NoBackoff(), 0))
-        deadline = time.monotonic() + 5
-        while True:
-            try:
-                probe.ping()
-                break
-            except redis.ConnectionError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.02)  # waiting for a process to listen, not for a timeout
+        # Waiting for a process to listen, not for a timeout.
+        wait_for("the server to listen", probe.ping, 5, every=0.02, retry=(redis.ConnectionError,))
         probe.close()
 
     def kill(self) -> None:

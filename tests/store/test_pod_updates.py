@@ -15,8 +15,8 @@ from distsched.clock import FakeClock
 from distsched.keys import Keys
 from distsched.model import CPU, Pod, pod_requests
 from distsched.store import ApplyAction, InvalidUpdate, Store, StoreError, Undecodable
-from tests.e2e.cluster import node, pod
 from tests.store.helpers import events, make_pod
+from tests.support.objects import node, pod
 from tests.workers.harness import InProcessCluster
 
 

@@ -13,7 +13,7 @@ import redis
 
 from distsched.clock import FakeClock
 from distsched.keys import Keys
-from tests.e2e.cluster import node, pod
+from tests.support.objects import node, pod
 from tests.workers.harness import InProcessCluster
 
 HUGE = "9223372036854775807m"  # int64's maximum: kube accepts it, the ledger cannot

@@ -8,7 +8,7 @@ import redis
 from distsched.clock import FakeClock
 from distsched.framework import permit
 from distsched.keys import Keys
-from tests.e2e.cluster import node, pod
+from tests.support.objects import node, pod
 from tests.workers import plugins
 from tests.workers.harness import InProcessCluster
 

@@ -10,7 +10,7 @@ from distsched.clock import FakeClock
 from distsched.keys import Keys
 from distsched.queue_types import PodEntry
 from distsched.workers.eventhandlers import GROUP
-from tests.e2e.cluster import node, pod
+from tests.support.objects import node, pod
 from tests.workers.harness import InProcessCluster
 
 

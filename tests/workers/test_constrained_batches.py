@@ -11,10 +11,8 @@ import redis
 from distsched.bench.checker import check
 from distsched.clock import FakeClock
 from distsched.keys import Keys
-from tests.e2e.cluster import node, pod
+from tests.support.objects import ZONE, node, pod, zone_spread
 from tests.workers.harness import InProcessCluster
-
-ZONE = "topology.kubernetes.io/zone"
 
 
 def zone_anti_affinity(name: str) -> dict:
@@ -23,19 +21,6 @@ def zone_anti_affinity(name: str) -> dict:
     obj["spec"]["affinity"] = {
         "podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": [term]}
     }
-    return obj
-
-
-def zone_spread(name: str) -> dict:
-    obj = pod(name, labels={"app": "web"})
-    obj["spec"]["topologySpreadConstraints"] = [
-        {
-            "maxSkew": 1,
-            "topologyKey": ZONE,
-            "whenUnsatisfiable": "DoNotSchedule",
-            "labelSelector": {"matchLabels": {"app": "web"}},
-        }
-    ]
     return obj
 
 

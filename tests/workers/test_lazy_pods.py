@@ -23,22 +23,16 @@ from hypothesis import strategies as st
 from distsched.clock import FakeClock
 from distsched.framework.snapshot import DeferredPod, Snapshot
 from distsched.keys import Keys
+from tests.support import objects
+from tests.support.objects import HOSTNAME, ZONE
 from tests.workers.harness import InProcessCluster
 
 Obj = dict[str, Any]
-HOSTNAME = "kubernetes.io/hostname"
-ZONE = "topology.kubernetes.io/zone"
 COLORS = ("red", "blue")
 
 
 def node(i: int) -> Obj:
-    name = f"n{i}"
-    return {
-        "apiVersion": "v1",
-        "kind": "Node",
-        "metadata": {"name": name, "labels": {HOSTNAME: name, ZONE: f"z{i % 3}"}},
-        "status": {"allocatable": {"cpu": "2", "memory": "4Gi", "pods": "8"}},
-    }
+    return objects.node(f"n{i}", cpu="2", memory="4Gi", pods="8", labels={ZONE: f"z{i % 3}"})
 
 
 def pod(
@@ -50,13 +44,9 @@ def pod(
     spec: Obj | None = None,
 ) -> Obj:
     # cpu 0: a container without requests (scoring counts it 100m / 200Mi).
-    resources = {"requests": {"cpu": f"{cpu}m", "memory": "64Mi"}} if cpu else {}
-    body: Obj = {"containers": [{"name": "c", "image": "pause", "resources": resources}]}
-    body.update(spec or {})
-    if priority is not None:
-        body["priority"] = priority
-    meta = {"name": name, "namespace": "default", "labels": {"color": color}}
-    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": body}
+    requests = {"cpu": f"{cpu}m", "memory": "64Mi"} if cpu else {"cpu": None, "memory": None}
+    extra = {**(spec or {}), **({"priority": priority} if priority is not None else {})}
+    return objects.pod(name, labels={"color": color}, image="pause", **requests, **extra)
 
 
 def term(color: str, key: str) -> Obj:

@@ -14,7 +14,7 @@ from distsched.keys import Keys
 from distsched.store import trim
 from distsched.workers.eventhandlers import GROUP
 from distsched.workers.maintenance import trim_event_streams
-from tests.e2e.cluster import node, pod
+from tests.support.objects import node, pod
 from tests.workers.harness import InProcessCluster
 
 

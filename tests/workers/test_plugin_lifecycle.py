@@ -15,7 +15,8 @@ from distsched.clock import FakeClock
 from distsched.framework import permit
 from distsched.framework.cycle_state import CycleState
 from distsched.keys import Keys
-from tests.e2e.cluster import node, pod, wait_for
+from tests.support.objects import node, pod
+from tests.support.waits import wait_for
 from tests.workers import plugins
 from tests.workers.harness import InProcessCluster
 
@@ -67,7 +68,7 @@ def test_a_waiting_pod_holds_only_itself_not_the_rest_of_its_binding_job(
     assert len(bindings) == 2  # one rq job for the pop batch
     thread, out = run_bind(cluster, bindings)
     try:
-        wait_for(lambda: cluster.node_of("free") == "n1", 5.0, "free to be bound")
+        wait_for("free to be bound", lambda: cluster.node_of("free") == "n1", 5.0)
         assert cluster.node_of("held") == ""
     finally:
         permit.allow(r, keys, "default/held", "Gate10")

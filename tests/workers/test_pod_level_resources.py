@@ -15,7 +15,7 @@ from distsched.keys import Keys
 from distsched.model import Pod, pod_nonzero_requests
 from distsched.model.errors import ManifestError
 from distsched.model.manifest import load_manifests
-from tests.e2e.cluster import node, pod
+from tests.support.objects import node, pod
 from tests.workers.harness import InProcessCluster
 
 

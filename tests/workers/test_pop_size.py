@@ -10,7 +10,7 @@ from distsched.keys import Keys
 from distsched.queue_types import QueuedPod
 from distsched.workers import schedule_one
 from distsched.workers.schedule_one import WorkerConfig, next_pop_size
-from tests.e2e.cluster import node, pod
+from tests.support.objects import node, pod
 from tests.workers.harness import InProcessCluster
 
 CONFIG = WorkerConfig(batch=256, batch_budget_s=0.25)

@@ -15,7 +15,7 @@ from distsched.framework.profile import parse_config
 from distsched.framework.status import Status
 from distsched.keys import Keys
 from distsched.model import Pod
-from tests.e2e.cluster import node, pod
+from tests.support.objects import node, pod
 from tests.workers import plugins
 from tests.workers.harness import InProcessCluster
 

@@ -6,7 +6,7 @@ import redis
 
 from distsched.clock import FakeClock
 from distsched.keys import Keys
-from tests.e2e.cluster import node, pod
+from tests.support.objects import node, pod
 from tests.workers.harness import InProcessCluster
 
 

@@ -8,7 +8,7 @@ import redis
 
 from distsched.clock import FakeClock
 from distsched.keys import Keys
-from tests.e2e.cluster import HOSTNAME, node, pod
+from tests.support.objects import HOSTNAME, node, pod
 from tests.workers.harness import InProcessCluster
 
 

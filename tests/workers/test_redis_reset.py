@@ -16,9 +16,9 @@ import redis
 
 from distsched.clock import FakeClock
 from distsched.keys import Keys
-from tests.e2e.cluster import bound_nodes, node, pod
+from tests.support.objects import ZONE, node, pod, zone_spread
+from tests.support.readers import bound_nodes
 from tests.workers.harness import InProcessCluster
-from tests.workers.test_constrained_batches import ZONE, zone_spread
 
 NODES = 4
 PODS = 100

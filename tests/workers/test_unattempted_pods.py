@@ -26,8 +26,8 @@ from distsched.model import Pod
 from distsched.queue_redis import RedisQueue
 from distsched.queue_types import QueueConfig
 from distsched.replication import AckPolicy, NotReplicated
-from tests.e2e.cluster import node, pod
 from tests.reliability.sentinels import free_port
+from tests.support.objects import node, pod
 from tests.workers import plugins
 from tests.workers.harness import InProcessCluster
 

@@ -10,7 +10,9 @@ import redis
 from distsched.bench.procs import ProcessGroup
 from distsched.keys import Keys
 from distsched.store import Store
-from tests.e2e.cluster import bound_nodes, node, pod, wait_for
+from tests.support.objects import node, pod
+from tests.support.readers import bound_nodes
+from tests.support.waits import wait_for
 
 
 def test_a_worker_process_counts_nominated_pods_in_filter(
@@ -28,9 +30,9 @@ def test_a_worker_process_counts_nominated_pods_in_filter(
         obj = store.get("Pod", "default/urgent")
         return obj is not None and obj.get("status", {}).get("nominatedNodeName") == "only"
 
-    wait_for(nominated, 20, "urgent to preempt victim and be nominated")
+    wait_for("urgent to preempt victim and be nominated", nominated, 20)
     store.create(pod("sneaky", cpu="2", priority=0))  # during urgent's backoff
-    wait_for(lambda: "default/urgent" in bound_nodes(private_client, keys), 20, "urgent bound")
+    wait_for("urgent bound", lambda: "default/urgent" in bound_nodes(private_client, keys), 20)
     time.sleep(0.5)  # let any wrong binding of sneaky land
     assert "default/sneaky" not in bound_nodes(private_client, keys)
     assert store.get("Pod", "default/sneaky") is not None  # pending, not preempted

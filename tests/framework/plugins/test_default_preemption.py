@@ -35,22 +35,9 @@ from distsched.model.objects import (
     PodAffinityTerm,
     TopologySpreadConstraint,
 )
-from tests.framework.builders import make_node, make_pod, snapshot_of
-
-HOST = "kubernetes.io/hostname"
-
-
-def node(name, cpu=4000, **labels):
-    return make_node(name, cpu=cpu, labels={HOST: name, **labels})
-
-
-def pod(name, cpu=1000, priority=None, node_name="", created="", labels=None, **kwargs):
-    p = make_pod(
-        name, requests={"cpu": cpu}, priority=priority, node_name=node_name, labels=labels, **kwargs
-    )
-    if created:
-        p = replace(p, metadata=replace(p.metadata, creation_timestamp=created))
-    return p
+from tests.framework.builders import snapshot_of
+from tests.framework.plugins.preemption_builders import names, node, pod
+from tests.support.objects import HOSTNAME as HOST
 
 
 def framework(nominator=None, seed=0):
@@ -67,10 +54,6 @@ def preempt(snapshot, incoming, nominator=None):
     with pytest.raises(FitError) as info:
         schedule_pod(fw, state, incoming, snapshot)
     return fw.run_post_filter_plugins(state, incoming, snapshot, info.value.diagnosis)
-
-
-def names(pods):
-    return [p.metadata.name for p in pods]
 
 
 def test_preemption_policy_never_is_not_eligible():

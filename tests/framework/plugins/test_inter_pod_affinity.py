@@ -8,32 +8,31 @@ import numpy as np
 import pytest
 
 from distsched.framework.cycle_state import CycleState
-from distsched.framework.interface import Handle, PluginArgsError
+from distsched.framework.interface import PluginArgsError
 from distsched.framework.plugins import inter_pod_affinity
 from distsched.framework.plugins.inter_pod_affinity import (
-    ERR_REASON_AFFINITY,
     ERR_REASON_ANTI_AFFINITY,
     ERR_REASON_EXISTING_ANTI_AFFINITY,
 )
 from distsched.framework.podinfo import PodInfo
-from distsched.framework.status import Code, Status
+from distsched.framework.status import Code
 from distsched.model.objects import (
-    Affinity,
     LabelSelector,
     LabelSelectorRequirement,
-    PodAffinity,
-    PodAffinityTerm,
-    WeightedPodAffinityTerm,
 )
-from tests.framework.builders import make_node, make_pod, run_filter, run_score, snapshot_of
+from tests.framework.builders import make_node, run_filter, run_score, snapshot_of
+from tests.framework.plugins.affinity_builders import (
+    AFFINITY_FAIL,
+    affinity,
+    node,
+    plugin,
+    pod,
+    reason,
+    term,
+)
+from tests.support.objects import HOSTNAME as HOST
 
-HOST = "kubernetes.io/hostname"
 ZONE = "zone"
-REGION = "region"
-
-
-def plugin(args=None):
-    return inter_pod_affinity.new(args or {}, Handle())
 
 
 def sel(**labels):
@@ -44,40 +43,6 @@ def expr(key, op, *values):
     return LabelSelector(match_expressions=(LabelSelectorRequirement(key, op, tuple(values)),))
 
 
-def term(selector, key=REGION, namespaces=(), ns_selector=None):
-    return PodAffinityTerm(key, selector, tuple(namespaces), ns_selector)
-
-
-def affinity(required=(), anti=(), preferred=(), anti_preferred=()):
-    return Affinity(
-        pod_affinity=PodAffinity(
-            tuple(required), tuple(WeightedPodAffinityTerm(w, t) for w, t in preferred)
-        )
-        if required or preferred
-        else None,
-        pod_anti_affinity=PodAffinity(
-            tuple(anti), tuple(WeightedPodAffinityTerm(w, t) for w, t in anti_preferred)
-        )
-        if anti or anti_preferred
-        else None,
-    )
-
-
-def pod(name="p", labels=None, aff=None, node="", namespace="default"):
-    return make_pod(name, labels=labels, affinity=aff, node_name=node, namespace=namespace)
-
-
-def node(name, **labels):
-    return make_node(name, labels={HOST: name, **labels})
-
-
-def reason(status: Status | None) -> tuple[Code, str] | None:
-    if status is None:
-        return None
-    return status.code, status.message()
-
-
-AFFINITY_FAIL = (Code.UNSCHEDULABLE_AND_UNRESOLVABLE, ERR_REASON_AFFINITY)
 ANTI_FAIL = (Code.UNSCHEDULABLE, ERR_REASON_ANTI_AFFINITY)
 EXISTING_FAIL = (Code.UNSCHEDULABLE, ERR_REASON_EXISTING_ANTI_AFFINITY)
 SECURITY_S1 = {"security": "S1"}

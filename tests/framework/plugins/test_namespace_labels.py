@@ -12,14 +12,13 @@ from distsched.keys import Keys
 from distsched.model.objects import LabelSelector
 from distsched.store import Informer, Store
 from distsched.workers.local_cache import namespace_handler
-from tests.framework.plugins.test_inter_pod_affinity import (
+from tests.framework.builders import run_filter, snapshot_of
+from tests.framework.plugins.affinity_builders import (
     AFFINITY_FAIL,
     affinity,
     node,
     pod,
     reason,
-    run_filter,
-    snapshot_of,
     term,
 )
 

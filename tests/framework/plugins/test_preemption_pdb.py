@@ -18,7 +18,7 @@ from distsched.framework.schedule import schedule_pod
 from distsched.model.objects import DEFAULT_SCHEDULER_NAME
 from distsched.model.pdbs import budget_from_dict
 from tests.framework.builders import snapshot_of
-from tests.framework.plugins.test_default_preemption import names, node, pod
+from tests.framework.plugins.preemption_builders import names, node, pod
 
 
 def pdb(name: str, app: str, allowed: int, namespace: str = "default") -> dict:

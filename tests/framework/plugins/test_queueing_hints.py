@@ -19,7 +19,7 @@ from distsched.framework.plugins import (
     taint_toleration,
 )
 from distsched.model import Node, Pod
-from tests.e2e.cluster import HOSTNAME, node, pod
+from tests.support.objects import HOSTNAME, node, pod
 
 
 def with_handle(hint: QueueingHint) -> Callable[[Any, Pod, Any, Any], bool | None]:
@@ -31,8 +31,9 @@ TAINT = {"key": "dedicated", "value": "db", "effect": "NoSchedule"}
 
 
 def N(name: str = "n1", **kw: Any) -> Node:
+    unschedulable = kw.pop("unschedulable", False)
     obj = node(name, **kw)
-    if kw.get("unschedulable"):
+    if unschedulable:
         obj["spec"]["unschedulable"] = True
     return Node.from_dict(obj)
 
