@@ -37,8 +37,8 @@ from distsched.store.redis_store import (
     Binding,
     BindResult,
     BindStatus,
-    Snapshot,
     Store,
+    StoreListing,
 )
 
 __all__ = [
@@ -61,9 +61,9 @@ __all__ = [
     "Meta",
     "NotFound",
     "ObjectRef",
-    "Snapshot",
     "Store",
     "StoreError",
+    "StoreListing",
     "UidMismatch",
     "Undecodable",
     "Unresolved",

@@ -153,7 +153,7 @@ class BindResult(str):
 
 
 @dataclass(frozen=True, slots=True)
-class Snapshot:
+class StoreListing:
     """Objects of some kinds and the resourceVersion/epoch they were read at, atomically."""
 
     objects: dict[str, dict[str, Obj]]
@@ -354,7 +354,7 @@ class Store:
 
     def snapshot(
         self, kinds: Iterable[str] = SCHEDULED_KINDS, *, on_undecodable: OnUndecodable | None = None
-    ) -> Snapshot:
+    ) -> StoreListing:
         """All objects of ``kinds`` with the rv and epoch, read in one MULTI. Since event ids
         are ``<rv>-0``, watching from ``rv`` misses nothing and repeats nothing.
 
@@ -383,7 +383,7 @@ class Store:
                         raise error from exc
                     on_undecodable(error)
         rv, epoch = next(replies), next(replies)
-        return Snapshot(objects, int(rv or 0), epoch.decode() if epoch else "")
+        return StoreListing(objects, int(rv or 0), epoch.decode() if epoch else "")
 
     # --- create -----------------------------------------------------------------------
     def create(self, obj: Obj) -> Obj:
