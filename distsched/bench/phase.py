@@ -113,7 +113,7 @@ class PhaseResult:
     end: float
     created_rv: dict[str, int]
     outcome: str  # "complete", "stalled", "timeout"
-    after: object  # whatever the caller's snapshot function returned at completion
+    after: object  # whatever the caller's checkpoint function returned at completion
 
 
 @dataclass
@@ -126,7 +126,7 @@ class MeasuredPhase:
     rate: float  # pods/s; 0 = all at once
     timeout_s: float
     stall_s: float
-    snapshot: Callable[[], object]
+    checkpoint: Callable[[], object]
     check_alive: Callable[[], None]
     churn: Churn | None = None
     churn_interval_s: float = 0.25
@@ -192,7 +192,7 @@ class MeasuredPhase:
                 progress.update(bar, completed=estimate, rate=f"{estimate / elapsed:,.0f}/s")
                 next_progress = now + PROGRESS_INTERVAL_S
                 if len(created_rv) == total and (estimate >= total or now >= next_exact):
-                    after = self.snapshot()
+                    after = self.checkpoint()
                     count = tracker.poll()
                     progress.update(bar, completed=count)
                     next_exact = time.monotonic() + EXACT_INTERVAL_S

@@ -311,17 +311,17 @@ def _store_is_empty(client: redis.Redis, keys: Keys) -> bool:
 
 
 @dataclass
-class Snapshot:
+class Checkpoint:
     at: float
     cpu: dict[str, float]
     redis: RedisStats
 
 
-def take_snapshot(deployment: Deployment) -> Snapshot:
+def take_checkpoint(deployment: Deployment) -> Checkpoint:
     cpu = role_cpu_seconds(deployment.roles())
     cpu["bench"] = time.process_time()
     cpu["host"] = host_busy_seconds()
-    return Snapshot(time.monotonic(), cpu, redis_stats(deployment.client))
+    return Checkpoint(time.monotonic(), cpu, redis_stats(deployment.client))
 
 
 def _scrape(deployment: Deployment) -> WorkerCounters | None:
@@ -450,7 +450,7 @@ def _measure(
     pipe.zcard(keys.ledger_assumed)
     records, assumed = pipe.execute()
     before_counters = _scrape(deployment)
-    before = take_snapshot(deployment)
+    before = take_checkpoint(deployment)
     profile = ScriptProfile(client).start() if config.redis_profile else None
     sampler = RvSampler(connect(deployment.options), keys).start()
     mode = f"at {config.rate:g} pods/s" if config.rate else "all at once"
@@ -464,7 +464,7 @@ def _measure(
         rate=config.rate,
         timeout_s=config.timeout_s,
         stall_s=STALL_S,
-        snapshot=lambda: take_snapshot(deployment),
+        checkpoint=lambda: take_checkpoint(deployment),
         check_alive=deployment.check_alive,
         churn=churn,
         churn_interval_s=workload.churn_interval_s,
@@ -476,7 +476,7 @@ def _measure(
         clock = sampler.stop()
         scripts = profile.stop() if profile is not None else None
     after = result.after
-    assert isinstance(after, Snapshot)
+    assert isinstance(after, Checkpoint)
     after_counters = _scrape(deployment)
     counters = None
     if before_counters is not None and after_counters is not None:
