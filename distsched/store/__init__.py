@@ -34,7 +34,7 @@ from distsched.store.errors import (
 from distsched.store.informer import EventHandler, FuncHandler, Informer
 from distsched.store.redis_store import (
     ApplyAction,
-    Binding,
+    BindRequest,
     BindResult,
     BindStatus,
     Store,
@@ -48,9 +48,9 @@ __all__ = [
     "AlreadyExists",
     "ApplyAction",
     "BindConflict",
+    "BindRequest",
     "BindResult",
     "BindStatus",
-    "Binding",
     "Conflict",
     "Event",
     "EventHandler",

@@ -98,7 +98,10 @@ BindStatus = Literal[
 ApplyAction = Literal["created", "configured", "unchanged"]
 
 
-class Binding(NamedTuple):
+class BindRequest(NamedTuple):
+    """One pod to bind, as Store.bind_many takes it (the binder's job item is
+    binder.jobs.Binding)."""
+
     pod_key: str
     uid: str | None
     node_name: str
@@ -663,7 +666,7 @@ class Store:
         """Set the pod's spec.nodeName (and condition PodScheduled=True). Binding to the node
         it is already on is a no-op ("already-bound", no event). Raises :class:`BindConflict`
         (bound elsewhere), :class:`NotFound`, :class:`UidMismatch`."""
-        result = self.bind_many([Binding(pod_key, uid, node_name)])[0]
+        result = self.bind_many([BindRequest(pod_key, uid, node_name)])[0]
         error = result.error(node_name, uid)
         if error is not None:
             raise error
@@ -672,7 +675,7 @@ class Store:
     @acknowledged("bind")
     def bind_many(
         self,
-        bindings: Sequence[Binding | tuple[str, str | None, str]],
+        bindings: Sequence[BindRequest | tuple[str, str | None, str]],
         *,
         reservations: Mapping[str, str] | None = None,
     ) -> builtins.list[BindResult]:
@@ -685,7 +688,7 @@ class Store:
         the reservation is confirmed in the same script (also for a pod already bound
         there: a killed job's leftover). :class:`InvalidObject` (nothing written) for an
         empty node name or one holding ``|``."""
-        items = [Binding(*b) for b in bindings]
+        items = [BindRequest(*b) for b in bindings]
         if not items:
             return []
         argv: builtins.list[Any] = [

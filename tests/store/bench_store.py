@@ -12,7 +12,7 @@ import time
 import redis
 
 from distsched.keys import Keys
-from distsched.store import Binding, Store
+from distsched.store import BindRequest, Store
 from tests.store.helpers import make_pod
 
 
@@ -36,7 +36,7 @@ def main() -> None:
     create_s = time.perf_counter() - start
 
     bindings = [
-        Binding(f"ns{i % 10}/p{i}", None, f"node-{i % args.nodes}") for i in range(args.pods)
+        BindRequest(f"ns{i % 10}/p{i}", None, f"node-{i % args.nodes}") for i in range(args.pods)
     ]
     start = time.perf_counter()
     for i in range(0, len(bindings), args.bind_batch):

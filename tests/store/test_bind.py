@@ -15,7 +15,7 @@ from distsched.keys import Keys
 from distsched.queue_types import encode_info
 from distsched.store import (
     BindConflict,
-    Binding,
+    BindRequest,
     InvalidObject,
     NotFound,
     Store,
@@ -99,7 +99,7 @@ def test_bind_many_reports_each_item(store: Store, r: redis.Redis, keys: Keys) -
     before = len(events(r, keys))
     results = store.bind_many(
         [
-            Binding("default/a", uid_a, "n2"),
+            BindRequest("default/a", uid_a, "n2"),
             ("default/b", None, "n1"),
             ("default/c", None, "n2"),
             ("default/missing", None, "n2"),

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from distsched.clock import FakeClock
 from distsched.keys import Keys
-from distsched.store import Binding, Event, Meta, ObjectRef, Store, Unresolved, parse_meta
+from distsched.store import BindRequest, Event, Meta, ObjectRef, Store, Unresolved, parse_meta
 from distsched.store.codec import decode_event, encode_meta, set_condition, with_binding, with_rv
 from tests.store.helpers import decoded, entries, events, make_node, make_pod
 
@@ -154,7 +154,7 @@ def test_a_binding_without_a_previous_copy_asks_the_store(
     store: Store, r: redis.Redis, keys: Keys, clock: FakeClock
 ) -> None:
     store.create_many([make_pod("a"), make_pod("b"), make_pod("c")])
-    store.bind_many([Binding(f"default/{n}", None, "n1") for n in "abc"])
+    store.bind_many([BindRequest(f"default/{n}", None, "n1") for n in "abc"])
     store.update_pod_status("default/b", nominated_node_name="n1")  # b moved on
     store.delete("Pod", "default/c")  # c is gone
     asked: list[tuple[str, int]] = []
@@ -189,7 +189,7 @@ def test_may_contain_looks_at_the_blob_before_anything_is_decoded(
 ) -> None:
     anti = {"podAntiAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": []}}
     store.create_many([make_pod("plain"), make_pod("anti", affinity=anti)])
-    store.bind_many([Binding(f"default/{n}", None, "n1") for n in ("plain", "anti")])
+    store.bind_many([BindRequest(f"default/{n}", None, "n1") for n in ("plain", "anti")])
     add_plain, add_anti, bind_plain, bind_anti = (f for _, f in entries(r, keys))
     plain, anti_ref = decode_event(add_plain).new, decode_event(add_anti).new
     assert not plain.may_contain(b"podAffinity", b"podAntiAffinity")

@@ -11,7 +11,7 @@ import redis
 
 from distsched.clock import FakeClock
 from distsched.keys import Keys
-from distsched.store import Binding, Store
+from distsched.store import BindRequest, Store
 from tests.support.objects import node, pod
 from tests.workers.harness import InProcessCluster
 
@@ -49,7 +49,7 @@ def test_pods_bound_by_someone_else_are_read_once_per_batch(
     cluster.create(node("n1"), *(pod(f"p{i}", cpu="100m") for i in range(3)))
     cluster.handle_events()
     reads = _count_store_reads(monkeypatch, cluster.worker.store)
-    cluster.store.bind_many([Binding(f"default/p{i}", None, "n1") for i in range(3)])
+    cluster.store.bind_many([BindRequest(f"default/p{i}", None, "n1") for i in range(3)])
     cluster.handle_queue_events()
     assert reads == [3], "one store read for the batch's bindings"
     ledger = cluster.worker.ledger
