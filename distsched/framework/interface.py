@@ -50,7 +50,7 @@ class Handle:
     listers: Listers = field(default_factory=Listers)
 
 
-class QueuedPod(Protocol):
+class QueueSortItem(Protocol):
     """What QueueSort compares: the pod and when it entered the queue."""
 
     @property
@@ -184,7 +184,7 @@ class PreEnqueuePlugin(Plugin):
 
 
 class QueueSortPlugin(Plugin):
-    def less(self, a: QueuedPod, b: QueuedPod) -> bool:
+    def less(self, a: QueueSortItem, b: QueueSortItem) -> bool:
         raise NotImplementedError
 
 

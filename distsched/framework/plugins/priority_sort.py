@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from distsched.framework.events import ClusterEvent
-from distsched.framework.interface import Handle, QueuedPod, QueueSortPlugin
+from distsched.framework.interface import Handle, QueueSortItem, QueueSortPlugin
 from distsched.model.resources import pod_priority
 
 NAME = "PrioritySort"
@@ -15,7 +15,7 @@ EVENTS: tuple[ClusterEvent, ...] = ()
 class PrioritySort(QueueSortPlugin):
     name = NAME
 
-    def less(self, a: QueuedPod, b: QueuedPod) -> bool:
+    def less(self, a: QueueSortItem, b: QueueSortItem) -> bool:
         pa, pb = pod_priority(a.pod), pod_priority(b.pod)
         return pa > pb or (pa == pb and a.timestamp < b.timestamp)
 
