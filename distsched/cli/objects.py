@@ -40,7 +40,7 @@ def parse_kinds(text: str) -> list[str]:
     return kinds
 
 
-def object_key(kind: str, name: str, namespace: str) -> str:
+def store_key(kind: str, name: str, namespace: str) -> str:
     return name if kind in CLUSTER_SCOPED else f"{namespace}/{name}"
 
 
@@ -201,7 +201,7 @@ def delete(kind: str, name: str, namespace: str, **kwargs: Any) -> None:
         bad_input(str(exc))
     ctx = make_context(kwargs)
     store = Store(ctx.client(), ctx.keys)
-    key = object_key(store_kind, name, namespace)
+    key = store_key(store_kind, name, namespace)
     try:
         store.delete(store_kind, key)
     except NotFound:
