@@ -36,6 +36,7 @@ MAX_TRIES = 12
 RETRY_S = 10.0
 NOTE_LIMIT = 1024
 QUEUE_LIMIT = 10_000
+WRITERS = 8
 
 Obj = dict[str, Any]
 
@@ -71,6 +72,7 @@ class _Entry:
     written_count: int = 0
     name: str = ""
     refreshed_ms: int = 0
+    lock: threading.Lock = field(default_factory=threading.Lock)
 
 
 @dataclass
@@ -100,10 +102,15 @@ class EventRecorder:
         self._lock = threading.Lock()
         self._work: queue.Queue[Callable[[], None]] = queue.Queue(QUEUE_LIMIT)
         self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
+        self._threads: list[threading.Thread] = []
         if start:
-            self._thread = threading.Thread(target=self._run, name="kube-events", daemon=True)
-            self._thread.start()
+            # Several writers: an event is one API call, and a busy API server answers in
+            # tens of milliseconds (kube's broadcaster writes each event on a goroutine).
+            for i in range(WRITERS):
+                thread = threading.Thread(target=self._run, args=(i == 0,), daemon=True)
+                thread.name = f"kube-events-{i}"
+                thread.start()
+                self._threads.append(thread)
 
     def eventf(
         self,
@@ -174,11 +181,11 @@ class EventRecorder:
 
     def stop(self) -> None:
         self._stop.set()
-        if self._thread is not None:
-            self._thread.join(5)
+        for thread in self._threads:
+            thread.join(5)
 
-    def _run(self) -> None:
-        next_sweep = time.monotonic() + 30
+    def _run(self, sweeps: bool) -> None:
+        next_sweep = time.monotonic() + 30 if sweeps else float("inf")
         while not self._stop.is_set():
             try:
                 work = self._work.get(timeout=1.0)
@@ -212,6 +219,10 @@ class EventRecorder:
             self._write(entry)
 
     def _write(self, entry: _Entry) -> None:
+        with entry.lock:  # one write of a key at a time: a series patch needs its event
+            self._write_entry(entry)
+
+    def _write_entry(self, entry: _Entry) -> None:
         for attempt in range(MAX_TRIES):
             with self._lock:
                 count, last_ms, event = entry.count, entry.last_ms, entry.event
