@@ -21,6 +21,7 @@ from distsched.cli.common import (
     make_context,
     redis_options,
 )
+from distsched.cli.kube import checked_mode, kubeconfig_options
 from distsched.connection import RedisOptions, connect, redact_url, retry_redis
 from distsched.launcher import RoleProcess, redis_args, role_env, stop_all
 from distsched.output import console, err_console
@@ -49,6 +50,7 @@ def _spawn(role: str, options: RedisOptions, scheduler: str, extra: list[str]) -
 )
 @click.option("--config", type=click.Path(dir_okay=False), help="KubeSchedulerConfiguration YAML.")
 @click.option("--demo", is_flag=True, help="Create a demo cluster, schedule it, summarize, exit.")
+@kubeconfig_options
 @redis_options
 def up(
     workers: int,
@@ -58,9 +60,15 @@ def up(
     metrics_addr: str,
     config: str | None,
     demo: bool,
+    kubeconfig: str | None,
+    kube_context: str | None,
     **kwargs: Any,
 ) -> None:
     """Run every role in the foreground (with an embedded Redis when no URL is given).
+
+    With --kubeconfig, schedule that cluster: the roles are the kube bridge, the workers
+    and the binders, all pointed at its API server (no workload controllers: the
+    cluster's own run its Deployments and Jobs).
 
     Ctrl-C or SIGTERM stops the workers, the binders and the embedded server; exit 0.
     A Redis URL whose server is down is waited for.
@@ -70,6 +78,9 @@ def up(
     signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGTERM, interrupt)
     ctx = make_context(kwargs)
+    kube = checked_mode(kubeconfig, kube_context)
+    if kube is not None and demo:
+        fail("--demo creates its own cluster in the store; it does not go with --kubeconfig", 2)
     embedded: EmbeddedRedis | None = None
     children: list[RoleProcess] = []
     try:
@@ -88,6 +99,11 @@ def up(
             )
         _wait_for_redis(ctx)
         role_args = ["--config", config] if config else []
+        if kube is not None:
+            role_args += ["--kubeconfig", kube.kubeconfig]
+            role_args += ["--context", kube.context] if kube.context else []
+            controllers = 0
+            children.append(_spawn("kube-bridge", ctx.options, ctx.keys.scheduler, role_args))
         for i in range(workers):
             metrics = ["--metrics-port", str(metrics_port + i)] if metrics_port else []
             metrics += ["--metrics-addr", metrics_addr] if metrics_port else []

@@ -178,3 +178,29 @@ def test_redis_restarted_empty_while_the_api_server_keeps_the_truth(
     time.sleep(5)
     assert node_of(kube, "no-room") == ""
     assert check_from_api(kube, {"default"}) == []
+
+
+def test_up_with_a_kubeconfig_runs_the_bridge_workers_and_binders(
+    kube: KubeClient, apiserver: TestEnv, tmp_path: Path
+) -> None:
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    clean(kube)
+    kube.create(NODES, api_node("n0"))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DISTSCHED_")}
+    up = subprocess.Popen(
+        [sys.executable, "-m", "distsched", "up", "--kubeconfig", str(apiserver.kubeconfig)],
+        env={**env, "HOME": str(tmp_path)},
+        stdout=subprocess.DEVNULL,
+        stderr=open(tmp_path / "up.log", "wb"),  # noqa: SIM115
+        start_new_session=True,
+    )
+    try:
+        kube.create(PODS, api_pod("via-up"), "default")
+        wait_for("via-up bound", lambda: bound(kube, ["via-up"]), 60)
+    finally:
+        up.send_signal(signal.SIGINT)
+        assert up.wait(30) == 0, (tmp_path / "up.log").read_text()[-2000:]
