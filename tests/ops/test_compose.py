@@ -19,9 +19,14 @@ from distsched.cli import main
 from tests.ops.scrape import exposed_families
 
 ROOT = Path(__file__).resolve().parents[2]
-# ``${VAR:-default}`` as compose resolves it with VAR unset (the `ha` profile's override).
+# ``${VAR:-default}`` and ``${VAR:+alternative}`` as compose resolves them with VAR unset
+# (the `ha` profile's URL override, the `kube` profile's kubeconfig).
 COMPOSE = yaml.safe_load(
-    re.sub(r"\$\{\w+:-([^}]*)\}", r"\1", (ROOT / "docker-compose.yml").read_text())
+    re.sub(
+        r"\$\{\w+:\+[^}]*\}",
+        "",
+        re.sub(r"\$\{\w+:-([^}]*)\}", r"\1", (ROOT / "docker-compose.yml").read_text()),
+    )
 )
 SERVICES: dict[str, dict[str, Any]] = COMPOSE["services"]
 PROMETHEUS = yaml.safe_load((ROOT / "deploy" / "prometheus.yml").read_text())
