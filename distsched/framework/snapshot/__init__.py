@@ -146,6 +146,7 @@ class Snapshot:
         index = self.table.index_of(node_name)
         self.indexes.remove_node(index)
         self.placement.node_removed(index, node_name)
+        self.usage.remove_node(index)
         self.table.remove(node_name)
         self.table.touch(index)
         return index

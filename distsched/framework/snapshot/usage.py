@@ -149,6 +149,12 @@ class Usage:
         table.touch_many(slots)
 
     # ------------------------------------------------------------------ slots
+    def remove_node(self, index: int) -> None:
+        """The node leaves its slot: no host port is in use there any more (the table
+        zeroes the slot's rows)."""
+        if self._ports[index]:
+            self._clear_ports(index)
+
     def grow(self, capacity: int) -> None:
         self._ports.extend({} for _ in range(capacity - len(self._ports)))
 

@@ -4,7 +4,7 @@ changes of the node (a new generation) and which the caller's."""
 from __future__ import annotations
 
 from distsched.framework.podinfo import PodInfo
-from distsched.framework.snapshot import CPU_COL, PODS_COL, NodeTable, Usage
+from distsched.framework.snapshot import CPU_COL, PODS_COL, NodeTable, Snapshot, Usage
 from distsched.model import HostPort
 from tests.framework.builders import host_port, make_node, make_pod
 
@@ -42,3 +42,14 @@ def test_the_ledger_supersedes_what_the_worker_charged() -> None:
     assert usage.host_ports(index) == {HostPort("0.0.0.0", "UDP", 53): 1}
     assert usage.port_conflict_slots(PORT) == set()
     assert table.generation[index] == table.version == 2
+
+
+def test_a_node_in_a_reused_slot_holds_no_host_port_of_the_removed_one() -> None:
+    snapshot = Snapshot(capacity=4, usage_from_ledger=True)
+    gone = snapshot.add_node(make_node("gone"))
+    snapshot.set_usage(gone, {"pods": 1}, [("0.0.0.0", "TCP", 80)])
+    snapshot.remove_node("gone")
+    assert snapshot.port_conflict_slots(PORT) == set()
+    new = snapshot.add_node(make_node("new"))  # no usage from the ledger yet
+    assert new == gone
+    assert snapshot.host_ports(new) == {} and snapshot.port_conflict_slots(PORT) == set()
