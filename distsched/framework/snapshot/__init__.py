@@ -22,10 +22,9 @@ Each module's docstring says what its part holds; the per-slot arrays are descri
 
 from __future__ import annotations
 
+import weakref
 from operator import attrgetter
 from typing import Any
-
-import numpy as np
 
 from distsched.framework.snapshot.indexes import NodeIndexes
 from distsched.framework.snapshot.placement import DeferredPod, PodPlacement
@@ -64,7 +63,15 @@ class Snapshot:
         # In a scheduling worker the Redis ledger is the truth for what is in use on each
         # node (see usage.py): placed pods then only feed the pod lists.
         self.usage_from_ledger = usage_from_ledger
-        self.table = table = NodeTable(capacity)
+        owner = weakref.ref(self)  # the table must not keep the snapshot alive (a cycle)
+
+        def rebind() -> None:
+            snapshot = owner()
+            if snapshot is not None:
+                snapshot._bind_arrays()
+
+        self.table = table = NodeTable(capacity, on_reshape=rebind)
+        self._bind_arrays()
         self.indexes = indexes = NodeIndexes(table.capacity)
         self.usage = usage = Usage(table)
         self.placement = placement = PodPlacement(table, None if usage_from_ledger else usage)
@@ -157,25 +164,29 @@ class Snapshot:
         self.usage.grow(capacity)
         self.placement.grow(capacity)
 
+    def _bind_arrays(self) -> None:
+        # The table's arrays as plain attributes (plugins read them for every pod),
+        # bound again whenever the table replaces them.
+        table = self.table
+        self.allocatable = table.allocatable
+        self.requested = table.requested
+        self.free = table.free
+        self.nonzero_requested = table.nonzero_requested
+        self.unschedulable = table.unschedulable
+        self.valid = table.valid
+        self.generation = table.generation
+
     def __len__(self) -> int:
         return self.table.num_nodes
 
     def __contains__(self, node_name: object) -> bool:
         return node_name in self.table
 
-    # Read through to the part that owns each: parts replace arrays as capacity and
-    # resource columns grow, counters move on every change.
+    # Counters read through to the part that keeps them.
     capacity: int = _read_through("table.capacity")
     num_nodes: int = _read_through("table.num_nodes")
     version: int = _read_through("table.version")
     num_unschedulable: int = _read_through("table.num_unschedulable")
-    allocatable: np.ndarray = _read_through("table.allocatable")
-    requested: np.ndarray = _read_through("table.requested")
-    free: np.ndarray = _read_through("table.free")
-    nonzero_requested: np.ndarray = _read_through("table.nonzero_requested")
-    unschedulable: np.ndarray = _read_through("table.unschedulable")
-    valid: np.ndarray = _read_through("table.valid")
-    generation: np.ndarray = _read_through("table.generation")
     label_version: int = _read_through("indexes.label_version")
     taint_version: int = _read_through("indexes.taint_version")
     has_deferred: bool = _read_through("placement.has_deferred")

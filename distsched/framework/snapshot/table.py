@@ -6,8 +6,8 @@ free slot. Arrays are therefore defined over slots, and an entry for a free slot
 meaningless: callers index them with node indices from ``node_indices()`` (or any other
 array of valid slots) and never look at free ones.
 
-Per-slot numpy arrays (capacity grows by doubling, so hold on to them only within one
-scheduling cycle):
+Per-slot numpy arrays (capacity grows by doubling and columns are added, which replaces
+them: hold on to them only within one scheduling cycle, or follow ``on_reshape``):
 
 =====================  ===========  ========================================================
 array                  shape/dtype  holds
@@ -35,7 +35,7 @@ one resource for many nodes (``snapshot.free[:, col][indices]``).
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 import numpy as np
 
@@ -53,8 +53,12 @@ _EMPTY_INDEX = np.zeros(0, dtype=np.int64)
 
 
 class NodeTable:
-    def __init__(self, capacity: int) -> None:
+    def __init__(self, capacity: int, *, on_reshape: Callable[[], None] | None = None) -> None:
         capacity = max(1, capacity)
+        # Called after the arrays were replaced by larger ones (more slots, a new column),
+        # for whoever keeps references to them.
+        self._on_reshape = on_reshape
+        self.capacity = capacity  # slots; every per-slot array is this long
         self.resource_names: list[str] = list(_BASE_RESOURCES)
         self.resource_index: dict[str, int] = {n: i for i, n in enumerate(_BASE_RESOURCES)}
         r = len(self.resource_names)
@@ -76,10 +80,6 @@ class NodeTable:
         self._all_have: dict[int, bool] = {}
 
     # ------------------------------------------------------------------ slots
-    @property
-    def capacity(self) -> int:
-        return len(self._nodes)
-
     @property
     def num_nodes(self) -> int:
         return len(self._index_of)
@@ -136,6 +136,8 @@ class NodeTable:
             self.allocatable = _add_column(self.allocatable)
             self.requested = _add_column(self.requested)
             self.free = _add_column(self.free)
+            if self._on_reshape is not None:
+                self._on_reshape()
         return col
 
     def all_nodes_have(self, col: int) -> bool:
@@ -234,9 +236,12 @@ class NodeTable:
         self.valid = grow(self.valid)
         self.generation = grow(self.generation)
         self._nodes.extend([None] * (capacity - old))
+        self.capacity = capacity
         for slot in range(old, capacity):
             heapq.heappush(self._free, slot)
         self._node_indices = None
+        if self._on_reshape is not None:
+            self._on_reshape()
 
     # ------------------------------------------------------------------ generations
     def touch(self, index: int) -> None:

@@ -57,3 +57,15 @@ def test_touch_many_is_touch_of_each_in_order() -> None:
     many.touch_many(np.array([3, 0, 2]))
     assert many.generation.tolist() == one.generation.tolist()
     assert many.version == one.version == 4
+
+
+def test_whoever_holds_the_arrays_hears_when_they_are_replaced() -> None:
+    calls: list[int] = []
+    table = NodeTable(capacity=1, on_reshape=lambda: calls.append(table.capacity))
+    table.add(make_node("a"))
+    table.column("cpu")
+    table.update(make_node("a", cpu=1))
+    assert calls == []  # same arrays
+    table.grow(2)
+    table.add(make_node("b", extra={"example.com/gpu": 1}))  # a new column
+    assert calls == [2, 2]
