@@ -71,6 +71,7 @@ class NodeTable:
         self.generation = np.zeros(capacity, dtype=np.int64)
         # Bumped on every mutation; caches outside the snapshot may key on it.
         self.version = 0
+        self.num_nodes = 0  # counted: the snapshot reads it for every pod
         self.num_unschedulable = 0
 
         self._nodes: list[Node | None] = [None] * capacity
@@ -80,10 +81,6 @@ class NodeTable:
         self._all_have: dict[int, bool] = {}
 
     # ------------------------------------------------------------------ slots
-    @property
-    def num_nodes(self) -> int:
-        return len(self._index_of)
-
     @property
     def full(self) -> bool:
         """Whether ``add`` needs a ``grow`` first."""
@@ -182,6 +179,7 @@ class NodeTable:
         ``full``); returns the slot. Its usage row is whatever the slot holds (zero)."""
         index = heapq.heappop(self._free)
         self._index_of[node.metadata.name] = index
+        self.num_nodes += 1
         self.valid[index] = True
         self._node_indices = None
         self._set(index, node)
@@ -207,6 +205,7 @@ class NodeTable:
     def remove(self, node_name: str) -> int:
         """Free the node's slot, every row of it zeroed; returns the slot."""
         index = self._index_of.pop(node_name)
+        self.num_nodes -= 1
         self._nodes[index] = None
         self.valid[index] = False
         self.allocatable[index] = 0
