@@ -81,13 +81,12 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Any, cast
+from typing import cast
 
 import redis
 
 from distsched import replication
-from distsched.cache.consistency import ledger_differences
+from distsched.cache.ledger_reads import DomainGenerations, LedgerReader
 from distsched.cache.ledger_types import (
     Decision,
     Difference,
@@ -95,7 +94,6 @@ from distsched.cache.ledger_types import (
     Invalid,
     LedgerConfig,
     NodeState,
-    NodeUsage,
     PodRecord,
     Rejected,
     Reserved,
@@ -104,7 +102,6 @@ from distsched.cache.ledger_types import (
     check_count,
     check_domain,
     check_name,
-    decode_ports,
     decode_record,
     encode_anti_affinity_keys,
     encode_ports,
@@ -113,7 +110,6 @@ from distsched.cache.ledger_types import (
     nonzero_extra_requests,
     normalize_ports,
     normalize_requests,
-    split_nonzero_extra,
 )
 from distsched.clock import Clock
 from distsched.keys import Keys
@@ -126,35 +122,6 @@ from distsched.store.codec import parse_meta
 
 _RETRIES = 8
 MAX_BATCH = 1000  # cache_reserve unpacks one argument per pod in its bulk reads and writes
-
-
-def _pairs(flat: Sequence[Any]) -> Iterable[tuple[str, str]]:
-    return ((as_text(flat[i]), as_text(flat[i + 1])) for i in range(0, len(flat), 2))
-
-
-def _parse_node_hash(flat: Sequence[Any]) -> tuple[bool, int, dict, dict, dict]:
-    live, gen = False, 0
-    alloc: dict[str, int] = {}
-    req: dict[str, int] = {}
-    topo: dict[str, str] = {}
-    for field, value in _pairs(flat):
-        kind, _, name = field.partition(":")
-        if field == "live":
-            live = value == "1"
-        elif field == "gen":
-            gen = int(value)
-        elif kind == "alloc":
-            alloc[name] = int(value)
-        elif kind == "req":
-            req[name] = int(value)
-        elif kind == "topo":
-            topo[name] = value
-    return live, gen, alloc, req, topo
-
-
-def _parse_ports(flat: Sequence[Any]) -> tuple[HostPort, ...]:
-    used = [field for field, value in _pairs(flat) if field.count("|") == 2 and int(value) > 0]
-    return decode_ports(",".join(sorted(used)))
 
 
 def _encode_decision(d: Decision) -> list[str | int]:
@@ -178,15 +145,6 @@ def _encode_decision(d: Decision) -> list[str | int]:
     for dom, gen in d.domain_checks.items():
         encoded += [check_domain(dom), check_count(f"generation of {dom}", gen)]
     return encoded
-
-
-@dataclass(frozen=True, slots=True)
-class DomainGenerations:
-    """Generations of some topology domains as :meth:`Ledger.changes_since` read them:
-    domain -> generation (``checks``) and domain -> anti-affinity generation."""
-
-    checks: dict[str, int]
-    anti_affinity: dict[str, int]
 
 
 class Ledger:
@@ -215,53 +173,18 @@ class Ledger:
         self.aagen_key = keys.ledger_anti_affinity_gen
         self.aapods_key = keys.ledger_anti_affinity_pods
         self.topokeys_key = keys.ledger_topology_keys
-        self.usage_key = keys.ledger_usage
-        self.feed_key = keys.ledger_feed
-        self.feed_version_key = keys.ledger_feed_version
-
-    @property
-    def feed_keys(self) -> list[str]:
-        """The change feed's usage hash, zset and version counter: the last three KEYS of
-        every script that changes a node's usage."""
-        return [self.usage_key, self.feed_key, self.feed_version_key]
-
-    def changes_since(
-        self, version: int, domains: Sequence[str] = ()
-    ) -> tuple[int, dict[str, NodeUsage], DomainGenerations]:
-        """Nodes whose ledger usage changed after ``version`` with their absolute usage,
-        the version to ask from next time, and the current generations of ``domains``,
-        all read in one step (one script call). A change racing with this call is seen now
-        or next time, never lost; a node may come back twice, which is harmless since the
-        values are absolute. Generations read here precede any pod list read after, as
-        :meth:`Decision` checks on multi-node domains need (see the module docstring)."""
-        keys = [
-            self.feed_version_key,
-            self.feed_key,
-            self.usage_key,
-            self.domgen_key,
-            self.aagen_key,
-        ]
-        domains = [check_domain(d) for d in domains]
-        current, changes, gens, aagens = self._scripts.get("cache_changes")(
-            keys=keys, args=[version, *domains]
-        )
-        usages: dict[str, NodeUsage] = {}
-        for i in range(0, len(changes), 2):
-            name = as_text(changes[i])
-            usages[name] = NodeUsage.parse(name, as_text(changes[i + 1]) if changes[i + 1] else "")
-        generations = DomainGenerations(
-            checks={d: int(g or 0) for d, g in zip(domains, gens, strict=True)},
-            anti_affinity={d: int(g or 0) for d, g in zip(domains, aagens, strict=True)},
-        )
-        return int(current), usages, generations
-
-    def node_keys(self, name: str) -> list[str]:
-        """The node hash, ports hash and pod set of one node, in script KEYS order."""
-        return [
-            self._keys.ledger_node(name),
-            self._keys.ledger_ports(name),
-            self._keys.ledger_node_pods(name),
-        ]
+        # The read side (ledger_reads.py), under the same names.
+        self.reader = reader = LedgerReader(client, keys, self._scripts)
+        self.feed_keys = reader.feed_keys
+        self.node_keys = reader.node_keys
+        self.changes_since = reader.changes_since
+        self.node_names = reader.node_names
+        self.node_state = reader.node_state
+        self.pod = reader.pod
+        self.pod_nodes = reader.pod_nodes
+        self.assumed_pods = reader.assumed_pods
+        self.anti_affinity_pods = reader.anti_affinity_pods
+        self.check_consistency = reader.check_consistency
 
     # --- nodes ---------------------------------------------------------------------------
     def set_node(
@@ -309,39 +232,6 @@ class Ledger:
             return []
         wanted = {as_text(k) for k in assumed}
         return [k for k in self.reap_expired_assumed(self._clock.now_ms()) if k in wanted]
-
-    def node_names(self) -> list[str]:
-        return sorted(as_text(n) for n in self._r.smembers(self.nodes_key))
-
-    def node_state(self, names: Iterable[str]) -> dict[str, NodeState]:
-        """The current state of the named nodes, read atomically (unknown nodes: not live)."""
-        names = list(dict.fromkeys(names))
-        if not names:
-            return {}
-        keys = [self.domgen_key, self.aagen_key]
-        for name in names:
-            keys += self.node_keys(name)
-        raw = self._scripts.get("cache_node_state")(keys=keys, args=[])
-        out = {}
-        for name, (flat, ports, pods, doms, gens, aagens) in zip(names, raw, strict=True):
-            live, gen, alloc, req, topo = _parse_node_hash(flat)
-            req = {k: v for k, v in req.items() if v}
-            extra = split_nonzero_extra(req)
-            doms = [as_text(d) for d in doms]
-            out[name] = NodeState(
-                name=name,
-                live=live,
-                generation=gen,
-                allocatable=alloc,
-                requested=req,
-                ports=_parse_ports(ports),
-                domains=topo,
-                domain_gens={d: int(g) for d, g in zip(doms, gens, strict=True)},
-                anti_affinity_gens={d: int(g) for d, g in zip(doms, aagens, strict=True)},
-                pods=tuple(sorted(as_text(p) for p in pods)),
-                nonzero_extra=extra,
-            )
-        return out
 
     # --- reservations --------------------------------------------------------------------
     def reserve(self, decision: Decision) -> ReserveResult:
@@ -605,67 +495,6 @@ class Ledger:
                 return outcome
             self._release("delete", [pod_key])
         raise RuntimeError(f"add_bound_pod kept finding another record of {pod_key}")
-
-    # --- reading -------------------------------------------------------------------------
-    def pod(self, pod_key: str) -> PodRecord | None:
-        pipe = self._r.pipeline(transaction=True)
-        pipe.hget(self.pods_key, pod_key)
-        pipe.zscore(self.assumed_key, pod_key)
-        raw, deadline = pipe.execute()
-        return None if raw is None else decode_record(pod_key, raw, deadline)
-
-    def pod_nodes(self, pod_keys: Sequence[str]) -> dict[str, str]:
-        """ns/name -> node of the pods the ledger holds (assumed or bound), one HMGET."""
-        if not pod_keys:
-            return {}
-        raws = self._r.hmget(self.pods_key, list(pod_keys))
-        out: dict[str, str] = {}
-        for key, raw in zip(pod_keys, raws, strict=True):
-            if raw is not None:
-                out[key] = decode_record(key, raw, None).node
-        return out
-
-    def assumed_pods(self) -> dict[str, int]:
-        """ns/name -> assume deadline (ms)."""
-        entries = cast(
-            list[tuple[Any, float]], self._r.zrange(self.assumed_key, 0, -1, withscores=True)
-        )
-        return {as_text(key): int(deadline) for key, deadline in entries}
-
-    def anti_affinity_pods(self) -> dict[str, str]:
-        """Assumed and bound pods carrying required anti-affinity terms: ns/name -> node.
-        A worker rejected for an anti-affinity generation change reads these (and the pod
-        objects from the store) to bring its snapshot up to date."""
-        return {as_text(k): as_text(v) for k, v in self._r.hgetall(self.aapods_key).items()}
-
-    def check_consistency(self) -> list[Difference]:
-        """Where the ledger differs from the sum of its assumed + bound pods (empty = none)."""
-        while True:
-            try:
-                return self._check_consistency_once()
-            except redis.WatchError:
-                continue
-
-    def _check_consistency_once(self) -> list[Difference]:
-        with self._r.pipeline(transaction=True) as pipe:
-            pipe.watch(self.nodes_key)
-            names = sorted(as_text(n) for n in pipe.smembers(self.nodes_key))
-            pipe.multi()
-            for name in names:
-                node_key, ports_key, pods_key = self.node_keys(name)
-                pipe.hgetall(node_key)
-                pipe.hgetall(ports_key)
-                pipe.smembers(pods_key)
-            pipe.hgetall(self.pods_key)
-            pipe.zrange(self.assumed_key, 0, -1)
-            pipe.hgetall(self.aapods_key)
-            *per_node, raw_pods, assumed, aapods = pipe.execute()
-
-        nodes = {
-            name: (dict(per_node[3 * i]), dict(per_node[3 * i + 1]), per_node[3 * i + 2])
-            for i, name in enumerate(names)
-        }
-        return ledger_differences(nodes, raw_pods, assumed, aapods)
 
 
 __all__ = [

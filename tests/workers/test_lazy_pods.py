@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from distsched.clock import FakeClock
-from distsched.framework.snapshot import DeferredPod, Snapshot
+from distsched.framework.snapshot import DeferredPod, PodPlacement, Snapshot
 from distsched.keys import Keys
 from tests.support import objects
 from tests.support.objects import HOSTNAME, ZONE
@@ -144,7 +144,7 @@ def _deferred_count(snapshot: Snapshot) -> int:
     return sum(
         1
         for index in snapshot.node_indices()
-        for entry in snapshot._pods[index].values()
+        for entry in snapshot.placement._pods[index].values()
         if type(entry) is DeferredPod
     )
 
@@ -157,20 +157,20 @@ def twins(r: redis.Redis, clock: FakeClock) -> Twins:
 @contextlib.contextmanager
 def never_materialized() -> Iterator[None]:
     """Break the lazy view: a read that should parse deferred pods finds them gone."""
-    real = Snapshot._materialize
+    real = PodPlacement._materialize
 
-    def drop(self: Snapshot, index: int) -> None:
+    def drop(self: PodPlacement, index: int) -> None:
         self._deferred_slots.discard(index)
         pods = self._pods[index]
         for key in [k for k, v in pods.items() if type(v) is DeferredPod]:
             del pods[key]
             del self._pod_node[key]
 
-    Snapshot._materialize = drop  # type: ignore[method-assign]
+    PodPlacement._materialize = drop  # type: ignore[method-assign]
     try:
         yield
     finally:
-        Snapshot._materialize = real  # type: ignore[method-assign]
+        PodPlacement._materialize = real  # type: ignore[method-assign]
 
 
 def fill(twins: Twins, count: int, **kwargs: Any) -> None:
