@@ -48,7 +48,7 @@ from distsched.store import (
     Unresolved,
     decode_event,
 )
-from distsched.store.codec import uid_of
+from distsched.store.codec import object_key, uid_of
 from distsched.workers import prechecks
 
 log = logging.getLogger(__name__)
@@ -300,14 +300,17 @@ class QueueEventHandlers:
         there: the binder's bind script confirms them in the same call, so their objects
         are never needed here."""
         nodes = self.ledger.pod_nodes([e.key for e in bound])
-        unknown = [
-            self.scheduler.parse(obj)
-            for obj in _objects([e for e in bound if nodes.get(e.key) != e.node])
-        ]
-        for pod in unknown:
-            record_bound_pod(self.ledger, pod)
-        if unknown:
-            self.queue.forget([p.key for p in unknown])
+        recorded = []
+        for obj in _objects([e for e in bound if nodes.get(e.key) != e.node]):
+            try:
+                pod = self.scheduler.parse(obj)
+                record_bound_pod(self.ledger, pod)
+            except ValueError:  # one bad pod must not stop the stream for all the others
+                log.exception("bound pod %s left out of the ledger", object_key(obj)[1])
+                continue
+            recorded.append(pod.key)
+        if recorded:
+            self.queue.forget(recorded)
 
     def _assigned_pods_added(
         self,

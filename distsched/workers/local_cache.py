@@ -162,7 +162,9 @@ class ClusterView:
         cached = self._parsed.get(key)
         if cached is not None:
             cached_rv, cached_obj, cached_pod = cached
-            if cached_rv == rv and rv:
+            # The rv alone is not enough: after Redis lost its data the store counts
+            # resourceVersions from 0 again, and an old rv may name a new object.
+            if cached_rv == rv and rv and (cached_obj is obj or cached_obj == obj):
                 return cached_pod
             node = obj.get("spec", {}).get("nodeName", "")
             if node and not cached_pod.spec.node_name and _same_but_binding(cached_obj, obj):
@@ -319,6 +321,7 @@ class ClusterView:
         the next refresh reads the whole feed, and count every node empty until the
         ledger says otherwise."""
         self.feed_version = 0
+        self._parsed.clear()  # parsed per rv, and the rvs start over too
         self._usage.clear()
         self.node_states.clear()
         self._topology.clear()

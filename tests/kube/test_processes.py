@@ -176,7 +176,9 @@ def test_redis_restarted_empty_while_the_api_server_keeps_the_truth(
     wait_for("the later pods bound after the reset", lambda: bound(kube, later), 90)
     kube.create(PODS, api_pod("no-room", cpu="500m"), "default")
     time.sleep(5)
-    assert node_of(kube, "no-room") == ""
+    ledger = Ledger(redis.Redis.from_url(server.url), Keys(), SYSTEM_CLOCK)
+    held = {key: ledger.pod(key) for key in [f"default/{n}" for n in first + later]}
+    assert node_of(kube, "no-room") == "", f"the ledger after the reset: {held}"
     assert check_from_api(kube, {"default"}) == []
 
 

@@ -70,3 +70,43 @@ def test_the_store_reset_alone_is_noticed(r: redis.Redis, keys: Keys, clock: Fak
     cluster.create(*cluster_objects("after"))
     cluster.settle(turns=20)
     assert len(bound_nodes(r, keys)) == PODS
+
+
+def test_a_pod_written_again_after_the_loss_is_not_taken_for_its_old_self(
+    r: redis.Redis, keys: Keys, clock: FakeClock
+) -> None:
+    """The Kubernetes mode's case: after the loss the bridge writes the API server's pods
+    again (bound ones with their nodeName) and the store counts resourceVersions from 0
+    again. The worker parses a pod once per rv; a bound pod written under the rv its
+    pending self had before the loss was taken for that pending self: adding it to the
+    ledger failed on every turn, its node's room was never counted again, and the node
+    was overcommitted (tests/kube: Redis restarted empty)."""
+    cluster = InProcessCluster(r, keys, clock)
+    cluster.create(node("n0", cpu="4", pods="110"), pod("a0", cpu="500m"))
+    cluster.settle(turns=20)
+    view = cluster.worker.view
+    before = cluster.pod("a0")
+    pending = {**before, "metadata": {**before["metadata"], "resourceVersion": "2"}}
+    pending["spec"] = {k: v for k, v in before["spec"].items() if k != "nodeName"}
+    assert view.pod_from(pending).spec.node_name == ""
+    again = {**pending, "spec": {**pending["spec"], "nodeName": "n0"}}  # the same rv
+    assert view.pod_from(again).spec.node_name == "n0"
+
+
+def test_one_bound_pod_the_ledger_refuses_does_not_hold_up_the_others(
+    r: redis.Redis, keys: Keys, clock: FakeClock
+) -> None:
+    """A bound pod the ledger cannot hold (a request beyond 2^53-1, as another scheduler
+    may have bound it) is logged and left out; the bound pods of the same batch are
+    counted, and the pods after them scheduled."""
+    cluster = InProcessCluster(r, keys, clock)
+    cluster.create(node("n0", cpu="4", pods="110"))
+    cluster.settle(turns=5)
+    huge = pod("huge", cpu=None, memory="9999999999999999999", nodeName="n0")
+    theirs = [pod(f"theirs{i}", cpu="1", nodeName="n0") for i in range(3)]
+    cluster.create(huge, *theirs, *(pod(f"ours{i}", cpu="1") for i in range(2)))
+    cluster.settle(turns=20)
+    assert all(cluster.worker.ledger.pod(f"default/theirs{i}") is not None for i in range(3))
+    bound = bound_nodes(r, keys)
+    ours = [k for k in bound if "/ours" in k]
+    assert len(ours) == 1, f"room for one more 1-cpu pod on n0, bound: {sorted(bound)}"
