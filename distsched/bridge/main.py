@@ -19,7 +19,6 @@ import contextlib
 import hashlib
 import logging
 import queue
-import signal
 import threading
 import time
 from collections.abc import Collection
@@ -27,17 +26,16 @@ from dataclasses import dataclass, field
 
 import msgspec
 import redis
-from redis.backoff import NoBackoff
-from redis.retry import Retry
 
-from distsched import gc_tuning, metrics
+from distsched import metrics
 from distsched.bridge.convert import MIRRORED, Obj
 from distsched.bridge.reflector import Reflector
-from distsched.connection import Backoff, RedisOptions, connect, infrastructure_error
+from distsched.connection import Backoff, RedisOptions, infrastructure_error
 from distsched.keys import Keys
 from distsched.kube.client import KubeClient
 from distsched.lease import Lease
 from distsched.redis_text import as_text
+from distsched.role_start import start_role
 from distsched.store import Store
 from distsched.store.codec import node_name_of, object_key, parse_meta, uid_of
 from distsched.store.mirror import Change, Fence, Fenced, StoreMirror
@@ -292,13 +290,7 @@ def run_bridge(
     lease_ms: int = 15_000,
     stop: threading.Event | None = None,
 ) -> None:
-    gc_tuning.tune()
-    stop = stop or threading.Event()
-    if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGTERM, lambda *_: stop.set())
-        signal.signal(signal.SIGINT, lambda *_: stop.set())
-    client = connect(options)
-    client.set_retry(Retry(NoBackoff(), 0))
+    stop, client = start_role(options, stop)
     lease = Lease(client, keys, LEASE_NAME, lease_ms=lease_ms)
     renew_every = lease_ms / 3000
     bridge: Bridge | None = None

@@ -14,18 +14,16 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import signal
 import threading
 
 import redis
-from redis.backoff import NoBackoff
-from redis.retry import Retry
 
 from distsched import gc_tuning, metrics
-from distsched.connection import Backoff, RedisOptions, connect, infrastructure_error
+from distsched.connection import Backoff, RedisOptions, infrastructure_error
 from distsched.controllers.workload import WorkloadController
 from distsched.keys import Keys
 from distsched.lease import DEFAULT_LEASE_MS, Lease
+from distsched.role_start import start_role
 
 log = logging.getLogger(__name__)
 
@@ -37,13 +35,7 @@ def run_controller(
     lease_ms: int = DEFAULT_LEASE_MS,
     stop: threading.Event | None = None,
 ) -> None:
-    gc_tuning.tune()
-    stop = stop or threading.Event()
-    if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGTERM, lambda *_: stop.set())
-        signal.signal(signal.SIGINT, lambda *_: stop.set())
-    client = connect(options)
-    client.set_retry(Retry(NoBackoff(), 0))
+    stop, client = start_role(options, stop)
     lease = Lease(client, keys, "controller", lease_ms=lease_ms)
     block_ms = max(1, min(1000, lease_ms // 3))
     controller: WorkloadController | None = None

@@ -11,22 +11,20 @@ from __future__ import annotations
 
 import logging
 import os
-import signal
 import sys
 import threading
 import uuid
 
 import redis
-from redis.backoff import NoBackoff
-from redis.retry import Retry
 
 from distsched import gc_tuning, metrics
 from distsched.cache.ledger import LedgerConfig
-from distsched.connection import Backoff, RedisOptions, connect, infrastructure_error
+from distsched.connection import Backoff, RedisOptions, infrastructure_error
 from distsched.framework.profile import ConfigError, build_profiles, load_config
 from distsched.keys import Keys
 from distsched.kube.mode import KubeMode
 from distsched.queue_types import QueueConfig
+from distsched.role_start import start_role
 from distsched.store import Store
 from distsched.workers.schedule_one import SchedulingWorker, WorkerConfig
 
@@ -54,15 +52,7 @@ def run_worker(
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         sys.exit(2)
-    gc_tuning.tune()
-    stop = stop or threading.Event()
-    if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGTERM, lambda *_: stop.set())
-        signal.signal(signal.SIGINT, lambda *_: stop.set())
-    client = connect(options)
-    # The loop does its own waiting on outages; redis-py's hidden retries would only
-    # stall it without saying so.
-    client.set_retry(Retry(NoBackoff(), 0))
+    stop, client = start_role(options, stop)
     if metrics_port:
         metrics.serve(metrics_port, addr=metrics_addr)
         metrics.register_queue_collector(client, keys)
