@@ -61,6 +61,14 @@ WORKER = (
     "xgroup|createconsumer", "xrange",
     "xtrim", "xinfo|groups", "xpending", "hscan",
 )  # fmt: skip
+# The workload controller: its informer reads the store's event stream (XRANGE when it
+# checks for a gap) and lists the store in one MULTI; it writes through the store's
+# scripts and holds its lease with one (controller_lease.lua).
+CONTROLLER = ("xread", "xrange", "multi", "exec")
+# The kube bridge: the store's scripts, listings in one MULTI, and its writes fenced by
+# WATCH on its lease (store/mirror.py: a transaction that runs scripts, for which redis-py
+# asks SCRIPT EXISTS first).
+KUBE_BRIDGE = ("multi", "exec", "watch", "unwatch", "script|exists")
 # The operator's CLI (queue, get, explain): reads only.
 OPERATOR = (
     "multi", "exec", "get", "hget", "hgetall", "hmget", "hkeys", "hlen", "zcard", "zrange",
@@ -71,6 +79,8 @@ OPERATOR = (
 ROLE_COMMANDS: dict[str, tuple[str, ...]] = {
     "worker": (*CONNECTION, *LUA, *REPLICATION, *RQ_ENQUEUE, *WORKER),
     "binder": (*CONNECTION, *LUA, *REPLICATION, *RQ_WORKER),
+    "controller": (*CONNECTION, *LUA, *REPLICATION, *CONTROLLER),
+    "kube-bridge": (*CONNECTION, *LUA, *REPLICATION, *KUBE_BRIDGE),
     "operator": (*CONNECTION, *OPERATOR),
 }
 ROLES = tuple(ROLE_COMMANDS)

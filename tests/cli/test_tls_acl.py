@@ -61,7 +61,8 @@ def test_distsched_acl_prints_role_users_this_server_takes(acl_server: EmbeddedR
     result = run_cli("acl", "--password", "role-pw-1", "--scheduler", "prod", url=admin_url)
     assert result.returncode == 0, result.stderr
     lines = result.stdout.splitlines()
-    assert [line.split()[2] for line in lines] == ["worker", "binder", "operator"]
+    roles = ["worker", "binder", "controller", "kube-bridge", "operator"]
+    assert [line.split()[2] for line in lines] == roles
     admin = redis.Redis.from_url(admin_url)
     version = admin.info("server")["redis_version"]
     assert ("+client|setinfo" in result.stdout) == (parse_version(version) >= (7, 2, 0))

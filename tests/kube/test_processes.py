@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 import redis
 
+from distsched.acl import server_version, setuser_args
 from distsched.bench.kube import check_from_api
 from distsched.bench.procs import ProcessGroup
 from distsched.cache.ledger import Ledger
@@ -206,3 +207,44 @@ def test_up_with_a_kubeconfig_runs_the_bridge_workers_and_binders(
     finally:
         up.send_signal(signal.SIGINT)
         assert up.wait(30) == 0, (tmp_path / "up.log").read_text()[-2000:]
+
+
+def test_every_role_as_its_own_acl_user_schedules_a_real_cluster(
+    kube: KubeClient, roles: tuple[ProcessGroup, EmbeddedRedis], tmp_path: Path
+) -> None:
+    """The bridge, a worker and a binder each log in as the least-privilege user
+    `distsched acl` prints for this server: pods bound through the API server, a pod
+    deleted, and not one ACL denial."""
+    _, server = roles
+    admin = redis.Redis.from_url(server.url)
+    version = server_version(admin)
+    urls = {}
+    for role in ("kube-bridge", "worker", "binder"):
+        admin.execute_command("ACL", "SETUSER", *setuser_args(role, "pw-" + role, version=version))
+        urls[role] = f"redis://{role}:pw-{role}@{server.host}:{server.port}/0"
+    admin.execute_command("ACL", "LOG", "RESET")
+    kube.create(NODES, api_node("n0", cpu="4"))
+    groups = []
+    for role, url in urls.items():
+        (tmp_path / role).mkdir()
+        group = ProcessGroup(url, log_dir=tmp_path / role)
+        group.extra_env["DISTSCHED_KUBECONFIG"] = roles[0].extra_env["DISTSCHED_KUBECONFIG"]
+        groups.append(group)
+        group.spawn(role)
+    try:
+        names = [f"acl{i}" for i in range(6)]
+        for name in names:
+            kube.create(PODS, api_pod(name, cpu="500m"), "default")
+        wait_for("the pods bound", lambda: bound(kube, names), 60)
+        kube.delete(PODS, "acl0", "default", grace_period_s=0)
+        store_meta = Keys().store_meta("Pod")
+        wait_for(
+            "acl0 gone from the store", lambda: not admin.hexists(store_meta, "default/acl0"), 30
+        )
+        denials = [f"{e['username']}: {e['object']} ({e['reason']})" for e in admin.acl_log()]
+        assert denials == [], denials
+        assert check_from_api(kube, {"default"}) == []
+    finally:
+        for group in groups:
+            group.stop()
+        admin.close()

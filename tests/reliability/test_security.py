@@ -92,6 +92,28 @@ def test_role_users_schedule_without_a_single_acl_denial(
     store.create(node_manifest("late-node", cpu="64", memory="64Gi"))
     wait_until("the queue to drain", lambda: drained(admin), 30)
     wait_until("no unschedulable pod", lambda: admin.zcard(KEYS.unschedulable) == 0, 30)
+    # The workload controller as its own user: the shop's Deployment, StatefulSet,
+    # DaemonSet and Job get pods, and a deleted Deployment's pods go with it.
+    (tmp_path / "c").mkdir()
+    controller = ProcessGroup(role_url(acl_server, "controller"), log_dir=tmp_path / "c")
+    group_on.append(controller)
+    controller.spawn("controller")
+    shop = Path(__file__).parents[2] / "examples" / "shop.yaml"
+    cli = [sys.executable, "-m", "distsched"]
+    admin_url = ["--redis-url", acl_server.url]
+    applied = subprocess.run([*cli, "apply", "-f", str(shop), *admin_url], capture_output=True)
+    assert applied.returncode == 0, applied.stderr
+
+    def storefront() -> list[str]:
+        return [k for k in bound_pods(admin) if k.startswith("shop/storefront-")]
+
+    wait_until("the storefront's pods bound", lambda: len(storefront()) == 2, 60)
+    deleted = subprocess.run(
+        [*cli, "delete", "deployment", "storefront", "-n", "shop", *admin_url],
+        capture_output=True,
+    )
+    assert deleted.returncode == 0, deleted.stderr
+    wait_until("the storefront's pods deleted", lambda: not storefront(), 30)
     for args in (["queue", "-o", "json"], ["get", "pods", "-o", "json"], ["get", "nodes"]):
         result = subprocess.run(
             [
@@ -113,9 +135,9 @@ def test_role_users_schedule_without_a_single_acl_denial(
     assert "default/vip" in bound and pods[0] not in bound
     version = ".".join(map(str, server_version(admin)))
     report(
-        f"acl roles on Redis {version}: worker, binder and operator users scheduled "
-        f"{len(bound)} pods (with unschedulable pods, preemption, a deletion, a node added) "
-        "with 0 ACL denials"
+        f"acl roles on Redis {version}: worker, binder, controller and operator users "
+        f"scheduled {len(bound)} pods (with unschedulable pods, preemption, a deletion, a "
+        "node added, a Deployment created and deleted) with 0 ACL denials"
     )
 
 
@@ -126,7 +148,7 @@ def test_the_documented_acl_lines_are_the_tested_ones() -> None:
     assert "distsched acl" in doc
 
 
-@pytest.mark.parametrize("role", ["worker", "binder", "operator"])
+@pytest.mark.parametrize("role", ROLES)
 def test_role_user_cannot_flush_configure_or_touch_other_keys(
     acl_server: EmbeddedRedis, role: str
 ) -> None:
