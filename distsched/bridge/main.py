@@ -240,6 +240,7 @@ class Bridge:
         self.store = Store(client, keys)
         self.writer = MirrorWriter(self.store, fence)
         self.stop = threading.Event()
+        self._next_epoch_check = 0.0
         self.reflectors = [
             Reflector(
                 kube,
@@ -262,11 +263,16 @@ class Bridge:
         return all(r.synced.is_set() for r in self.reflectors) and self.writer.inbox.empty()
 
     def turn(self, timeout_s: float = 0.2) -> int:
-        """Write what the reflectors sent; relist everything after a store reset."""
-        if self.writer.store_was_reset():
-            log.warning("bridge: the store lost its data; listing everything again")
-            for reflector in self.reflectors:
-                reflector.relist()
+        """Write what the reflectors sent; relist everything after a store reset (looked
+        for every EPOCH_CHECK_S: a write into a reset store is also refused by the fence,
+        since the lease went with the data, so the check need not cost a GET per turn)."""
+        now = time.monotonic()
+        if now >= self._next_epoch_check:
+            self._next_epoch_check = now + EPOCH_CHECK_S
+            if self.writer.store_was_reset():
+                log.warning("bridge: the store lost its data; listing everything again")
+                for reflector in self.reflectors:
+                    reflector.relist()
         return self.writer.drain(timeout_s)
 
     def close(self) -> None:
