@@ -255,6 +255,7 @@ class Bridge:
 
     def start(self) -> Bridge:
         self.writer.store_was_reset()
+        self._next_epoch_check = time.monotonic() + EPOCH_CHECK_S
         for reflector in self.reflectors:
             reflector.start()
         return self
@@ -263,9 +264,9 @@ class Bridge:
         return all(r.synced.is_set() for r in self.reflectors) and self.writer.inbox.empty()
 
     def turn(self, timeout_s: float = 0.2) -> int:
-        """Write what the reflectors sent; relist everything after a store reset (looked
-        for every EPOCH_CHECK_S: a write into a reset store is also refused by the fence,
-        since the lease went with the data, so the check need not cost a GET per turn)."""
+        """Write what the reflectors sent; relist everything after a store reset, looked
+        for every EPOCH_CHECK_S rather than with a GET per turn (a leader's write into a
+        reset store is refused by its fence anyway: the lease went with the data)."""
         now = time.monotonic()
         if now >= self._next_epoch_check:
             self._next_epoch_check = now + EPOCH_CHECK_S

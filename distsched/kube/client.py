@@ -412,9 +412,7 @@ class KubeClient:
 
     # --- writes -------------------------------------------------------------------------
     def create(self, resource: Resource, obj: Obj, namespace: str | None = None) -> Obj:
-        return self.request(
-            "POST", resource.path(namespace), body=obj, what=resource.describe(namespace)
-        )
+        return self.run(self.arequest(create_request(resource, obj, namespace)))
 
     def delete(
         self,
