@@ -8,7 +8,9 @@ from typing import Any
 import click
 
 from distsched.cli.common import bad_input, fail, make_context, redis_options, warn
+from distsched.model.errors import ManifestError
 from distsched.model.kinds import ALL_KINDS, CLUSTER_SCOPED
+from distsched.model.podgroups import PodGroup, group_of_object, podgroup_status
 from distsched.output import print_json, print_table, print_yaml, progress_bar
 
 _ALIASES: dict[str, tuple[str, ...]] = {
@@ -22,6 +24,7 @@ _ALIASES: dict[str, tuple[str, ...]] = {
     "StatefulSet": ("statefulset", "statefulsets", "sts"),
     "DaemonSet": ("daemonset", "daemonsets", "ds"),
     "Job": ("job", "jobs"),
+    "PodGroup": ("podgroup", "podgroups", "pg", "pgs"),
 }
 KIND_BY_NAME = {alias: kind for kind, aliases in _ALIASES.items() for alias in aliases}
 assert set(_ALIASES) == set(ALL_KINDS)
@@ -55,6 +58,8 @@ def headers(kind: str) -> list[str]:
         return ["NAME", "VALUE", "GLOBAL-DEFAULT", "PREEMPTION"]
     if kind == "PodDisruptionBudget":
         return ["NAMESPACE", "NAME", "MIN AVAILABLE", "MAX UNAVAILABLE"]
+    if kind == "PodGroup":  # scheduler-plugins' printer columns (MIN: minMember), SCHEDULED
+        return ["NAMESPACE", "NAME", "PHASE", "MIN", "SCHEDULED", "RUNNING", "SUCCEEDED", "FAILED"]
     return ["NAMESPACE", "NAME", "DESIRED"]
 
 
@@ -91,6 +96,19 @@ def row(kind: str, o: dict[str, Any]) -> tuple[Any, ...]:
             spec.get("minAvailable", "N/A"),
             spec.get("maxUnavailable", "N/A"),
         )
+    if kind == "PodGroup":
+        status = o.get("status") or {}
+        try:
+            min_member: Any = PodGroup.from_dict(o).min_member
+        except ManifestError:
+            min_member = "?"
+        return (
+            meta.get("namespace", ""),
+            meta["name"],
+            status.get("phase", ""),
+            min_member,
+            *(status.get(n, 0) for n in ("scheduled", "running", "succeeded", "failed")),
+        )
     if kind == "Job":
         desired: Any = spec.get("parallelism", 1)
     elif kind == "DaemonSet":
@@ -98,6 +116,25 @@ def row(kind: str, o: dict[str, Any]) -> tuple[Any, ...]:
     else:
         desired = spec.get("replicas", 1)
     return (meta.get("namespace", ""), meta["name"], desired)
+
+
+def add_podgroup_status(groups: list[dict[str, Any]], pods: list[dict[str, Any]]) -> None:
+    """Set each stored PodGroup's ``status`` to the one :func:`podgroup_status` computes
+    from ``pods`` (keys of a stored status it does not compute, such as v1alpha2's
+    conditions, stay). A group that does not decode keeps its status, with a warning."""
+    members: dict[str, list[dict[str, Any]]] = {}
+    for pod in pods:
+        group_key = group_of_object(pod)
+        if group_key:
+            members.setdefault(group_key, []).append(pod)
+    for i, obj in enumerate(groups):
+        try:
+            group = PodGroup.from_dict(obj)
+        except ManifestError as exc:
+            warn(f"podgroup {exc.name or i}: status not computed: {exc.field}: {exc.reason}")
+            continue
+        status = podgroup_status(group, members.get(group.key, ()))
+        groups[i] = {**obj, "status": {**(obj.get("status") or {}), **status}}
 
 
 APPLY_CHUNK = 500
@@ -110,7 +147,8 @@ APPLY_CHUNK = 500
 def apply(path: str, **kwargs: Any) -> None:
     """Create or update objects from Kubernetes YAML/JSON manifests: Pod, Node,
     Namespace, PriorityClass, PodDisruptionBudget, Deployment, ReplicaSet, StatefulSet,
-    DaemonSet, Job (the controller role makes the workloads' pods).
+    DaemonSet, Job (the controller role makes the workloads' pods), PodGroup
+    (scheduling.x-k8s.io/v1alpha1 or scheduling.k8s.io/v1alpha2).
 
     Everything is read, validated and admitted (priority classes) before the first
     write: on bad input nothing is written and the exit code is 2. That includes an
@@ -217,7 +255,8 @@ def delete(kind: str, name: str, namespace: str, **kwargs: Any) -> None:
 @redis_options
 def get(kind: str, namespace: str | None, all_namespaces: bool, output: str, **kwargs: Any) -> None:
     """List objects of one or more kinds (``pods``, ``nodes,pods``, ``deploy``, ...).
-    A stored record that cannot be decoded is left out with a warning naming it."""
+    A stored record that cannot be decoded is left out with a warning naming it.
+    A PodGroup's status (phase and pod counts) is computed from its pods as read."""
     from distsched.store import Store, Undecodable
 
     def skip(error: Undecodable) -> None:
@@ -234,6 +273,8 @@ def get(kind: str, namespace: str | None, all_namespaces: bool, output: str, **k
         ns = None if all_namespaces or store_kind in CLUSTER_SCOPED else namespace
         items, _ = store.list(store_kind, namespace=ns, on_undecodable=skip)
         items.sort(key=lambda o: (o["metadata"].get("namespace", ""), o["metadata"]["name"]))
+        if store_kind == "PodGroup" and items:
+            add_podgroup_status(items, store.list("Pod", namespace=ns, on_undecodable=skip)[0])
         listed.append((store_kind, items))
     if output in ("json", "yaml"):
         items = [o for _, group in listed for o in group]

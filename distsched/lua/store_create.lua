@@ -32,7 +32,8 @@
 --   suffix       bytes   msgpack of the object after that value
 --   scheduler    string  spec.schedulerName of a pod ("" for other kinds)
 --   priority     string  spec.priority of a pod (an int32; "" for other kinds)
---   gates        0|1     the pod has spec.schedulingGates
+--   gates        0|1|2   the pod has spec.schedulingGates (1), or belongs to a pod group (2:
+--                        a gang member, which the handlers add with its group)
 --
 -- The stored blob is prefix .. msgpack-str(rv) .. suffix: a complete msgpack object whose
 -- metadata.resourceVersion is the rv assigned here (Python packed a placeholder there).
@@ -76,7 +77,7 @@ end
 
 -- Whether a pending pod of this scheduler, with (gates = '1') or without scheduling gates,
 -- goes straight into activeQ: its profile has no PreEnqueue plugin ("n"), or only
--- SchedulingGates ("g") and the pod has no gates.
+-- SchedulingGates ("g") and the pod has no gates; never a gang member (gates = '2').
 local modes = {}
 local function enqueue_here(scheduler, gates)
   local mode = modes[scheduler]
@@ -84,7 +85,7 @@ local function enqueue_here(scheduler, gates)
     mode = redis.call('HGET', KEYS[5], scheduler) or ''
     modes[scheduler] = mode
   end
-  return mode == 'n' or (mode == 'g' and gates ~= '1')
+  return (mode == 'n' and gates ~= '2') or (mode == 'g' and gates == '0')
 end
 
 local function int32(text)

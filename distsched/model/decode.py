@@ -234,6 +234,7 @@ def _decode_pod_spec(f: Fields) -> PodSpec:
         node_name=node_name,
         scheduling_gates=_decode_scheduling_gates(f),
         resources=_decode_pod_resources(f, containers, init_containers),
+        pod_group_name=_decode_scheduling_group(f),
     )
     _check_total_requests(f, spec)
     return spec
@@ -429,6 +430,17 @@ def _decode_scheduling_gates(spec: Fields) -> tuple[str, ...]:
             f.fail("name", f"duplicate scheduling gate {quote(name)}")
         gates.append(name)
     return tuple(gates)
+
+
+def _decode_scheduling_group(spec: Fields) -> str:
+    """spec.schedulingGroup.podGroupName (kube 1.36's PodSchedulingGroup: exactly one field,
+    today only podGroupName, a DNS-1123 subdomain)."""
+    group = spec.get_obj("schedulingGroup")
+    if group is None:
+        return ""
+    name = group.get_str("podGroupName", required=True)
+    group.check_str("podGroupName", name, names.dns1123_subdomain)
+    return name
 
 
 def _decode_pod_status(f: Fields) -> PodStatus:

@@ -67,6 +67,8 @@ def pod_to_dict(pod: Pod) -> Json:
         )
     if spec.scheduling_gates:
         out_spec["schedulingGates"] = [{"name": g} for g in spec.scheduling_gates]
+    if spec.pod_group_name:
+        out_spec["schedulingGroup"] = {"podGroupName": spec.pod_group_name}
 
     status = pod.status
     out_status: Json = {"phase": status.phase}

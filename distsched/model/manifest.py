@@ -26,6 +26,7 @@ from distsched.model.errors import STDIN_SOURCE, ManifestError
 from distsched.model.fields import Fields, quote, type_name
 from distsched.model.kinds import ALL_KINDS, OTHER_KINDS
 from distsched.model.objects import Node, Pod
+from distsched.model.podgroups import PodGroup, podgroup_from_dict
 from distsched.model.safe_yaml import describe_yaml_error, load_documents
 from distsched.model.workloads import KindObject
 from distsched.model.workloads import object_from_dict as kind_from_dict
@@ -34,7 +35,7 @@ MAX_MANIFEST_BYTES = 8 * 1024 * 1024
 MANIFEST_SUFFIXES = (".yaml", ".yml", ".json")
 LIST_KINDS = ("List", "PodList", "NodeList")
 
-KubeObject = Pod | Node | KindObject
+KubeObject = Pod | Node | KindObject | PodGroup
 
 
 class _BadJson(ValueError):
@@ -134,7 +135,9 @@ class _Loader:
             root.fail("kind", "a List may not contain another List")
         root.check_one_of("kind", kind, ALL_KINDS)
         obj: KubeObject
-        if kind in OTHER_KINDS:
+        if kind == "PodGroup":
+            obj = podgroup_from_dict(data)
+        elif kind in OTHER_KINDS:
             obj = kind_from_dict(data)
         else:
             try:

@@ -165,6 +165,10 @@ class PodSpec:
     # Pod-level resources (kube's PodLevelResources, cpu and memory): requests already
     # defaulted as the API server does; None when the pod sets none.
     resources: ResourceRequirements | None = None
+    # spec.schedulingGroup.podGroupName (kube 1.36, GenericWorkload): the PodGroup of the
+    # pod's namespace it belongs to ("" when none); immutable. model/podgroups.py reads it
+    # and, failing it, scheduler-plugins' label.
+    pod_group_name: str = ""
 
 
 @dataclass(frozen=True, slots=True)

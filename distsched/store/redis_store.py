@@ -47,9 +47,16 @@ from distsched.clock import SYSTEM_CLOCK, Clock
 from distsched.keys import Keys
 from distsched.lua import ScriptSet
 from distsched.model.errors import ManifestError
-from distsched.model.kinds import ALL_KINDS, API_VERSIONS, CLUSTER_SCOPED, SCHEDULED_KINDS
+from distsched.model.kinds import (
+    ACCEPTED_API_VERSIONS,
+    ALL_KINDS,
+    API_VERSIONS,
+    CLUSTER_SCOPED,
+    SCHEDULED_KINDS,
+)
 from distsched.model.objects import DEFAULT_NAMESPACE, DEFAULT_SCHEDULER_NAME
 from distsched.model.pod_update import validate_pod_update
+from distsched.model.podgroups import group_of_object
 from distsched.queue_types import WAKE_CAP
 from distsched.replication import acknowledged
 from distsched.store.codec import (
@@ -186,15 +193,24 @@ def _reason(exc: Exception) -> str:
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
+def api_version(kind: str, obj: Obj) -> str:
+    """The apiVersion stored for ``obj``: its own when the kind accepts it (PodGroup has
+    two), else the kind's."""
+    given = obj.get("apiVersion")
+    return given if given in ACCEPTED_API_VERSIONS.get(kind, ()) else API_VERSIONS[kind]
+
+
 def queue_fields(pod: Obj) -> builtins.list[Any]:
     """What store_create needs to enqueue a pending pod itself: scheduler name, priority
-    (as given; the script enqueues only an int32) and whether it has scheduling gates."""
+    (as given; the script enqueues only an int32) and whether it has scheduling gates (1)
+    or is a gang member (2: the handlers add it, with its pod group)."""
     spec = pod.get("spec") or {}
     priority = spec.get("priority")
+    gates = 2 if group_of_object(pod) else 1 if spec.get("schedulingGates") else 0
     return [
         str(spec.get("schedulerName") or DEFAULT_SCHEDULER_NAME),
         "0" if priority is None else str(priority),
-        1 if spec.get("schedulingGates") else 0,
+        gates,
     ]
 
 
@@ -218,7 +234,7 @@ def merge_update(current: Obj, obj: Obj, kind: str, key: str) -> Obj:
     }
     if kind not in CLUSTER_SCOPED:
         meta["namespace"] = cur_meta["namespace"]
-    new: Obj = {**obj, "apiVersion": API_VERSIONS[kind], "kind": kind, "metadata": meta}
+    new: Obj = {**obj, "apiVersion": api_version(kind, obj), "kind": kind, "metadata": meta}
     if "status" not in obj and "status" in current:
         new["status"] = current["status"]
     cur_node, new_node = node_name_of(current), node_name_of(new)
@@ -458,7 +474,7 @@ class Store:
             meta.pop("namespace", None)
         else:
             meta["namespace"] = meta.get("namespace") or DEFAULT_NAMESPACE
-        return {**obj, "apiVersion": API_VERSIONS[kind], "kind": kind, "metadata": meta}
+        return {**obj, "apiVersion": api_version(kind, obj), "kind": kind, "metadata": meta}
 
     # --- update / apply ---------------------------------------------------------------
     @acknowledged("update")

@@ -281,6 +281,7 @@ def pod_specs(draw: st.DrawFn) -> PodSpec:
         ),
         node_name=draw(st.one_of(st.just(""), dns_subdomains)),
         scheduling_gates=tuple(draw(st.lists(qualified_names, max_size=2, unique=True))),
+        pod_group_name=draw(st.one_of(st.just(""), dns_subdomains)),
     )
 
 

@@ -31,7 +31,8 @@ local function store_event(to_queue, etype, kind, key, rv, ...)
   end
 end
 
--- Whether the queue's handlers look at events of this kind at all.
+-- Whether the queue's handlers look at events of this kind at all (a PodGroup's minimum
+-- is the queue's, for its gang).
 local function queue_kind(kind)
-  return kind == 'Pod' or kind == 'Node'
+  return kind == 'Pod' or kind == 'Node' or kind == 'PodGroup'
 end
