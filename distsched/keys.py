@@ -23,6 +23,14 @@ T:q:cycle                 string  scheduling cycle counter (incremented per popp
 T:q:move_cycle            string  scheduling cycle of the last move request
 T:q:epoch                 string  lease epoch counter (fencing tokens)
 T:q:wake                  list    wake-up tokens for blocking pops
+T:q:gang:of               hash    ns/name -> pod group "ns/name" of a gang member that went
+                                  through the queue (pending or placed; gone with its delete)
+T:q:gang:members          hash    pod group -> comma-joined keys of those members
+T:q:gang:min              hash    pod group -> its minimum (minMember / gang minCount), set
+                                  from its PodGroup by the handlers; absent: no PodGroup
+T:q:gang:held             set     members in T:q:gated only because their group has no
+                                  PodGroup or fewer members than its minimum (the queue's
+                                  GangScheduling PreEnqueue, lua/lib/gang.lua)
 T:q:explain               hash    ns/name -> JSON diagnosis of the last failed attempt
 T:q:events                stream  the store events the queue's Python handlers must see (the
                                   workers' consumer group "queue-handlers" reads it): the
@@ -169,6 +177,22 @@ class Keys:
     @property
     def explain(self) -> str:
         return self._k("q", "explain")
+
+    @property
+    def gang_of(self) -> str:
+        return self._k("q", "gang", "of")
+
+    @property
+    def gang_members(self) -> str:
+        return self._k("q", "gang", "members")
+
+    @property
+    def gang_min(self) -> str:
+        return self._k("q", "gang", "min")
+
+    @property
+    def gang_held(self) -> str:
+        return self._k("q", "gang", "held")
 
     @property
     def queue_events(self) -> str:

@@ -101,6 +101,21 @@ preemption_victims = Histogram(
     buckets=(1, 2, 4, 8, 16, 32, 64),
     registry=REGISTRY,
 )
+podgroup_attempts = Counter(
+    "podgroup_scheduling_attempts",
+    "Gang scheduling cycles, by result (scheduled, unschedulable, error).",
+    ["result"],
+    namespace=PREFIX,
+    registry=REGISTRY,
+)
+podgroup_attempt_duration = Histogram(
+    "podgroup_scheduling_attempt_duration_seconds",
+    "Latency of one gang's scheduling cycle (all members placed and reserved, or failed).",
+    ["result"],
+    namespace=PREFIX,
+    buckets=SLI_BUCKETS,
+    registry=REGISTRY,
+)
 CONFLICT_REASONS = ("resources", "ports", "topology", "anti-affinity", "node-gone", "holder")
 
 

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 from distsched.clock import Clock
@@ -85,6 +86,12 @@ class MemoryQueue:
         self._cycle = 0
         self._move_cycle = 0
         self._epoch = 0
+        # Gangs (lua/lib/gang.lua): pod -> group, group -> members in join order, group ->
+        # minimum, and the members held in the gated set until their group is complete.
+        self._group_of: dict[str, str] = {}
+        self._members: dict[str, list[str]] = {}
+        self._minimum: dict[str, int] = {}
+        self._held: set[str] = set()
         self._cond = threading.Condition(threading.RLock())
 
     # --- moves between sub-queues ---------------------------------------------------------
@@ -114,12 +121,75 @@ class MemoryQueue:
         else:
             self._to_active(key, info)
 
+    # --- gangs ----------------------------------------------------------------------------
+    def _join(self, key: str, group: str) -> None:
+        old = self._group_of.get(key)
+        if old == group:
+            return
+        if old is not None:
+            self._leave(key)
+        self._group_of[key] = group
+        self._members.setdefault(group, []).append(key)
+
+    def _leave(self, key: str) -> None:
+        group = self._group_of.pop(key, None)
+        self._held.discard(key)
+        if group is not None:
+            members = [m for m in self._members.get(group, []) if m != key]
+            if members:
+                self._members[group] = members
+            else:
+                self._members.pop(group, None)
+
+    def _complete(self, group: str) -> bool:
+        minimum = self._minimum.get(group)
+        return minimum is not None and len(self._members.get(group, [])) >= minimum
+
+    def _release(self, group: str) -> list[str]:
+        released = []
+        for key in self._members.get(group, []):
+            if key in self._held:
+                self._held.discard(key)
+                info = self._infos.get(key)
+                if info is not None and info["w"] == GATED:
+                    self._to_active(key, info)
+                    released.append(key)
+        return released
+
+    def set_gang_minimums(self, minimums: Mapping[str, int | None]) -> int:
+        with self._cond:
+            released = 0
+            for group, minimum in minimums.items():
+                if minimum is None:
+                    self._minimum.pop(group, None)
+                    continue
+                self._minimum[group] = int(minimum)
+                if self._complete(group):
+                    released += len(self._release(group))
+        count_incoming(ACTIVE, events.POD_GROUP_ADD.label, released)
+        return released
+
+    def gang_members(self, group: str) -> list[str]:
+        with self._cond:
+            return list(self._members.get(group, []))
+
+    def gang_minimums(self) -> dict[str, int]:
+        with self._cond:
+            return dict(self._minimum)
+
     def _insert(self, entries: Sequence[PodEntry], now_ms: int) -> tuple[int, int]:
         """Add the pods not known yet; how many went to activeQ and to the gated set."""
         active = gated = 0
+        groups: list[str] = []
+        new: set[str] = set()
         for entry in entries:
             if entry.key in self._infos:
                 continue
+            new.add(entry.key)
+            if entry.group:
+                self._join(entry.key, entry.group)
+                if entry.group not in groups:
+                    groups.append(entry.group)
             info: dict[str, Any] = {
                 "uid": entry.uid,
                 "p": entry.priority,
@@ -135,12 +205,19 @@ class MemoryQueue:
                 "bo": 0,
             }
             self._infos[entry.key] = info
-            if entry.gated:
+            if entry.gated or entry.group:
                 self._to_set(entry.key, info, GATED, now_ms)
                 gated += 1
+                if entry.group and not entry.gated:
+                    self._held.add(entry.key)
             else:
                 self._to_active(entry.key, info)
                 active += 1
+        for group in groups:
+            if self._complete(group):
+                for key in self._release(group):
+                    active += 1
+                    gated -= key in new
         return active, gated
 
     # --- the SchedulingQueue protocol ---------------------------------------------------
@@ -156,9 +233,17 @@ class MemoryQueue:
     def update(self, entry: PodEntry, *, now_ms: int) -> str:
         validate_entry(entry)
         with self._cond:
+            held = False
+            if entry.group:
+                self._join(entry.key, entry.group)
+                if not entry.gated and not self._complete(entry.group):
+                    held = True
+                    entry = replace(entry, gated=True)
             info = self._infos.get(entry.key)
             if info is None:
-                self._insert([entry], now_ms)
+                self._insert([replace(entry, group="")], now_ms)
+                if held:
+                    self._held.add(entry.key)
                 where = self._infos[entry.key]["w"]
                 count_incoming(where, events.UNSCHEDULED_POD_UPDATE.label)
                 return where
@@ -172,7 +257,13 @@ class MemoryQueue:
                 self._to_active_or_backoff(entry.key, info, now_ms)
             elif where in (INFLIGHT, ASSUMED, HANDED_OFF):
                 info["u"] = 1
+            elif where == GATED and entry.gated:
+                if held:
+                    self._held.add(entry.key)
+                else:
+                    self._held.discard(entry.key)
             elif where == GATED and not entry.gated:
+                self._held.discard(entry.key)
                 self._to_active(entry.key, info)
             if where in (UNSCHEDULABLE, GATED) and info["w"] != where:
                 count_incoming(info["w"], events.UNSCHEDULED_POD_UPDATE.label)
@@ -196,6 +287,8 @@ class MemoryQueue:
                     del self._infos[key]
                     self._detach(key, info)
                     deleted += 1
+                if info is None or uid in ("", info["uid"]):
+                    self._leave(key)
             return deleted
 
     def pop(self, max_pods: int, *, now_ms: int) -> list[QueuedPod]:
@@ -208,21 +301,46 @@ class MemoryQueue:
                 if member is None:
                     break
                 key = key_of_active_member(member)
-                info = self._infos[key]
-                info["m"] = ""
-                info.pop("u", None)
-                if info["d"] >= self.config.max_deliveries:
-                    info["w"] = DEAD
-                    self._sets[DEAD].add(key, now_ms)
-                    continue
-                self._cycle += 1
-                self._epoch += 1
-                info.update(
-                    a=info["a"] + 1, cy=self._cycle, e=self._epoch, d=info["d"] + 1, w=INFLIGHT
-                )
-                self._sets[INFLIGHT].add(key, now_ms + self.config.lease_ms)
-                popped.append(QueuedPod.from_info(key, info))
+                leased = self._lease(key, self._infos[key], now_ms)
+                if leased is not None:
+                    popped.append(leased)
+            self._pop_siblings(popped, now_ms)
             return popped
+
+    def _lease(self, key: str, info: dict[str, Any], now_ms: int) -> QueuedPod | None:
+        """A pod taken off its sub-queue goes inflight under a new lease, or is
+        dead-lettered (None) after max_deliveries."""
+        info["m"] = ""
+        info.pop("u", None)
+        if info["d"] >= self.config.max_deliveries:
+            info["w"] = DEAD
+            self._sets[DEAD].add(key, now_ms)
+            return None
+        self._cycle += 1
+        self._epoch += 1
+        info.update(a=info["a"] + 1, cy=self._cycle, e=self._epoch, d=info["d"] + 1, w=INFLIGHT)
+        self._sets[INFLIGHT].add(key, now_ms + self.config.lease_ms)
+        return QueuedPod.from_info(key, info)
+
+    def _pop_siblings(self, popped: list[QueuedPod], now_ms: int) -> None:
+        """A gang is popped whole: the siblings of popped members waiting in activeQ,
+        backoffQ or the unschedulable set come along (queue_pop.lua)."""
+        have = {p.key for p in popped}
+        done: set[str] = set()
+        for pod in list(popped):
+            group = self._group_of.get(pod.key)
+            if group is None or group in done:
+                continue
+            done.add(group)
+            for key in self._members.get(group, []):
+                info = self._infos.get(key)
+                if key in have or info is None or info["w"] not in (ACTIVE, BACKOFF, UNSCHEDULABLE):
+                    continue
+                have.add(key)
+                self._detach(key, info)
+                leased = self._lease(key, info, now_ms)
+                if leased is not None:
+                    popped.append(leased)
 
     def pop_blocking(self, max_pods: int, *, timeout_s: float, clock: Clock) -> list[QueuedPod]:
         deadline = time.monotonic() + timeout_s

@@ -130,6 +130,7 @@ class RedisQueue:
             "inflight": keys.inflight,
             "dead": keys.dead,
         }
+        self._gang_keys = [keys.gang_of, keys.gang_members, keys.gang_min, keys.gang_held]
 
     @property
     def keys(self) -> Keys:
@@ -143,11 +144,12 @@ class RedisQueue:
         args: list[Any] = [now_ms, WAKE_CAP]
         for entry in entries:
             validate_entry(entry)
-            args += [entry.key, entry.uid, entry.priority, int(entry.gated)]
+            args += [entry.key, entry.uid, entry.priority, int(entry.gated), entry.group]
         if not entries:
             return 0
         k = self._keys
-        active, gated = self._run("add", [k.info, k.active, k.gated, k.wake], args)
+        keys = [k.info, k.active, k.gated, k.wake, *self._gang_keys]
+        active, gated = self._run("add", keys, args)
         count_incoming(ACTIVE, events.UNSCHEDULED_POD_ADD.label, int(active))
         count_incoming(GATED, events.UNSCHEDULED_POD_ADD.label, int(gated))
         return int(active) + int(gated)
@@ -156,7 +158,8 @@ class RedisQueue:
         validate_entry(entry)
         k = self._keys
         args = [now_ms, WAKE_CAP, entry.key, entry.uid, entry.priority, int(entry.gated)]
-        keys = [k.info, k.active, k.backoff, k.unschedulable, k.gated, k.wake]
+        args.append(entry.group)
+        keys = [k.info, k.active, k.backoff, k.unschedulable, k.gated, k.wake, *self._gang_keys]
         raw_where, entered = self._run("update", keys, args)
         where = as_text(raw_where)
         if int(entered):
@@ -176,6 +179,7 @@ class RedisQueue:
             return 0
         k = self._keys
         script_keys = [k.info, k.active, k.backoff, k.unschedulable, k.gated, k.inflight, k.dead]
+        script_keys += [k.gang_of, k.gang_members, k.gang_held]
         pairs = zip(keys, uids if uids is not None else [""] * len(keys), strict=True)
         return int(self._run("delete", script_keys, [x for pair in pairs for x in pair]))
 
@@ -195,11 +199,13 @@ class RedisQueue:
         k = self._keys
         cfg = self.config
         popped: list[QueuedPod] = []
+        script_keys = [k.active, k.inflight, k.dead, k.info, k.cycle, k.epoch, k.wake]
+        script_keys += [k.gang_of, k.gang_members, k.backoff, k.unschedulable]
         while len(popped) < max_pods:
             want = min(max_pods - len(popped), MAX_SCRIPT_BATCH)
             flat = self._run(
                 "pop",
-                [k.active, k.inflight, k.dead, k.info, k.cycle, k.epoch, k.wake],
+                script_keys,
                 [want, now_ms, cfg.lease_ms, cfg.max_deliveries],
             )
             for i in range(0, len(flat), 2):
@@ -402,6 +408,30 @@ class RedisQueue:
                     result.repaired.setdefault(verdict, []).append(key)
         return result
 
+    # --- gangs ------------------------------------------------------------------------
+    def set_gang_minimums(self, minimums: Mapping[str, int | None]) -> int:
+        """Record each pod group's minimum (None: its PodGroup is gone) and release the
+        held members of every group that is now complete; returns how many became active."""
+        if not minimums:
+            return 0
+        args: list[Any] = [WAKE_CAP]
+        for group, minimum in minimums.items():
+            args += [group, "" if minimum is None else int(minimum)]
+        k = self._keys
+        keys = [k.info, k.active, k.gated, k.wake, k.gang_members, k.gang_min, k.gang_held]
+        released = int(self._run("gang_min", keys, args))
+        count_incoming(ACTIVE, events.POD_GROUP_ADD.label, released)
+        return released
+
+    def gang_members(self, group: str) -> list[str]:
+        """The keys of the pod group's existing members the queue knows (pending or placed)."""
+        raw = self._client.hget(self._keys.gang_members, group)
+        return [] if not raw else as_text(raw).split(",")
+
+    def gang_minimums(self) -> dict[str, int]:
+        raw = cast(dict[bytes, bytes], self._client.hgetall(self._keys.gang_min))
+        return {as_text(g): int(m) for g, m in raw.items()}
+
     # --- reads ------------------------------------------------------------------------
     def unschedulable_pods(self) -> list[tuple[str, frozenset[str]]]:
         keys = self.unschedulable_keys()
@@ -470,3 +500,4 @@ class RedisQueue:
         self._client.delete(
             *self._set_keys.values(), k.info, k.cycle, k.move_cycle, k.epoch, k.wake
         )
+        self._client.delete(*self._gang_keys)

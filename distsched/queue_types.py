@@ -140,6 +140,9 @@ class PodEntry:
     uid: str
     priority: int
     gated: bool = False  # PreEnqueue (scheduling gates) rejects the pod for now
+    # The pod group ("ns/name") of a gang member, "" for none: the queue holds the member
+    # until its group is complete and pops the gang whole (lua/lib/gang.lua).
+    group: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -344,6 +347,22 @@ class SchedulingQueue(Protocol):
     ) -> int: ...
 
     def reclaim_expired_leases(self, *, now_ms: int) -> list[str]: ...
+
+    def set_gang_minimums(self, minimums: Mapping[str, int | None]) -> int:
+        """Gangs (kube's GangScheduling PreEnqueue, in the queue): record each pod group's
+        minimum (None: its PodGroup is gone). A member of a group (``PodEntry.group``) is
+        held in the gated set while its group has no minimum or fewer members than it;
+        once complete, every held member goes to activeQ together. A pop that takes one
+        member takes its siblings waiting in activeQ, backoffQ or the unschedulable set
+        too, so no two workers ever hold parts of one gang. Returns how many held members
+        this call released."""
+        ...
+
+    def gang_members(self, group: str) -> list[str]:
+        """The keys of the pod group's existing members (pending or placed), join order."""
+        ...
+
+    def gang_minimums(self) -> dict[str, int]: ...
 
     def unschedulable_pods(self) -> list[tuple[str, frozenset[str]]]: ...
 

@@ -237,10 +237,14 @@ class Ledger:
     def reserve(self, decision: Decision) -> ReserveResult:
         return self.reserve_batch([decision])[0]
 
-    def reserve_batch(self, decisions: Sequence[Decision]) -> list[ReserveResult]:
+    def reserve_batch(
+        self, decisions: Sequence[Decision], *, all_or_nothing: bool = False
+    ) -> list[ReserveResult]:
         """Check and reserve the decisions in order, in one script call (see module doc).
         A decision that cannot be sent as given (a request beyond MAX_AMOUNT) is
-        :class:`Invalid` and left out; the others are reserved as if it were not there."""
+        :class:`Invalid` and left out; the others are reserved as if it were not there.
+        ``all_or_nothing`` (a gang): every decision is reserved, or none is, and each one
+        that would have passed is :class:`Rejected` with the first refusal's reason."""
         if not decisions:
             return []
         if len(decisions) > MAX_BATCH:
@@ -252,11 +256,15 @@ class Ledger:
                 sent.append((d, _encode_decision(d)))
             except ValueError as exc:
                 invalid[i] = Invalid(str(exc))
-        reserved = iter(self._reserve_encoded(sent) if sent else [])
+        if all_or_nothing and invalid:
+            i_first = min(invalid)
+            why = f"gang member {decisions[i_first].pod_key}: {invalid[i_first].reason}"
+            return [invalid.get(i) or Rejected(why, None) for i in range(len(decisions))]
+        reserved = iter(self._reserve_encoded(sent, all_or_nothing) if sent else [])
         return [invalid[i] if i in invalid else next(reserved) for i in range(len(decisions))]
 
     def _reserve_encoded(
-        self, sent: Sequence[tuple[Decision, list[str | int]]]
+        self, sent: Sequence[tuple[Decision, list[str | int]]], all_or_nothing: bool = False
     ) -> list[ReserveResult]:
         index: dict[str, int] = {}
         per_pod: list[str | int] = []
@@ -278,7 +286,7 @@ class Ledger:
         for name in index:
             keys += self.node_keys(name)
         keys += self.feed_keys
-        args: list[str | int] = [deadline, len(index), *index, *per_pod]
+        args: list[str | int] = [deadline, int(all_or_nothing), len(index), *index, *per_pod]
         raw = self._scripts.get("cache_reserve")(keys=keys, args=args)
         kinds = [(as_text(kind), as_text(detail)) for kind, detail in raw]
         if any(kind == "R" for kind, _ in kinds):

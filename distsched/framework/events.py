@@ -46,6 +46,7 @@ class EventResource:
     ASSIGNED_POD = "AssignedPod"
     UNSCHEDULED_POD = "UnschedulablePod"
     NODE = "Node"
+    POD_GROUP = "PodGroup"
     WILDCARD = "*"
 
 
@@ -152,4 +153,6 @@ BACKOFF_COMPLETE = "BackoffComplete"
 # distsched's own: a worker's lease ran out (the worker died or stalled), and popped pods
 # an infrastructure error kept the worker from attempting, handed back uncounted.
 LEASE_EXPIRED = "LeaseExpired"
+# A PodGroup added or changed: the queue releases its held members (GangScheduling).
+POD_GROUP_ADD = ClusterEvent(EventResource.POD_GROUP, ActionType.ADD, "PodGroupAdd")
 UNATTEMPTED = "Unattempted"

@@ -22,11 +22,15 @@ KEYS[5]  hash   cache:domgen: "<topologyKey>=<value>" -> generation
 KEYS[6]  hash   cache:aagen: "<topologyKey>=<value>" -> anti-affinity generation
 KEYS[7]  hash   cache:aapods: ns/name -> node, pods carrying required anti-affinity terms
 KEYS[8]  set    cache:topokeys: topology keys whose domains keep a generation
-KEYS[9+3(i-1)], KEYS[10+3(i-1)], KEYS[11+3(i-1)] for node i of ARGV[3 .. 2+N]:
+KEYS[9+3(i-1)], KEYS[10+3(i-1)], KEYS[11+3(i-1)] for node i of ARGV[4 .. 3+N]:
          hash cache:node:<name>, hash cache:ports:<name>, set cache:nodepods:<name>
 KEYS[n-2] hash  cache:usage, KEYS[n-1] zset cache:feed, KEYS[n] string cache:feedver
 ARGV[1]  int     assume deadline (ms since epoch) given to every reserved pod
-ARGV[2]  int     N, the number of nodes; ARGV[3 .. 2+N] their names, in key-triple order
+ARGV[2]  0|1     all or nothing: 1 reserves the decisions only if every one of them passes
+                 (a gang); otherwise each one refused for another reason than its own
+                 fencing or input is {"X", "gang: <why the first refused member failed>"}
+                 and nothing is written
+ARGV[3]  int     N, the number of nodes; ARGV[4 .. 3+N] their names, in key-triple order
 then per decision, in order:
          pod key, uid, epoch (the lease epoch; becomes the token), node index (1-based),
          requests "<res>=<amount>,..." (the pseudo-resources "+cpu" / "+memory", scoring's
@@ -50,13 +54,15 @@ end
 
 -- ---------------------------------------------------------------- validate all input
 local deadline = tonumber(ARGV[1])
-local n_nodes = tonumber(ARGV[2])
+local all_or_nothing = ARGV[2]
+local n_nodes = tonumber(ARGV[3])
+if all_or_nothing ~= '0' and all_or_nothing ~= '1' then return fail('all_or_nothing must be 0 or 1') end
 if not is_count(deadline) then return fail('deadline must be a non-negative integer') end
 if not is_count(n_nodes) or n_nodes < 1 then return fail('node count must be positive') end
 if #KEYS ~= 11 + 3 * n_nodes then return fail('expected ' .. (11 + 3 * n_nodes) .. ' keys') end
 local nodes = {}
 for i = 1, n_nodes do
-  local name = ARGV[2 + i]
+  local name = ARGV[3 + i]
   if not name or name == '' or string.find(name, ' ', 1, true) then
     return fail('node names must be non-empty, without spaces')
   end
@@ -65,7 +71,7 @@ end
 
 local decisions = {}
 local parsed_req, parsed_ports, parsed_aks, req_invalid = {}, {}, {}, {}
-local a = 3 + n_nodes
+local a = 4 + n_nodes
 while a <= #ARGV do
   local d = #decisions + 1
   local key, uid, epoch, ni = ARGV[a], ARGV[a + 1], tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3])
@@ -269,9 +275,18 @@ local function check(d, dec)
   return 'R', token
 end
 
+local first_refusal = nil
 for d, dec in ipairs(decisions) do
   local kind, detail = check(d, dec)
   results[d] = { kind, detail }
+  if kind ~= 'R' and not first_refusal then first_refusal = dec.key .. ': ' .. detail end
+end
+if all_or_nothing == '1' and first_refusal then
+  -- A gang: one member refused, none is reserved (each says why the first one failed).
+  for d = 1, #results do
+    if results[d][1] == 'R' then results[d] = { 'X', 'gang member ' .. first_refusal } end
+  end
+  return results
 end
 if #reserved == 0 then return results end
 

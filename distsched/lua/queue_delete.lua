@@ -9,12 +9,17 @@
 -- KEYS[5]  zset  gated          member ns/name
 -- KEYS[6]  zset  inflight       member ns/name
 -- KEYS[7]  zset  dead           member ns/name
+-- KEYS[8]  hash  gang:of        ns/name -> pod group (lib/gang.lua): a deleted pod leaves
+--                               its group (a bound one too, which has no record any more)
+-- KEYS[9]  hash  gang:members   pod group -> comma-joined member keys
+-- KEYS[10] set   gang:held      members gated until their group is complete
 -- ARGV[2i-1]  str  pod key (ns/name)
 -- ARGV[2i]    str  its uid, or "" for whatever pod holds the name
 -- Returns: integer, the number of pods that were known and are now gone.
 
 --!include queue_record
 --!include precheck
+--!include gang
 
 if #ARGV % 2 ~= 0 then return redis.error_reply('queue_delete: expects key, uid pairs') end
 local bad = wrong_types('queue_delete', {{KEYS[1], 'hash'}, {KEYS[2], 'zset'}, {KEYS[3], 'zset'},
@@ -35,6 +40,9 @@ for i = 1, #ARGV, 2 do
     end
     redis.call('HDEL', KEYS[1], key)
     deleted = deleted + 1
+  end
+  if not raw or uid == '' or not r or r.uid == uid then
+    gang_leave(KEYS[8], KEYS[9], KEYS[10], key)
   end
 end
 return deleted

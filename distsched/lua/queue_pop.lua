@@ -11,15 +11,25 @@
 -- KEYS[5]  string  cycle       scheduling cycle counter (+1 per popped pod)
 -- KEYS[6]  string  epoch       lease epoch counter (+1 per popped pod)
 -- KEYS[7]  list    wake        wake-up tokens; dropped once activeQ is empty
+-- KEYS[8]  hash    gang:of     ns/name -> pod group (lib/gang.lua)
+-- KEYS[9]  hash    gang:members pod group -> comma-joined member keys
+-- KEYS[10] zset    backoffQ    member ns/name
+-- KEYS[11] zset    unschedulable member ns/name
 -- ARGV[1]  int     max_pods        1 .. 1000
 -- ARGV[2]  int     now_ms
 -- ARGV[3]  int     lease_ms        lease length
 -- ARGV[4]  int     max_deliveries
+-- A gang is popped whole: with a member of a pod group come its siblings waiting in
+-- activeQ, backoffQ or the unschedulable set (after the head, beyond max_pods if need
+-- be), so that no two workers ever hold parts of one gang. Members gated, in flight,
+-- assumed or bound stay where they are.
 -- Returns: flat array {key1, record1, key2, record2, ...} in pop order; an error, with
 -- nothing written, when a key holds another type or a counter is not a number.
 
 --!include queue_record
 --!include precheck
+--!include bulk
+--!include gang
 
 local max_pods = tonumber(ARGV[1])
 local now = tonumber(ARGV[2])
@@ -30,7 +40,8 @@ if not max_pods or max_pods < 1 or max_pods > 1000 or not now or not lease_ms
   return redis.error_reply('queue_pop: max_pods (1..1000), now_ms, lease_ms, max_deliveries must be numbers')
 end
 local bad = wrong_types('queue_pop', {{KEYS[1], 'zset'}, {KEYS[2], 'zset'}, {KEYS[3], 'zset'},
-                                      {KEYS[4], 'hash'}})
+                                      {KEYS[4], 'hash'}, {KEYS[8], 'hash'}, {KEYS[9], 'hash'},
+                                      {KEYS[10], 'zset'}, {KEYS[11], 'zset'}})
 if bad then return redis.error_reply(bad) end
 local cycle, epoch, err
 cycle, err = read_counter('queue_pop', KEYS[5])
@@ -80,6 +91,46 @@ while taken < max_pods do
 end
 -- The head looked at, exactly: nothing ran between the reads and this.
 if examined > 0 then redis.call('ZPOPMIN', KEYS[1], examined) end
+
+-- Gangs: the siblings of popped members come along (every head member was handled above,
+-- so a sibling still in activeQ lies beyond the popped head).
+if #out > 0 and redis.call('EXISTS', KEYS[8]) == 1 then
+  local popped = {}
+  for i = 1, #out, 2 do popped[#popped + 1] = out[i] end
+  local groups = hmget_all(KEYS[8], popped)
+  local have, done = {}, {}
+  for _, key in ipairs(popped) do have[key] = true end
+  local from = { active = KEYS[1], backoff = KEYS[10], unschedulable = KEYS[11] }
+  for n = 1, #popped do
+    local group = groups[n]
+    if group and not done[group] then
+      done[group] = true
+      for _, m in ipairs(gang_members(KEYS[9], group)) do
+        local raw = not have[m] and redis.call('HGET', KEYS[4], m)
+        local r = raw and rec_decode(raw)
+        if r and from[r.w] then
+          have[m] = true
+          if r.w == 'active' then
+            redis.call('ZREM', KEYS[1], active_member(r.ts, m))
+          else
+            redis.call('ZREM', from[r.w], m)
+          end
+          local text, dead_lettered = rec_pop(raw, cycle + 1, epoch + 1, max_deliveries)
+          if dead_lettered then
+            redis.call('ZADD', KEYS[3], now, m)
+          else
+            cycle = cycle + 1
+            epoch = epoch + 1
+            redis.call('ZADD', KEYS[2], now + lease_ms, m)
+            out[#out + 1] = m
+            out[#out + 1] = text
+          end
+          redis.call('HSET', KEYS[4], m, text)
+        end
+      end
+    end
+  end
+end
 if #fields > 0 then redis.call('HSET', KEYS[4], unpack(fields)) end
 if #leases > 0 then redis.call('ZADD', KEYS[2], unpack(leases)) end
 if #dead > 0 then redis.call('ZADD', KEYS[3], unpack(dead)) end

@@ -17,21 +17,28 @@
 -- KEYS[4]  zset  unschedulable  member ns/name, score queue timestamp (ms)
 -- KEYS[5]  zset  gated          member ns/name, score queue timestamp (ms)
 -- KEYS[6]  list  wake           wake-up tokens for blocking pops
+-- KEYS[7]  hash  gang:of        ns/name -> pod group (lib/gang.lua)
+-- KEYS[8]  hash  gang:members   pod group -> comma-joined member keys
+-- KEYS[9]  hash  gang:min       pod group -> its minimum
+-- KEYS[10] set   gang:held      members gated until their group is complete
 -- ARGV[1]  int   now_ms
 -- ARGV[2]  int   wake_cap       longest the wake list may grow
 -- ARGV[3]  str   key            ns/name
 -- ARGV[4]  str   uid
 -- ARGV[5]  int   priority       int32
 -- ARGV[6]  0|1   gated          PreEnqueue still rejects the pod
+-- ARGV[7]  str   group          the pod's pod group ("" for none): a member of a group
+--                               that is incomplete stays (or is) held in the gated set
 -- Returns: {where, entered}: where the pod is afterwards (the record's w), and 1 if this
 --          update put it into activeQ, backoffQ or the gated set (0 if it stayed).
 
 --!include queue_record
 --!include precheck
+--!include gang
 
 local now = tonumber(ARGV[1])
 local wake_cap = tonumber(ARGV[2])
-local key, uid, p, gated = ARGV[3], ARGV[4], tonumber(ARGV[5]), ARGV[6]
+local key, uid, p, gated, group = ARGV[3], ARGV[4], tonumber(ARGV[5]), ARGV[6], ARGV[7] or ''
 if not now or not wake_cap or wake_cap < 1 then
   return redis.error_reply('queue_update: now_ms and wake_cap must be numbers')
 end
@@ -45,8 +52,17 @@ if string.find(key, '|', 1, true) then
   return redis.error_reply('queue_update: pod key must not contain "|"')
 end
 local bad = wrong_types('queue_update', {{KEYS[1], 'hash'}, {KEYS[2], 'zset'}, {KEYS[3], 'zset'},
-  {KEYS[4], 'zset'}, {KEYS[5], 'zset'}, {KEYS[6], 'list'}})
+  {KEYS[4], 'zset'}, {KEYS[5], 'zset'}, {KEYS[6], 'list'}, {KEYS[7], 'hash'}, {KEYS[8], 'hash'},
+  {KEYS[9], 'hash'}, {KEYS[10], 'set'}})
 if bad then return redis.error_reply(bad) end
+
+-- Gang membership follows the object; a member of an incomplete group is held.
+if group ~= '' then gang_join(KEYS[7], KEYS[8], key, group) end
+local held = false
+if group ~= '' and gated == '0' and not gang_complete(KEYS[8], KEYS[9], group) then
+  held = true
+  gated = '1'
+end
 
 local r = rec_decode(redis.call('HGET', KEYS[1], key))
 if not r then
@@ -54,6 +70,7 @@ if not r then
   if gated == '1' then
     r.w = 'gated'
     redis.call('ZADD', KEYS[5], now, key)
+    if held then redis.call('SADD', KEYS[10], key) end
   else
     to_active(key, r, KEYS[2])
     wake(KEYS[6], 1, wake_cap)
@@ -74,7 +91,10 @@ elseif r.w == 'unschedulable' then
   entered = 1
 elseif r.w == 'inflight' or r.w == 'assumed' or r.w == '' then
   r.u = 1
+elseif r.w == 'gated' and gated == '1' then
+  if held then redis.call('SADD', KEYS[10], key) else redis.call('SREM', KEYS[10], key) end
 elseif r.w == 'gated' and gated == '0' then
+  redis.call('SREM', KEYS[10], key)
   redis.call('ZREM', KEYS[5], key)
   to_active(key, r, KEYS[2])
   wake(KEYS[6], 1, wake_cap)

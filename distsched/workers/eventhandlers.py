@@ -38,6 +38,7 @@ from distsched.model.labels import (
     compile_terms,
 )
 from distsched.model.objects import DEFAULT_SCHEDULER_NAME
+from distsched.model.podgroups import PodGroup, group_of_object
 from distsched.queue_types import PodEntry, SchedulingQueue
 from distsched.store import (
     ADDED,
@@ -117,6 +118,7 @@ def pod_entry(key: str, obj: dict[str, Any], *, gated: bool) -> PodEntry:
         uid=str((obj.get("metadata") or {}).get("uid", "")),
         priority=int(spec.get("priority") or 0),
         gated=gated,
+        group=group_of_object(obj),
     )
 
 
@@ -224,6 +226,10 @@ class QueueEventHandlers:
                     self._flush_adds(adds, now)
                     self._node_event(event)
                     continue
+                if event.kind == "PodGroup":
+                    self._flush_adds(adds, now)
+                    self._pod_group_event(event)
+                    continue
                 if event.kind != "Pod":
                     continue
                 if event.type == DELETED:
@@ -283,6 +289,17 @@ class QueueEventHandlers:
             )
         if deleted:
             self._assigned_pods_deleted(deleted, now)
+
+    def _pod_group_event(self, event: Event) -> None:
+        """A PodGroup's minimum is the queue's (it holds the group's members until that
+        many exist); a PodGroup that does not decode counts as absent."""
+        minimum: int | None = None
+        if event.type != DELETED:
+            try:
+                minimum = PodGroup.from_dict(event.obj).min_member
+            except ValueError as exc:
+                log.warning("PodGroup %s is unusable: %s", event.key, exc)
+        self.queue.set_gang_minimums({event.key: minimum})
 
     def responsible_for(self, obj: dict[str, Any]) -> bool:
         """Whether the pod is for one of our profiles (``spec.schedulerName``)."""

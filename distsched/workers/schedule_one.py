@@ -30,6 +30,7 @@ cluster (preemption's deletes and nominations, a failed pod's condition) go thro
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 import uuid
@@ -43,7 +44,7 @@ import redis
 from distsched import metrics
 from distsched.binder.jobs import Binding, bind_queue, enqueue_bindings
 from distsched.cache.ledger import Ledger, LedgerConfig
-from distsched.cache.ledger_types import Decision, Invalid, Rejected, Reserved
+from distsched.cache.ledger_types import Decision, Invalid, Rejected, Reserved, Stale
 from distsched.clock import SYSTEM_CLOCK, Clock
 from distsched.connection import infrastructure_error
 from distsched.faults import pause_at  # crash tests only; a no-op unless env set
@@ -59,9 +60,10 @@ from distsched.framework.runtime import Framework
 from distsched.keys import Keys
 from distsched.model import HostPort, ManifestError, Node, Pod, PodRef
 from distsched.model.objects import DEFAULT_SCHEDULER_NAME
+from distsched.model.podgroups import PodGroup, group_of
 from distsched.queue_redis import RedisQueue
 from distsched.queue_types import QueueConfig, QueuedPod, backoff_config
-from distsched.store import Store, object_key
+from distsched.store import Store, StoreError, object_key
 from distsched.store.writer import StoreWriter
 from distsched.workers.eventhandlers import (
     EventConsumer,
@@ -70,6 +72,7 @@ from distsched.workers.eventhandlers import (
     pod_entry,
     record_bound_pod,
 )
+from distsched.workers.gang import GangPlan, gang_message, never_fits, plan_gang_preemption
 from distsched.workers.local_cache import ClusterView
 from distsched.workers.maintenance import ConsistencySweep, Periodic, trim_event_streams
 from distsched.workers.preemption import apply_post_filter
@@ -129,6 +132,7 @@ class Attempt:
     info: PodInfo | None = None
     tries: int = 0
     reserved: bool = False
+    gang: str = ""  # the pod group ("ns/name") whose gang this member is decided with
 
 
 def constrained(pod: Pod) -> bool:
@@ -336,6 +340,15 @@ class SchedulingWorker:
                 self.ledger.set_node_from(Node.from_dict(obj))
             except ValueError as exc:  # unusable (the view logs it too): not a start-up loop
                 log.warning("resync: node %s left out: %s", object_key(obj)[1], exc)
+        minimums: dict[str, int | None] = {}
+        for obj in self.informer.list("PodGroup"):
+            try:
+                group = PodGroup.from_dict(obj)
+            except ValueError as exc:
+                log.warning("resync: PodGroup %s left out: %s", object_key(obj)[1], exc)
+                continue
+            minimums[group.key] = group.min_member
+        self.queue.set_gang_minimums(minimums)
         entries = []
         for obj in self.informer.list("Pod"):
             if (obj.get("spec") or {}).get("nodeName"):
@@ -473,12 +486,15 @@ class SchedulingWorker:
             # (Snapshot.defer_pod): parse them now, before this batch takes its turn
             # on a topology lock other workers may be waiting for.
             self.snapshot.materialize()
+        singles, gangs = self._gangs(attempts)
         try:
             with self.topology_locks.hold(self._shared_keys(topology_keys)):
                 if depends:
                     self._sync_for_constraints(topology_keys)
-                batch = [a for a in attempts if self._decide_safely(a)]
+                batch = [a for a in singles if self._decide(a)]
                 self._reserve(batch, depends=depends)
+                for gang in gangs:
+                    self._schedule_gang(gang, depends=depends)
         except BaseException:
             # The pods go back to the queue (handed back, or when their lease expires);
             # the snapshot must not keep charging their nodes for reservations the ledger
@@ -566,17 +582,6 @@ class SchedulingWorker:
         self.view.refresh_from_ledger()
         self.view.sync_pod_lists()
 
-    def _decide_safely(self, attempt: Attempt) -> bool:
-        """A plugin that raises fails this pod's attempt (backoff), not the worker."""
-        try:
-            return self._decide(attempt)
-        except redis.RedisError:
-            raise
-        except Exception as exc:
-            log.exception("scheduling %s raised", attempt.pod.key)
-            self._fail(attempt, message=f"internal error: {exc}", error=True)
-            return False
-
     def _prepare(self, queued: QueuedPod, pod: Pod | None) -> Attempt | None:
         now = self.clock.now_ms()
         if pod is None:
@@ -593,7 +598,20 @@ class SchedulingWorker:
         return Attempt(queued, pod, fw)
 
     def _decide(self, attempt: Attempt) -> bool:
-        """Run the scheduling algorithm and assume the result locally."""
+        """Run the scheduling algorithm and assume the result locally; a pod that does
+        not fit gets PostFilter (preemption) and goes back to the queue."""
+        failure = self._place_safely(attempt)
+        if failure is None:
+            return True
+        if isinstance(failure, FitError):
+            self._post_filter(attempt, failure)
+        self._fail_member(attempt, failure)
+        return False
+
+    def _place(self, attempt: Attempt) -> FitError | tuple[str, str] | None:
+        """Run the scheduling algorithm and the Reserve plugins, and assume the result
+        locally: None, or why not (a FitError, or an error's message and the node its
+        Reserve plugins ran for). The caller handles the failure."""
         attempt.tries += 1
         attempt.state = CycleState()
         fw, pod = attempt.framework, attempt.pod
@@ -601,38 +619,206 @@ class SchedulingWorker:
             # schedule_pod, reusing equal pods' filter/score answers (same result).
             result = schedule_pod_batched(fw, attempt.state, pod, self.snapshot)
         except FitError as err:
-            self._post_filter(attempt, err)
-            self._fail(
-                attempt,
-                plugins=sorted(err.diagnosis.unschedulable_plugins),
-                message=str(err),
-                error=False,
-            )
-            return False
+            return err
         except SchedulingError as err:
-            self._fail(attempt, message=str(err), error=True)
-            return False
+            return (str(err), "")
         status = fw.run_reserve_plugins_reserve(attempt.state, pod, result.suggested_host)
         if not status.is_success():
-            self._fail(
-                attempt, message=status.message(), error=True, reserved_on=result.suggested_host
-            )
-            return False
+            return (status.message(), result.suggested_host)
         attempt.node = result.suggested_host
         attempt.info = PodInfo.of(pod)
         self.snapshot.add_pod(pod, attempt.node, info=attempt.info)
         self.snapshot.add_usage(result.node_index, attempt.info)
-        return True
+        return None
+
+    # ------------------------------------------------------------------ gangs
+    def _gangs(self, attempts: list[Attempt]) -> tuple[list[Attempt], list[GangPlan]]:
+        """Split a pop batch into pods decided alone and gangs decided whole. A member of a
+        group with no PodGroup (deleted since its members were released) or whose group
+        already has its minimum placed (an admitted gang's extra or replacement) is
+        decided alone."""
+        by_group: dict[str, list[Attempt]] = {}
+        singles: list[Attempt] = []
+        for attempt in attempts:
+            name = group_of(attempt.pod)
+            if name:
+                by_group.setdefault(name, []).append(attempt)
+            else:
+                singles.append(attempt)
+        plans: list[GangPlan] = []
+        for key, members in by_group.items():
+            group = self.view.listers.pod_groups.get(key)
+            if group is None:
+                singles += members
+                continue
+            popped = {a.pod.key for a in members}
+            others = [k for k in self.queue.gang_members(key) if k not in popped]
+            placed = len(self.ledger.pod_nodes(others)) if others else 0
+            plan = GangPlan(group, members, placed)
+            if plan.need == 0:
+                singles += members
+            else:
+                plans.append(plan)
+        return singles, plans
+
+    def _place_safely(self, attempt: Attempt) -> FitError | tuple[str, str] | None:
+        """A plugin that raises fails this pod's attempt (backoff), not the worker."""
+        try:
+            return self._place(attempt)
+        except redis.RedisError:
+            raise
+        except Exception as exc:
+            log.exception("scheduling %s raised", attempt.pod.key)
+            return (f"internal error: {exc}", "")
+
+    def _schedule_gang(self, plan: GangPlan, *, depends: bool) -> None:
+        """One scheduling cycle for a whole gang: every member placed on the snapshot in
+        order (each sees its siblings' assumptions), then all placed members reserved in
+        ONE all-or-nothing ledger call, or the gang fails as a unit with nothing held.
+        Members beyond the minimum that do not fit fail alone once the gang is admitted."""
+        members: list[Attempt] = plan.members
+        started = time.perf_counter()
+        for attempt in members:
+            attempt.gang = plan.group.key
+        for _ in range(self.config.max_reserve_attempts):
+            outcomes = [self._place_safely(a) for a in members]
+            fit = [a for a, o in zip(members, outcomes, strict=True) if o is None]
+            if len(fit) < plan.need:
+                for attempt in fit:
+                    self._undo_reserve(attempt)
+                self._fail_gang(plan, outcomes, started)
+                return
+            results = self.ledger.reserve_batch(self._decisions(fit), all_or_nothing=True)
+            pause_at("reserve", [a.pod.key for a in fit])
+            if all(isinstance(r, Reserved) for r in results):
+                for attempt in fit:
+                    attempt.reserved = True
+                for attempt, outcome in zip(members, outcomes, strict=True):
+                    if outcome is not None:  # an extra beyond the minimum
+                        self._fail_member(attempt, outcome)
+                self._gang_outcome("scheduled", started)
+                self._bind(fit)
+                return
+            for attempt in fit:
+                self._undo_reserve(attempt)
+            for attempt, outcome in zip(members, outcomes, strict=True):
+                if isinstance(outcome, tuple) and outcome[1]:
+                    fw = attempt.framework
+                    fw.run_reserve_plugins_unreserve(attempt.state, attempt.pod, outcome[1])
+            final = [r for r in results if isinstance(r, Stale | Invalid)]
+            if final:
+                # A member's lease is gone or its object cannot be reserved: retrying the
+                # reservation cannot help; the gang goes back to the queue as a unit.
+                why = next(r for r in results if isinstance(r, Stale | Invalid))
+                message = f"gang {plan.group.key}: a member cannot be reserved: {why.reason}"
+                for attempt, result in zip(fit, results, strict=True):
+                    if isinstance(result, Stale):
+                        log.info("stale decision for %s: %s", attempt.pod.key, result)
+                    else:
+                        self._fail(attempt, message=message, error=True)
+                for attempt in members:
+                    if attempt not in fit:
+                        self._fail(attempt, message=message, error=True)
+                self._gang_outcome("error", started)
+                return
+            for result in results:
+                if isinstance(result, Rejected) and not result.reason.startswith("gang member"):
+                    self._note_conflict(result)
+            self.view.refresh_from_ledger()
+            if depends:
+                self.view.sync_pod_lists()
+        message = f"gang {plan.group.key}: reservation conflicts"
+        for attempt in members:
+            self._fail(attempt, message=message, error=True)
+        self._gang_outcome("error", started)
+
+    def _fail_member(self, attempt: Attempt, outcome: FitError | tuple[str, str]) -> None:
+        if isinstance(outcome, FitError):
+            plugins = sorted(outcome.diagnosis.unschedulable_plugins)
+            self._fail(attempt, plugins=plugins, message=str(outcome), error=False)
+        else:
+            self._fail(attempt, message=outcome[0], error=True, reserved_on=outcome[1])
+
+    @staticmethod
+    def _gang_outcome(result: str, started: float) -> None:
+        metrics.podgroup_attempts.labels(result).inc()
+        metrics.podgroup_attempt_duration.labels(result).observe(time.perf_counter() - started)
+
+    def _fail_gang(
+        self,
+        plan: GangPlan,
+        outcomes: Sequence[FitError | tuple[str, str] | None],
+        started: float,
+    ) -> None:
+        """The gang does not fit: every member back to the queue together, with one
+        message, the rejecting plugins of all members (an event that may help one moves
+        it, and the next pop takes its siblings too). Preemption first, for the whole gang
+        or not at all."""
+        members: list[Attempt] = plan.members
+        unfit = [(a, o) for a, o in zip(members, outcomes, strict=True) if isinstance(o, FitError)]
+        plugins = sorted({p for _, o in unfit for p in o.diagnosis.unschedulable_plugins})
+        never = never_fits(self.snapshot, [a.pod for a in members], plan.need)
+        if unfit and not never:
+            self._preempt_gang(plan, unfit)
+        message = gang_message(plan, outcomes, never)
+        error = not unfit
+        for attempt, outcome in zip(members, outcomes, strict=True):
+            reserved_on = outcome[1] if isinstance(outcome, tuple) else ""
+            self._fail(
+                attempt, message=message, plugins=plugins, error=error, reserved_on=reserved_on
+            )
+        self._gang_outcome("unschedulable" if unfit else "error", started)
+
+    def _preempt_gang(self, plan: GangPlan, unfit: list[tuple[Attempt, FitError]]) -> None:
+        """kube's PostFilter for a gang: one dry run for every member that does not fit;
+        victims are deleted and members nominated only if the whole gang then fits."""
+        evictions = plan_gang_preemption(
+            self.snapshot, [(a.framework, a.state, a.pod, err) for a, err in unfit]
+        )
+        metrics.preemption_attempts.inc()
+        if not evictions:
+            log.debug("no preemption for gang %s", plan.group.key)
+            return
+        for eviction in evictions:
+            for victim in eviction.victims:
+                try:
+                    self.writer.preempt(victim, preemptor=eviction.pod, node=eviction.node)
+                except StoreError as exc:
+                    log.warning(
+                        "preemption of %s for %s failed: %s", victim.key, eviction.pod.key, exc
+                    )
+            for other in eviction.clear:
+                with contextlib.suppress(StoreError):
+                    self.writer.set_nominated_node(PodRef(other.key), "")
+            metrics.preemption_victims.observe(len(eviction.victims))
+            try:
+                self.writer.set_nominated_node(eviction.pod.ref(), eviction.node)
+            except StoreError as exc:
+                log.warning("cannot nominate %s for %s: %s", eviction.node, eviction.pod.key, exc)
+                continue
+            self.view.nominate(eviction.pod, eviction.node)
+        log.info(
+            "preempting %d pod(s) for gang %s",
+            sum(len(e.victims) for e in evictions),
+            plan.group.key,
+        )
 
     def _post_filter(self, attempt: Attempt, err: FitError) -> None:
-        """PostFilter (preemption); the pod itself still goes back to the queue."""
+        """PostFilter (preemption); the pod itself still goes back to the queue (a plugin
+        that raises is logged: the pod fails as it would without preemption)."""
         fw = attempt.framework
         if not fw.post_filter_plugins:
             return
         metrics.preemption_attempts.inc()
-        node = apply_post_filter(
-            fw, attempt.state, attempt.pod, err, snapshot=self.snapshot, writer=self.writer
-        )
+        try:
+            node = apply_post_filter(
+                fw, attempt.state, attempt.pod, err, snapshot=self.snapshot, writer=self.writer
+            )
+        except redis.RedisError:
+            raise
+        except Exception:
+            log.exception("preemption for %s raised", attempt.pod.key)
+            return
         if node:
             # kube's AddNominatedPod after a PostFilter: the rest of this batch must see
             # the nomination (and not pick the same node and victims) before the status
@@ -740,7 +926,7 @@ class SchedulingWorker:
                 self.view.refresh_from_ledger()
                 if depends:
                     self.view.sync_pod_lists()
-                batch = [a for a in retry if self._decide_safely(a)]
+                batch = [a for a in retry if self._decide(a)]
 
     def _note_conflict(self, result: Rejected) -> None:
         """Count a refused reservation and take the node's current state from it."""

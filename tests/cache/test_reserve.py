@@ -372,15 +372,15 @@ def test_script_validates_its_input_before_writing(
     bad = ["ns/b", "uid-ns/b", 1, 1, "cpu=1,pods=1", "TCP|0|x", "", 0, 0]
     before = snapshot_db(r)
     with pytest.raises(redis.ResponseError, match="bad host port"):
-        script(keys=base + node_keys + ledger.feed_keys, args=[1, 1, "n1", *good, *bad])
+        script(keys=base + node_keys + ledger.feed_keys, args=[1, 0, 1, "n1", *good, *bad])
     with pytest.raises(redis.ResponseError, match="expected 14 keys"):
-        script(keys=base, args=[1, 1, "n1", *good])
+        script(keys=base, args=[1, 0, 1, "n1", *good])
     with pytest.raises(redis.ResponseError, match="malformed decision #2"):
-        script(keys=base + node_keys + ledger.feed_keys, args=[1, 1, "n1", *good, *good[:5]])
+        script(keys=base + node_keys + ledger.feed_keys, args=[1, 0, 1, "n1", *good, *good[:5]])
     with pytest.raises(redis.ResponseError, match="bad requests in #1"):
         script(
             keys=base + node_keys + ledger.feed_keys,
-            args=[1, 1, "n1", "ns/a", "uid-ns/a", 1, 1, "cpu=x", "", "", 0, 0],
+            args=[1, 0, 1, "n1", "ns/a", "uid-ns/a", 1, 1, "cpu=x", "", "", 0, 0],
         )
     assert snapshot_db(r) == before
 
@@ -496,3 +496,50 @@ def test_records_written_as_json_before_the_line_layout_still_work(
     assert ledger.release("ns/c", "4")
     assert ledger.node_state(["n2"])["n2"].requested == {}
     assert ledger.check_consistency() == []
+
+
+def test_a_gang_is_reserved_all_or_nothing(
+    r: redis.Redis, keys: Keys, clock: FakeClock, ledger: Ledger
+) -> None:
+    popped(r, keys, clock, "ns/g0", "ns/g1", "ns/g2")
+    before = snapshot_db(r)
+    # g2 does not fit n1 after g0: nothing of the gang is reserved.
+    results = ledger.reserve_batch(
+        [
+            decision("ns/g0", "n1", requests={"cpu": 600}),
+            decision("ns/g1", "n2", requests={"cpu": 600}),
+            decision("ns/g2", "n1", requests={"cpu": 600}),
+        ],
+        all_or_nothing=True,
+    )
+    assert all(isinstance(x, Rejected) for x in results)
+    assert results[0].reason == "gang member ns/g2: Insufficient cpu"
+    assert results[2].reason == "Insufficient cpu"
+    assert snapshot_db(r) == before
+    # Placed so that every member fits: all are reserved in the one call.
+    results = ledger.reserve_batch(
+        [
+            decision("ns/g0", "n1", requests={"cpu": 600}),
+            decision("ns/g1", "n2", requests={"cpu": 600}),
+            decision("ns/g2", "n3", requests={"cpu": 600}),
+        ],
+        all_or_nothing=True,
+    )
+    assert all(isinstance(x, Reserved) for x in results)
+    assert ledger.check_consistency() == []
+
+
+def test_a_gang_member_beyond_what_the_ledger_accounts_refuses_the_gang(
+    r: redis.Redis, keys: Keys, clock: FakeClock, ledger: Ledger
+) -> None:
+    popped(r, keys, clock, "ns/g0", "ns/g1")
+    results = ledger.reserve_batch(
+        [
+            decision("ns/g0", "n1", requests={"cpu": 100}),
+            decision("ns/g1", "n2", requests={"cpu": 1 << 60}),
+        ],
+        all_or_nothing=True,
+    )
+    assert isinstance(results[0], Rejected) and "gang member ns/g1" in results[0].reason
+    assert isinstance(results[1], Invalid)
+    assert ledger.pod("ns/g0") is None

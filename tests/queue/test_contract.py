@@ -676,3 +676,104 @@ def test_released_pod_without_backoff_goes_straight_to_active(make_queue: QueueF
     assert queue.assume([(pod.key, pod.epoch, "u")]) == [True]
     assert queue.requeue_released([pod.key], now_ms=clock.now_ms()) == ["active"]
     assert pop_keys(queue, clock) == [pod.key]
+
+
+# --- gangs (GangScheduling's PreEnqueue and a whole-gang pop) ------------------------------
+def gang(n: int, group: str = "ns/train", *, priority: int = 0) -> list[E]:
+    return [E(f"ns/train-{i}", f"uid-{i}", priority, group=group) for i in range(n)]
+
+
+def test_gang_members_are_held_until_the_group_has_its_minimum(
+    queue: SchedulingQueue, clock: FakeClock
+) -> None:
+    queue.add(gang(2), now_ms=clock.now_ms())
+    assert queue.counts()["gated"] == 2  # no PodGroup yet
+    assert queue.set_gang_minimums({"ns/train": 3}) == 0  # 2 of 3 members
+    assert pop_keys(queue, clock) == []
+    queue.add([E("ns/train-2", "uid-2", 0, group="ns/train")], now_ms=clock.now_ms())
+    assert queue.counts()["gated"] == 0
+    assert sorted(pop_keys(queue, clock, 1)) == ["ns/train-0", "ns/train-1", "ns/train-2"]
+    assert queue.gang_members("ns/train") == ["ns/train-0", "ns/train-1", "ns/train-2"]
+
+
+def test_a_podgroup_that_arrives_last_releases_its_members(
+    queue: SchedulingQueue, clock: FakeClock
+) -> None:
+    queue.add(gang(3), now_ms=clock.now_ms())
+    assert queue.set_gang_minimums({"ns/train": 3}) == 3
+    assert queue.where("ns/train-0") == "active"
+    assert queue.gang_minimums() == {"ns/train": 3}
+
+
+def test_a_member_with_scheduling_gates_stays_gated_when_the_gang_is_complete(
+    queue: SchedulingQueue, clock: FakeClock
+) -> None:
+    queue.set_gang_minimums({"ns/train": 2})
+    queue.add([E("ns/train-0", "u0", 0, gated=True, group="ns/train")], now_ms=clock.now_ms())
+    queue.add([E("ns/train-1", "u1", 0, group="ns/train")], now_ms=clock.now_ms())
+    assert queue.where("ns/train-0") == "gated"
+    assert queue.where("ns/train-1") == "active"
+    # Its gates removed, it joins the complete gang.
+    assert queue.update(E("ns/train-0", "u0", 0, group="ns/train"), now_ms=clock.now_ms()) == (
+        "active"
+    )
+
+
+def test_an_update_does_not_release_a_member_of_an_incomplete_gang(
+    queue: SchedulingQueue, clock: FakeClock
+) -> None:
+    queue.set_gang_minimums({"ns/train": 3})
+    queue.add(gang(2), now_ms=clock.now_ms())
+    assert queue.update(gang(1)[0], now_ms=clock.now_ms()) == "gated"
+    assert queue.counts()["gated"] == 2
+
+
+def test_a_deleted_member_leaves_its_gang(queue: SchedulingQueue, clock: FakeClock) -> None:
+    queue.set_gang_minimums({"ns/train": 3})
+    queue.add(gang(2), now_ms=clock.now_ms())
+    queue.delete(["ns/train-1"], now_ms=clock.now_ms(), uids=["uid-1"])
+    assert queue.gang_members("ns/train") == ["ns/train-0"]
+    queue.add(gang(3)[1:], now_ms=clock.now_ms())
+    assert queue.counts()["gated"] == 0
+
+
+def test_a_pop_takes_the_whole_gang_from_every_waiting_sub_queue(
+    queue: SchedulingQueue, clock: FakeClock
+) -> None:
+    queue.set_gang_minimums({"ns/train": 3})
+    queue.add([E("ns/other", "uo", 0)], now_ms=clock.now_ms())
+    clock.step(1)
+    queue.add(gang(3), now_ms=clock.now_ms())
+    first = queue.pop(2, now_ms=clock.now_ms())
+    assert [p.key for p in first] == ["ns/other", "ns/train-0", "ns/train-1", "ns/train-2"]
+    # The gang fails as a unit; one member becomes active again by an event, its
+    # siblings wait in backoffQ and the unschedulable set: one pop takes them all.
+    by_key = {p.key: p for p in first}
+    assert fail(queue, clock, by_key["ns/train-0"], error=True) == "backoff"
+    assert fail(queue, clock, by_key["ns/train-1"]) == "unschedulable"
+    assert fail(queue, clock, by_key["ns/train-2"]) == "unschedulable"
+    clock.step(2_000)  # past train-2's backoff, not flushed: train-0 stays in backoffQ
+    queue.move_all_to_active_or_backoff(
+        "NodeAdd", now_ms=clock.now_ms(), interested_plugins=None, keys=["ns/train-2"]
+    )
+    assert queue.where("ns/train-2") == "active"
+    again = queue.pop(1, now_ms=clock.now_ms())
+    assert sorted(p.key for p in again) == ["ns/train-0", "ns/train-1", "ns/train-2"]
+    assert len({p.epoch for p in again}) == 3
+    assert queue.counts()["inflight"] == 4
+
+
+def test_placed_and_gated_siblings_stay_where_they_are(
+    queue: SchedulingQueue, clock: FakeClock
+) -> None:
+    queue.set_gang_minimums({"ns/train": 2})
+    queue.add(gang(2), now_ms=clock.now_ms())
+    (a, b) = queue.pop(10, now_ms=clock.now_ms())
+    assert queue.done(a.key, epoch=a.epoch)  # bound: forgotten
+    queue.forget([a.key])
+    queue.add([E("ns/train-9", "u9", 0, gated=True, group="ns/train")], now_ms=clock.now_ms())
+    assert fail(queue, clock, b, error=True) == "backoff"
+    clock.step(10_000)
+    queue.flush_backoff_completed(now_ms=clock.now_ms())
+    assert [p.key for p in queue.pop(10, now_ms=clock.now_ms())] == [b.key]
+    assert queue.where("ns/train-9") == "gated"

@@ -240,6 +240,7 @@ def test_every_queue_script_is_exercised_by_the_contract() -> None:
         "queue_assume.lua": ".assume(",
         "queue_hand_back.lua": ".hand_back(",
         "queue_requeue_released.lua": ".requeue_released(",
+        "queue_gang_min.lua": ".set_gang_minimums(",
     }
     assert set(method_of) == set(QUEUE_SCRIPTS)
     assert all(call in source for call in method_of.values())
