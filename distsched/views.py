@@ -69,7 +69,9 @@ def pod_explanation(client: redis.Redis, keys: Keys, pod_key: str) -> dict[str, 
     pipe = client.pipeline(transaction=False)
     pipe.hget(keys.store_meta("Pod"), pod_key)
     pipe.hget(keys.info, pod_key)
-    meta_raw, info_raw = pipe.execute()
+    pipe.sismember(keys.gang_held, pod_key)
+    pipe.hget(keys.gang_of, pod_key)
+    meta_raw, info_raw, held, group = pipe.execute()
     if meta_raw is None:
         return None
     meta = parse_meta(meta_raw)
@@ -85,7 +87,7 @@ def pod_explanation(client: redis.Redis, keys: Keys, pod_key: str) -> dict[str, 
     plugins = diagnosis.plugins if diagnosis is not None else None
     if plugins is None:
         plugins = tuple(p for p in str(info.get("pl", "")).split(",") if p)
-    return {
+    explanation: dict[str, Any] = {
         "pod": pod_key,
         "state": state,
         "node": meta.node or None,
@@ -95,6 +97,21 @@ def pod_explanation(client: redis.Redis, keys: Keys, pod_key: str) -> dict[str, 
         "message": diagnosis.message if diagnosis is not None and state != "bound" else "",
         "at_ms": diagnosis.at_ms if diagnosis is not None else None,
     }
+    if held and group is not None and state == "gated":
+        explanation["message"] = _gang_wait(client, keys, as_text(group))
+    return explanation
+
+
+def _gang_wait(client: redis.Redis, keys: Keys, group: str) -> str:
+    """Why a gang member is held (the queue's GangScheduling PreEnqueue)."""
+    pipe = client.pipeline(transaction=False)
+    pipe.hget(keys.gang_members, group)
+    pipe.hget(keys.gang_min, group)
+    members, minimum = pipe.execute()
+    if minimum is None:
+        return f"gang {group}: waiting for PodGroup {group} to exist"
+    have = len(as_text(members).split(",")) if members else 0
+    return f"gang {group}: waiting for members: {have} of minimum {int(minimum)} exist"
 
 
 def format_explanation(explanation: dict[str, Any]) -> str:

@@ -22,7 +22,7 @@ import threading
 import time
 import urllib.request
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import cast
 
 import numpy as np
@@ -127,38 +127,66 @@ def redis_stats(client: redis.Redis) -> RedisStats:
 # --------------------------------------------------------------------------- worker metrics
 
 
+def _minus(a: dict[str, float], b: dict[str, float]) -> dict[str, float]:
+    return {k: v - b.get(k, 0.0) for k, v in a.items()}
+
+
 @dataclass(frozen=True)
 class WorkerCounters:
-    """Sums over all scraped workers."""
+    """Sums over all scraped workers. The podgroup_* maps (result -> value) are gang
+    cycles: ``distsched_podgroup_scheduling_attempts_total`` and the sum and count of
+    ``distsched_podgroup_scheduling_attempt_duration_seconds``."""
 
     conflicts: float
     attempts: dict[str, float]  # result -> count
     attempt_buckets: dict[float, float]  # upper bound -> cumulative count (all results)
+    podgroup_attempts: dict[str, float] = field(default_factory=dict)
+    podgroup_duration_sum: dict[str, float] = field(default_factory=dict)
+    podgroup_duration_count: dict[str, float] = field(default_factory=dict)
 
     def __sub__(self, other: WorkerCounters) -> WorkerCounters:
         return WorkerCounters(
             self.conflicts - other.conflicts,
-            {k: v - other.attempts.get(k, 0.0) for k, v in self.attempts.items()},
+            _minus(self.attempts, other.attempts),
             {k: v - other.attempt_buckets.get(k, 0.0) for k, v in self.attempt_buckets.items()},
+            _minus(self.podgroup_attempts, other.podgroup_attempts),
+            _minus(self.podgroup_duration_sum, other.podgroup_duration_sum),
+            _minus(self.podgroup_duration_count, other.podgroup_duration_count),
         )
+
+
+_BY_RESULT = {
+    "distsched_schedule_attempts_total": "attempts",
+    "distsched_podgroup_scheduling_attempts_total": "podgroup_attempts",
+    "distsched_podgroup_scheduling_attempt_duration_seconds_sum": "podgroup_duration_sum",
+    "distsched_podgroup_scheduling_attempt_duration_seconds_count": "podgroup_duration_count",
+}
 
 
 def parse_worker_metrics(texts: Sequence[str]) -> WorkerCounters:
     conflicts = 0.0
-    attempts: dict[str, float] = {}
+    by_result: dict[str, dict[str, float]] = {name: {} for name in _BY_RESULT.values()}
     buckets: dict[float, float] = {}
     for text in texts:
         for family in text_string_to_metric_families(text):
             for sample in family.samples:
                 if sample.name == "distsched_reserve_conflicts_total":
                     conflicts += sample.value
-                elif sample.name == "distsched_schedule_attempts_total":
+                elif sample.name in _BY_RESULT:
+                    values = by_result[_BY_RESULT[sample.name]]
                     result = sample.labels.get("result", "")
-                    attempts[result] = attempts.get(result, 0.0) + sample.value
+                    values[result] = values.get(result, 0.0) + sample.value
                 elif sample.name == "distsched_scheduling_attempt_duration_seconds_bucket":
                     bound = float(sample.labels["le"])
                     buckets[bound] = buckets.get(bound, 0.0) + sample.value
-    return WorkerCounters(conflicts, attempts, buckets)
+    return WorkerCounters(
+        conflicts,
+        by_result["attempts"],
+        buckets,
+        by_result["podgroup_attempts"],
+        by_result["podgroup_duration_sum"],
+        by_result["podgroup_duration_count"],
+    )
 
 
 def scrape(urls: Sequence[str], timeout_s: float = 5.0) -> WorkerCounters:

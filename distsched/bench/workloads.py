@@ -18,6 +18,13 @@ nodes over three zones (node affinity then excludes a third of the nodes; pod af
 has domains to choose from), ``TopologySpreadingMaxSkew1`` is maxSkew 1 with 1,000 init
 pods per 5,000 nodes. Unschedulable and MixedChurn are this project's (MixedChurn also
 deletes bound pods).
+
+Gangs (issue 22): ``GangScheduling`` is upstream's gangscheduling/performance-config.yaml
+(kube 1.36): PodGroups ``gang-<k>`` of ``scheduling.k8s.io/v1alpha2`` with gang minCount 3
+are created before the measured pods, pod ``test-gang-scheduling-<i>`` joins ``gang-<i // 3>``
+through ``spec.schedulingGroup``; ``--pods 3000 --nodes 5000`` is upstream's
+5000Nodes_1000Gangs_3000Pods. ``GangContention`` is this project's: two gangs that each
+need the whole cluster arrive together; one is placed, the other stays pending whole.
 """
 
 from __future__ import annotations
@@ -36,9 +43,13 @@ UPSTREAM_ONE_ZONE = ("zone1",)
 UPSTREAM_SPREAD_ZONES = ("moon-1", "moon-2", "moon-3")
 NODE_AFFINITY = ("zone1", "zone2")  # pod-with-node-affinity.yaml
 PAUSE_IMAGE = "registry.k8s.io/pause:3.10"
+GANG_PAUSE_IMAGE = "registry.k8s.io/pause:3.10.1"  # gangscheduling/templates/gang-pod.yaml
+PODS_PER_GANG = 3  # upstream's podsPerGroup
+POD_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
 
 INIT_NAMESPACE = "sched-0"
 MEASURED_NAMESPACE = "sched-1"
+GANG_NAMESPACE = "gang-0"  # upstream's namespace for the gang workloads
 
 
 def node(name: str, zone: str | None) -> Obj:
@@ -115,6 +126,10 @@ class Names:
     def measured_ns(self) -> str:
         return self.prefix + MEASURED_NAMESPACE
 
+    @property
+    def gang_ns(self) -> str:
+        return self.prefix + GANG_NAMESPACE
+
     def init_key(self, i: int) -> str:
         return f"{self.init_ns}/init-{i:06d}"
 
@@ -167,6 +182,88 @@ def _spreading(names: Names, i: int, max_skew: int) -> Obj:
     return pod(f"pod-{i:06d}", names.measured_ns, labels={"color": "blue"}, spec=spec)
 
 
+def namespace(name: str) -> Obj:
+    return {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
+
+
+def kube_pod_group(name: str, namespace: str, min_count: int) -> Obj:
+    """gangscheduling/templates/podgroup.yaml: kube 1.36's PodGroup with a gang policy."""
+    return {
+        "apiVersion": "scheduling.k8s.io/v1alpha2",
+        "kind": "PodGroup",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"schedulingPolicy": {"gang": {"minCount": min_count}}},
+    }
+
+
+def plugins_pod_group(name: str, namespace: str, min_member: int) -> Obj:
+    """scheduler-plugins' PodGroup (``scheduling.x-k8s.io/v1alpha1``, spec.minMember)."""
+    return {
+        "apiVersion": "scheduling.x-k8s.io/v1alpha1",
+        "kind": "PodGroup",
+        "metadata": {"name": name, "namespace": namespace},
+        "spec": {"minMember": min_member},
+    }
+
+
+def gang_pod(names: Names, i: int) -> Obj:
+    """gangscheduling/templates/gang-pod.yaml: requests only (100m cpu, 100Mi memory),
+    member of ``gang-<i // podsPerGroup>`` through spec.schedulingGroup."""
+    container = {
+        "name": "pause",
+        "image": GANG_PAUSE_IMAGE,
+        "resources": {"requests": {"cpu": "100m", "memory": "100Mi"}},
+    }
+    return {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": f"test-gang-scheduling-{i}", "namespace": names.gang_ns},
+        "spec": {
+            "containers": [container],
+            "schedulingGroup": {"podGroupName": f"gang-{i // PODS_PER_GANG}"},
+        },
+    }
+
+
+def _gang_groups(names: Names, _nodes: int, pods: int) -> list[Obj]:
+    gangs = pods // PODS_PER_GANG
+    return [namespace(names.gang_ns)] + [
+        kube_pod_group(f"gang-{k}", names.gang_ns, PODS_PER_GANG) for k in range(gangs)
+    ]
+
+
+def _gang_pods_check(_nodes: int, pods: int) -> str:
+    if pods % PODS_PER_GANG:
+        return f"--pods {pods}: GangScheduling needs a multiple of {PODS_PER_GANG} (pods per gang)"
+    return ""
+
+
+CONTENTION_GROUPS = ("contention-a", "contention-b")
+
+
+def contention_pod(names: Names, i: int) -> Obj:
+    """Member ``i // 2`` of gang ``i % 2`` (the two gangs' pods alternate, so they arrive
+    together): a whole node's cpu (4), scheduler-plugins' label naming the group."""
+    group = CONTENTION_GROUPS[i % 2]
+    labels = {POD_GROUP_LABEL: group}
+    return pod(f"{group}-{i // 2:05d}", names.gang_ns, cpu="4", memory="100Mi", labels=labels)
+
+
+def _contention_groups(names: Names, _nodes: int, pods: int) -> list[Obj]:
+    return [namespace(names.gang_ns)] + [
+        plugins_pod_group(group, names.gang_ns, pods // 2) for group in CONTENTION_GROUPS
+    ]
+
+
+def _contention_check(nodes: int, pods: int) -> str:
+    if pods != 2 * nodes:
+        return (
+            f"--pods {pods}: GangContention needs --pods = 2 x --nodes ({2 * nodes}): "
+            "two gangs of one 4-cpu pod per node"
+        )
+    return ""
+
+
 def _one_fifth(nodes: int, _pods: int) -> int:
     return nodes // 5
 
@@ -186,6 +283,12 @@ class Workload:
     runner recreates objects every ``churn_interval_s`` while measured pods schedule;
     ``needs`` names the plugins without which the workload cannot pass; ``zones`` are the
     zone labels given to nodes in turn (empty: no zone label).
+
+    Gang workloads (``gangs``): ``setup_objects(names, nodes, pods)`` are created after the
+    init pods and before measuring (namespace, PodGroups); ``expected_bound(nodes, pods)``
+    measured pods bound end the measured phase, whose ``expected_outcome`` is then
+    "complete" or, for GangContention, "one-gang-bound" (one gang bound, the other
+    pending whole); ``check_counts(nodes, pods)`` says why counts cannot make a run ("").
     """
 
     name: str
@@ -200,6 +303,11 @@ class Workload:
     churn_interval_s: float = 0.25
     needs: tuple[str, ...] = ()
     zones: tuple[str, ...] = ()
+    gangs: bool = False
+    setup_objects: Callable[[Names, int, int], list[Obj]] = lambda _names, _nodes, _pods: []
+    expected_bound: Callable[[int, int], int] = lambda _nodes, pods: pods
+    expected_outcome: str = "complete"
+    check_counts: Callable[[int, int], str] = lambda _nodes, _pods: ""
 
     def nodes(self, names: Names, count: int) -> list[Obj]:
         zones = self.zones
@@ -292,6 +400,26 @@ WORKLOADS: dict[str, Workload] = {
             init_pod=lambda n, i: pod(f"init-{i:06d}", n.init_ns, cpu="9"),
             default_init=lambda _nodes, _pods: 200,
             init_schedulable=False,
+        ),
+        Workload(
+            "GangScheduling",
+            "upstream's gang workload: PodGroups of 3 (v1alpha2 minCount), 100m/100Mi members",
+            measured_pod=gang_pod,
+            default_init=lambda _nodes, _pods: 0,
+            gangs=True,
+            setup_objects=_gang_groups,
+            check_counts=_gang_pods_check,
+        ),
+        Workload(
+            "GangContention",
+            "two gangs that each need every node's 4 cpu arrive together; one is placed",
+            measured_pod=contention_pod,
+            default_init=lambda _nodes, _pods: 0,
+            gangs=True,
+            setup_objects=_contention_groups,
+            expected_bound=lambda _nodes, pods: pods // 2,
+            expected_outcome="one-gang-bound",
+            check_counts=_contention_check,
         ),
         Workload(
             "MixedChurn",

@@ -9,15 +9,18 @@ import redis
 from distsched.bench.checker import check
 from distsched.bench.procs import ProcessGroup
 from distsched.keys import Keys
+from distsched.redis_text import as_text
 from distsched.store import Store
+from distsched.views import pod_explanation
 from tests.controllers.helpers import apply_path
 from tests.support.objects import ZONE
 from tests.support.readers import bound_nodes
 from tests.support.waits import wait_for
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
-# The pods, the shop's storefront 2 + orders-db 2 + node-exporter 3 + nightly-report 2.
-BOUND = 5 + 9
+# The pods, the shop's storefront 2 + orders-db 2 + node-exporter 3 + nightly-report 2,
+# and the training gang mnist's 4 (llm-finetune's 4 do not fit together: none is placed).
+BOUND = 5 + 9 + 4
 
 
 def test_examples_schedule_as_documented(
@@ -56,4 +59,21 @@ def test_examples_schedule_as_documented(
         -10,
         "Never",
     )
+    mnist = {k: v for k, v in bound.items() if k.startswith("ml/mnist-")}
+    assert len(mnist) == 4 and set(mnist.values()) == {"node-c"}
+    assert not [k for k in bound if k.startswith("ml/llm-finetune-")]
+    ledger_pods = {as_text(k) for k in private_client.hkeys(keys.ledger_pods)}
+    assert not [k for k in ledger_pods if k.startswith("ml/llm-finetune-")]  # nothing held
+    explanation = pod_explanation(private_client, keys, llm_pod(store))
+    assert explanation is not None
+    assert "gang ml/llm-finetune: " in explanation["message"], explanation
     assert check(private_client, keys, expect_bound=set(bound)) == []
+
+
+def llm_pod(store: Store) -> str:
+    pods = store.list("Pod", "ml")[0]
+    return next(
+        f"ml/{p['metadata']['name']}"
+        for p in pods
+        if p["metadata"]["name"].startswith("llm-finetune-")
+    )

@@ -218,3 +218,38 @@ def test_a_gang_that_would_not_fit_even_after_preemption_evicts_nothing(
     assert all(
         not (cluster.pod(f"hi-{i}").get("status") or {}).get("nominatedNodeName") for i in range(3)
     )
+
+
+def test_explain_says_what_a_held_member_waits_for(
+    r: redis.Redis, keys: Keys, clock: FakeClock
+) -> None:
+    from distsched.views import explain_pod
+
+    cluster = InProcessCluster(r, keys, clock)
+    cluster.create(node("n1", cpu="4"), member("train", 0), member("train", 1))
+    cluster.settle()
+    text = explain_pod(r, keys, "default/train-0") or ""
+    assert "gang default/train: waiting for PodGroup default/train to exist" in text, text
+    cluster.create(pod_group("train", 3))
+    cluster.settle()
+    text = explain_pod(r, keys, "default/train-1") or ""
+    assert "gang default/train: waiting for members: 2 of minimum 3 exist" in text, text
+
+
+def test_a_worker_started_after_the_objects_queues_the_gang(
+    r: redis.Redis, keys: Keys, clock: FakeClock
+) -> None:
+    """The worker's start-up resync (also after Redis lost its data) records the
+    PodGroups' minimums before it queues their members."""
+    from distsched.store import Store
+
+    store = Store(r, keys, clock=clock)
+    for obj in (
+        node("n1", cpu="4"),
+        pod_group("train", 3),
+        *(member("train", i) for i in range(3)),
+    ):
+        store.create(obj)
+    cluster = InProcessCluster(r, keys, clock)
+    cluster.settle()
+    assert len(gang_pods(cluster, "train")) == 3
