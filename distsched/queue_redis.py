@@ -58,7 +58,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -427,6 +427,28 @@ class RedisQueue:
         """The keys of the pod group's existing members the queue knows (pending or placed)."""
         raw = self._client.hget(self._keys.gang_members, group)
         return [] if not raw else as_text(raw).split(",")
+
+    def forget_gang_members_of_deleted_pods(
+        self, seen: Collection[str]
+    ) -> tuple[list[str], set[str]]:
+        """The consistency sweep's half for gangs (lua/sweep_gangs.lua): members whose pod
+        the store no longer has leave their group, when the previous call found them so
+        too (``seen``, its second result). Returns the keys that left and those found for
+        the first time."""
+        k = self._keys
+        left: list[str] = []
+        found: set[str] = set()
+        for page in hash_pages(self._client, k.gang_of):
+            pods = [as_text(key) for key in page]
+            metas = self._client.hmget(k.store_meta("Pod"), pods)
+            gone = [key for key, meta in zip(pods, metas, strict=True) if meta is None]
+            due = [key for key in gone if key in seen]
+            found.update(key for key in gone if key not in seen)
+            if due:
+                keys = [k.gang_of, k.gang_members, k.gang_held, k.store_meta("Pod")]
+                raw = self._scripts.get("sweep_gangs")(keys=keys, args=due)
+                left += [as_text(key) for key in raw]
+        return left, found
 
     def gang_minimums(self) -> dict[str, int]:
         raw = cast(dict[bytes, bytes], self._client.hgetall(self._keys.gang_min))

@@ -81,10 +81,11 @@ class ConsistencySweep:
     """Finds and repairs the records that nothing should leave behind, each checked against
     the store inside the script that repairs it: ledger reservations (assumed or bound) of
     pods the store no longer has, queue records of deleted or bound pods, pods in no
-    sub-queue, explain records of deleted pods. A record is repaired only when two sweeps
-    in a row found it so, unchanged: what the handlers are about to do (a deletion just
-    made) stays theirs, so every repair counted (``consistency_repairs_total{kind}``,
-    logged) is a record that something really left behind."""
+    sub-queue, explain records and gang memberships of deleted pods. A record is repaired
+    only when two sweeps in a row found it so, unchanged: what the handlers are about to
+    do (a deletion just made) stays theirs, so every repair counted
+    (``consistency_repairs_total{kind}``, logged) is a record that something really left
+    behind."""
 
     def __init__(
         self, client: redis.Redis, keys: Keys, *, ledger: Ledger, queue: RedisQueue, clock: Clock
@@ -97,6 +98,7 @@ class ConsistencySweep:
         self._reservations: dict[str, str] = {}
         self._records: dict[str, str] = {}
         self._explanations: set[str] = set()
+        self._gang_members: set[str] = set()
 
     def run(self) -> int:
         """One sweep; returns the number of records repaired."""
@@ -115,6 +117,9 @@ class ConsistencySweep:
             found[REPAIR_KINDS[verdict]] = pods
         found["explain"], self._explanations = forget_explanations_of_deleted_pods(
             self._client, self._keys, self._explanations
+        )
+        found["gang-member"], self._gang_members = self._queue.forget_gang_members_of_deleted_pods(
+            self._gang_members
         )
         total = 0
         for kind, pods in found.items():

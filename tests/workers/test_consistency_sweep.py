@@ -151,3 +151,23 @@ def test_a_deletion_its_handler_is_about_to_handle_is_not_a_repair(
     cluster.worker.sweep.run()
     assert cluster.worker.ledger.pod("default/p") is None
     assert repairs("reservation") == before
+
+
+def test_the_gang_membership_of_a_deleted_pod_goes(
+    r: redis.Redis, keys: Keys, clock: FakeClock
+) -> None:
+    """A gang member deleted while its handler missed the event would keep counting for its
+    group (which could then be released below its minimum)."""
+    label = {"scheduling.x-k8s.io/pod-group": "train"}
+    cluster = InProcessCluster(r, keys, clock)
+    cluster.create(node("n1", cpu="4"), pod("train-0", labels=label), pod("train-1", labels=label))
+    cluster.settle()
+    assert cluster.queue.gang_members("default/train") == ["default/train-0", "default/train-1"]
+    cluster.store.delete("Pod", "default/train-1")
+    lose_queue_events(r, keys)
+    before = repairs("gang-member")
+    assert cluster.worker.sweep.run() == 0  # found once: maybe its handler is on the way
+    assert cluster.worker.sweep.run() == 2  # its queue record (held) and its membership
+    assert cluster.queue.gang_members("default/train") == ["default/train-0"]
+    assert cluster.queue.where("default/train-1") is None
+    assert repairs("gang-member") == before + 1
