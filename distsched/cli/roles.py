@@ -180,10 +180,14 @@ def server(port: int, data_dir: str | None, appendfsync: str) -> None:
     help="Leader lease: with several instances one reconciles, another takes over this "
     "long after it stops.",
 )
+@_metrics_option
 @redis_options
-def controller(lease_ms: int, **kwargs: Any) -> None:
+def controller(lease_ms: int, metrics_port: int, metrics_addr: str, **kwargs: Any) -> None:
     """Run the workload controllers (Deployment, ReplicaSet, StatefulSet, DaemonSet, Job)."""
+    from distsched import metrics
     from distsched.controllers.main import run_controller
 
     ctx = make_context(kwargs)
+    if metrics_port:
+        metrics.serve(metrics_port, addr=metrics_addr)
     run_controller(ctx.require_url(), ctx.keys, lease_ms=lease_ms)
