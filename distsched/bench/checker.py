@@ -19,6 +19,9 @@ drained system (no pod in flight); what it checks:
   carried the constraint (true for the bench workloads);
 * a pod bound at most once (bind events in the event stream, per uid);
 * every pod in ``expect_bound`` bound;
+* gangs: no PodGroup has some but fewer than its minimum of members bound or reserved (a
+  record in the ledger), unless a member bound before (the event stream shows it) was
+  lost since: deleted, or replaced by a pod of the same name;
 * the ledger consistent with itself (``Ledger.check_consistency``) and with the store's
   bound pods; nothing left inflight or assumed; every pending default-scheduler pod in
   exactly one sub-queue and no bound pod in any.
@@ -29,7 +32,7 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import cast
 
@@ -58,6 +61,7 @@ from distsched.model import (
     pod_host_ports,
     pod_requests,
 )
+from distsched.model.podgroups import PodGroup, group_of, group_of_object
 from distsched.redis_text import as_text
 from distsched.store import ObjectRef, Store, decode_stream, trim
 
@@ -95,10 +99,11 @@ class Cluster:
     bound: dict[str, Pod]  # pod key -> pod with spec.nodeName
     pending: dict[str, Pod]
     namespaces: dict[str, dict[str, str]] = field(default_factory=dict)  # name -> labels
+    pod_groups: dict[str, PodGroup] = field(default_factory=dict)  # ns/name -> PodGroup
 
 
 def read_cluster(client: redis.Redis, keys: Keys) -> Cluster:
-    snap = Store(client, keys).snapshot(["Node", "Pod", "Namespace"])
+    snap = Store(client, keys).snapshot(["Node", "Pod", "Namespace", "PodGroup"])
     nodes = {name: Node.from_dict(obj) for name, obj in snap.objects["Node"].items()}
     bound: dict[str, Pod] = {}
     pending: dict[str, Pod] = {}
@@ -109,7 +114,11 @@ def read_cluster(client: redis.Redis, keys: Keys) -> Cluster:
         name: dict(obj["metadata"].get("labels") or {})
         for name, obj in snap.objects["Namespace"].items()
     }
-    return Cluster(nodes, bound, pending, namespaces)
+    pod_groups = {}
+    for obj in snap.objects["PodGroup"].values():
+        group = PodGroup.from_dict(obj)
+        pod_groups[group.key] = group
+    return Cluster(nodes, bound, pending, namespaces, pod_groups)
 
 
 # --------------------------------------------------------------------------- node-local
@@ -316,6 +325,7 @@ class BindHistory:
         self._client, self._keys, self._clock = client, keys, clock
         self._reader = reader if hold else None
         self.binds: Counter[tuple[str, str]] = Counter()
+        self.groups: dict[tuple[str, str], str] = {}  # (key, uid) bound -> its pod group
         self.moved: list[str] = []
         self._copies: dict[tuple[str, str], ObjectRef] = {}
         self._next = "-"
@@ -349,9 +359,14 @@ class BindHistory:
                 old_node = (old.get("spec") or {}).get("nodeName") or ""
                 if new_node and not old_node:
                     uid = str((old.get("metadata") or {}).get("uid", ""))
+                    pod = old
                     if not event.binding:
+                        pod = event.obj
                         uid = str(event.obj["metadata"].get("uid", ""))
                     self.binds[(event.key, uid)] += 1
+                    group = group_of_object(pod) if pod else ""
+                    if group:
+                        self.groups[(event.key, uid)] = group
                 elif old_node and new_node != old_node:
                     self.moved.append(f"{event.key} from {old_node} to {new_node or '(none)'}")
             if page:
@@ -456,10 +471,7 @@ def check_ledger(client: redis.Redis, keys: Keys, cluster: Cluster, out: Violati
             f"node {diff.node or '-'} {diff.item}: ledger has {diff.ledger}, "
             f"its pods add up to {diff.expected}",
         )
-    records = {
-        as_text(k): decode_record(as_text(k), v, None).node
-        for k, v in client.hgetall(keys.ledger_pods).items()
-    }
+    records = ledger_records(client, keys)
     for key, pod in sorted(cluster.bound.items()):
         node = records.get(key)
         if node is None:
@@ -468,6 +480,48 @@ def check_ledger(client: redis.Redis, keys: Keys, cluster: Cluster, out: Violati
             out.add("ledger", f"{key} is bound to {pod.spec.node_name}, ledger says {node}")
     for key in sorted(set(records) - set(cluster.bound) - set(cluster.pending)):
         out.add("ledger", f"ledger holds {key}, which is not in the store")
+
+
+def ledger_records(client: redis.Redis, keys: Keys) -> dict[str, str]:
+    """Pod key -> node of every ledger record (a reserved or bound pod)."""
+    return {
+        as_text(k): decode_record(as_text(k), v, None).node
+        for k, v in client.hgetall(keys.ledger_pods).items()
+    }
+
+
+def check_gangs(
+    cluster: Cluster,
+    records: Mapping[str, str],
+    out: Violations,
+    history: BindHistory | None = None,
+) -> None:
+    """The gang invariant: each PodGroup has none or at least its minimum of members bound
+    or reserved. A gang is excused when ``history`` shows a member of it bound that is no
+    longer there (deleted, or its name now another pod): lost after admission."""
+    if not cluster.pod_groups:
+        return
+    placed: dict[str, list[str]] = defaultdict(list)
+    uids: dict[str, str] = {}
+    for key, pod in (*cluster.bound.items(), *cluster.pending.items()):
+        uids[key] = pod.metadata.uid
+        group = group_of(pod)
+        if group and (key in cluster.bound or key in records):
+            placed[group].append(key)
+    lost: set[str] = set()
+    if history is not None:
+        for (key, uid), group in history.groups.items():
+            if uid and uids.get(key) != uid:
+                lost.add(group)
+    for name, pod_group in sorted(cluster.pod_groups.items()):
+        members = sorted(placed.get(name, []))
+        if 0 < len(members) < pod_group.min_member and name not in lost:
+            shown = ", ".join(members[:5]) + (", ..." if len(members) > 5 else "")
+            out.add(
+                "gang",
+                f"{name} has {len(members)} of its minimum {pod_group.min_member} members "
+                f"bound or reserved: {shown}",
+            )
 
 
 def check_expected(cluster: Cluster, expect_bound: Iterable[str], out: Violations) -> None:
@@ -495,9 +549,11 @@ def check(
     check_nodes(cluster, out)
     check_inter_pod(cluster, out)
     check_topology_spread(cluster, out)
-    check_history(history or BindHistory(client, keys), out)
+    history = history or BindHistory(client, keys)
+    check_history(history, out)
     check_queue(client, keys, cluster, out)
     check_ledger(client, keys, cluster, out)
+    check_gangs(cluster, ledger_records(client, keys), out, history)
     if expect_bound is not None:
         check_expected(cluster, expect_bound, out)
     return out.messages()

@@ -225,6 +225,13 @@ def _samples(bound_times: Sequence[float], start: float) -> list[float]:
 
 def run_kube_bench(kube: KubeClient, config: KubeBenchConfig) -> dict[str, Any]:
     workload = config.workload
+    if workload.gangs:
+        import click
+
+        raise click.UsageError(
+            f"--workload {workload.name}: gang workloads run on distsched's own store only "
+            "(the API server would need the PodGroup CRD or kube 1.36's v1alpha2 API)"
+        )
     names = Names(f"kb{int(time.time()) % 100000}-")
     namespaces = {names.init_ns, names.measured_ns}
     for namespace in sorted(namespaces):

@@ -1,6 +1,7 @@
 """The measured phase of a bench run: create the measured pods (at once or at a fixed
 rate), run the workload's churn, follow progress, and stop when every measured pod is
-bound, when progress stalls, or at the deadline.
+bound (or the workload's ``target``: GangContention expects half), when progress stalls,
+or at the deadline.
 
 Following progress must cost Redis little, since Redis CPU per pod is a result: every
 0.25 s the number of bound pods comes from two O(1) reads of the ledger (records minus
@@ -131,6 +132,8 @@ class MeasuredPhase:
     churn: Churn | None = None
     churn_interval_s: float = 0.25
     baseline_bound: int = 0
+    target: int | None = None  # measured pods bound that complete the phase (None: all)
+    chunk: int = CREATE_CHUNK  # measured pods per store write
 
     def _ledger_bound(self) -> int:
         pipe = self.client.pipeline(transaction=False)
@@ -160,7 +163,7 @@ class MeasuredPhase:
             due = min(len(self.pods), int((now - start) * self.rate) + 1) - done
         else:
             due = len(self.pods) - done
-        due = min(due, CREATE_CHUNK)
+        due = min(due, self.chunk)
         if due <= 0:
             return
         created = self.store.create_many(self.pods[done : done + due])
@@ -171,6 +174,7 @@ class MeasuredPhase:
         self, tracker: BindTracker, created_rv: dict[str, int], progress: Progress, bar: TaskID
     ) -> PhaseResult:
         total = len(self.pods)
+        goal = total if self.target is None else self.target
         start = time.monotonic()
         next_progress = next_exact = start
         next_churn = start + self.churn_interval_s
@@ -191,12 +195,12 @@ class MeasuredPhase:
                 elapsed = max(now - start, 1e-6)
                 progress.update(bar, completed=estimate, rate=f"{estimate / elapsed:,.0f}/s")
                 next_progress = now + PROGRESS_INTERVAL_S
-                if len(created_rv) == total and (estimate >= total or now >= next_exact):
+                if len(created_rv) == total and (estimate >= goal or now >= next_exact):
                     after = self.checkpoint()
                     count = tracker.poll()
                     progress.update(bar, completed=count)
                     next_exact = time.monotonic() + EXACT_INTERVAL_S
-                    if count >= total:
+                    if count >= goal:
                         return PhaseResult(start, time.monotonic(), created_rv, "complete", after)
                     if count != last_count:
                         last_count, last_change = count, now

@@ -20,6 +20,7 @@ Definitions (also in BENCHMARKS.md):
   a run with a high value are not comparable.
 * redis_scripts (``--redis-profile`` only): µs and calls per pod of each Lua script, from
   the slow log.
+* gangs (gang workloads only, else null): see :mod:`distsched.bench.gangs`.
 """
 
 from __future__ import annotations
@@ -66,6 +67,7 @@ class RawRun:
     scripts: dict[str, tuple[int, int]] | None  # --redis-profile: script -> (calls, µs)
     violations: list[str]
     warnings: list[str]
+    gangs: dict[str, Any] | None = None  # gang workloads: bench.gangs.gang_figures
 
 
 def _round(value: float | None, digits: int = 4) -> float | None:
@@ -171,6 +173,7 @@ def build_result(run: RawRun) -> dict[str, Any]:
             "other_cpu_cores": _round(run.other_cpu_cores, 2),
             "load_average": _round(run.load_average, 2),
         },
+        "gangs": run.gangs,
         "invariants": {"ok": not run.violations, "violations": run.violations},
         "warnings": run.warnings,
     }
@@ -235,6 +238,19 @@ def print_summary(result: dict[str, Any]) -> None:
         ),
         ("invariants", "ok" if result["invariants"]["ok"] else "VIOLATED"),
     ]
+    gangs = result.get("gangs")
+    if gangs is not None:
+        duration = gangs["attempt_duration"]
+        rows.insert(
+            -1,
+            (
+                "gangs",
+                f"{gangs['whole']}/{gangs['groups']} whole, {gangs['partial']} partial, "
+                f"{gangs['pending']} pending; {_fmt(gangs['gangs_per_s']['average'])} gangs/s "
+                f"(overall {_fmt(gangs['gangs_per_s']['overall'])}); attempt avg "
+                f"{_fmt(duration['average_s'])} s ({duration['source'].split(' ')[0]})",
+            ),
+        )
     if result["redis_scripts"] is not None:
         scripts = ", ".join(
             f"{name} {v['usec_per_pod']}us" for name, v in list(result["redis_scripts"].items())[:8]

@@ -26,6 +26,7 @@ import numpy as np
 import redis
 
 from distsched.bench import checker
+from distsched.bench.gangs import GangLayout, GangSampler, contention_outcome, gang_figures
 from distsched.bench.measure import (
     RedisStats,
     RvSampler,
@@ -36,11 +37,17 @@ from distsched.bench.measure import (
     role_cpu_seconds,
     scrape,
 )
-from distsched.bench.phase import BindTracker, Churn, MeasuredPhase, create_chunked
+from distsched.bench.phase import (
+    CREATE_CHUNK,
+    BindTracker,
+    Churn,
+    MeasuredPhase,
+    create_chunked,
+)
 from distsched.bench.procs import ProcessGroup
 from distsched.bench.report import RawRun, build_result, plot, print_summary
 from distsched.bench.scaling import parse_worker_counts, print_scaling, projection
-from distsched.bench.workloads import WORKLOADS, Names, Workload
+from distsched.bench.workloads import WORKLOADS, Names, Obj, Workload
 from distsched.connection import ACK_ENV, RedisOptions, connect
 from distsched.embedded import EmbeddedRedis, free_port
 from distsched.keys import Keys
@@ -52,6 +59,7 @@ EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
 SETUP_TIMEOUT_S = 300.0
 DRAIN_TIMEOUT_S = 30.0
 STALL_S = 30.0
+SETTLE_TIMEOUT_S = 15.0
 
 
 class BadInput(Exception):
@@ -92,6 +100,9 @@ def config_from_options(kwargs: dict[str, Any]) -> BenchConfig:
     if len(counts) > 1:
         raise BadInput("--workers: one count here; a comma list is a scaling run")
     workers, binders = counts[0], int(kwargs["binders"])
+    problem = workload.check_counts(nodes, pods)
+    if problem:
+        raise BadInput(problem)
     rate = float(kwargs.get("rate") or 0.0)
     for flag, value, low in (
         ("--nodes", nodes, 1),
@@ -211,7 +222,7 @@ def _run_one(
             print_summary(result)
         if kwargs.get("plot"):
             plot(raw, kwargs["plot"])
-    ok = result["invariants"]["ok"] and result["outcome"] == "complete"
+    ok = result["invariants"]["ok"] and result["outcome"] == config.workload.expected_outcome
     if not ok and kwargs.get("output") == "json":
         for violation in result["invariants"]["violations"]:
             err_console.print(f"violation: {violation}", markup=False, highlight=False)
@@ -375,6 +386,61 @@ def setup_cluster(
     return init_keys
 
 
+def create_setup_objects(
+    deployment: Deployment, store: Store, config: BenchConfig, names: Names
+) -> list[Obj]:
+    """The workload's objects created before measuring (namespaces, PodGroups); waits until
+    the queue knows every PodGroup's minimum, as upstream's PodGroups exist before its pods."""
+    objs = config.workload.setup_objects(names, config.nodes, config.pods)
+    if not objs:
+        return objs
+    client, keys = deployment.client, deployment.keys
+    groups = sum(1 for o in objs if o.get("kind") == "PodGroup")
+    known = client.hlen(keys.gang_min)
+    _say(f"creating {groups} PodGroups")
+    create_chunked(store, objs)
+    wait_for(
+        "the queue to know every PodGroup",
+        lambda: client.hlen(keys.gang_min) >= known + groups,
+        deployment,
+        SETUP_TIMEOUT_S,
+    )
+    return objs
+
+
+def settle_gangs(deployment: Deployment, layout: GangLayout, placed: set[str]) -> bool:
+    """Wait until every member of a gang that is not placed has failed an attempt (it is
+    in backoffQ or the unschedulable set, not active, gated or in flight): the gangs left
+    pending were tried. False after SETTLE_TIMEOUT_S."""
+    client, keys = deployment.client, deployment.keys
+    waiting = [k for members in layout.members.values() for k in members if k not in placed]
+    if not waiting:
+        return True
+
+    def tried() -> bool:
+        time.sleep(0.1)
+        pipe = client.pipeline(transaction=True)
+        pipe.zmscore(keys.backoff, waiting)
+        pipe.zmscore(keys.unschedulable, waiting)
+        backoff, unschedulable = pipe.execute()
+        return all(
+            a is not None or b is not None for a, b in zip(backoff, unschedulable, strict=True)
+        )
+
+    try:
+        wait_for("the pending gangs to be tried", tried, deployment, SETTLE_TIMEOUT_S)
+    except BenchFailure as exc:
+        _say(str(exc))
+        return False
+    return True
+
+
+def placed_pods(client: redis.Redis, keys: Keys, pod_keys: list[str]) -> set[str]:
+    """Those of ``pod_keys`` bound or reserved: with a record in the ledger."""
+    records = client.hmget(keys.ledger_pods, pod_keys) if pod_keys else []
+    return {k for k, record in zip(pod_keys, records, strict=True) if record is not None}
+
+
 def drain(deployment: Deployment) -> None:
     """Stop our workers, let the binders finish the queued bindings, stop everything."""
     client, keys = deployment.client, deployment.keys
@@ -441,9 +507,11 @@ def _measure(
     client, keys, workload = deployment.client, deployment.keys, config.workload
     store = Store(client, keys)
     init_keys = setup_cluster(deployment, store, config, names)
+    setup = create_setup_objects(deployment, store, config, names)
     pods = workload.measured_pods(names, 0, config.pods)
-    pod_keys = [names.measured_key(i) for i in range(config.pods)]
+    pod_keys = [f"{p['metadata']['namespace']}/{p['metadata']['name']}" for p in pods]
     tracker = BindTracker(client, keys, pod_keys)
+    layout = GangLayout.of(setup, pods) if workload.gangs else None
     churn = Churn(store, names, init_keys) if workload.churn else None
     pipe = client.pipeline(transaction=False)
     pipe.hlen(keys.ledger_pods)
@@ -453,6 +521,9 @@ def _measure(
     before = take_checkpoint(deployment)
     profile = ScriptProfile(client).start() if config.redis_profile else None
     sampler = RvSampler(connect(deployment.options), keys).start()
+    gang_sampler = None
+    if layout is not None:
+        gang_sampler = GangSampler(connect(deployment.options), keys, layout).start()
     mode = f"at {config.rate:g} pods/s" if config.rate else "all at once"
     _say(f"measuring: {config.pods} {workload.name} pods created {mode}")
     phase = MeasuredPhase(
@@ -469,12 +540,24 @@ def _measure(
         churn=churn,
         churn_interval_s=workload.churn_interval_s,
         baseline_bound=int(records) - int(assumed),
+        target=workload.expected_bound(config.nodes, config.pods),
+        chunk=max(1, min(CREATE_CHUNK, workload.arrival_chunk(config.pods)))
+        if workload.arrival_chunk
+        else CREATE_CHUNK,
     )
     try:
         result = phase.run(tracker)
+        settle = layout is not None and workload.expected_outcome != "complete"
+        if settle and result.outcome == "complete":
+            assert layout is not None
+            if not settle_gangs(deployment, layout, placed_pods(client, keys, pod_keys)):
+                warnings.append("the pending gangs were not all tried before the run ended")
     finally:
         clock = sampler.stop()
         scripts = profile.stop() if profile is not None else None
+        if gang_sampler is not None:
+            gang_sampler.stop()
+            gang_sampler.client.close()
     after = result.after
     assert isinstance(after, Checkpoint)
     after_counters = _scrape(deployment)
@@ -488,10 +571,20 @@ def _measure(
         )
     _say("draining and checking invariants")
     drain(deployment)
-    expected = set(pod_keys)
+    expected = (
+        set(pod_keys) if workload.expected_bound(config.nodes, config.pods) == len(pods) else set()
+    )
     if workload.init_schedulable and not workload.init_evictable:
         expected.update(init_keys)
     violations = checker.check(client, keys, expect_bound=expected, history=history)
+    gangs = None
+    if layout is not None:
+        assert gang_sampler is not None
+        violations = gang_sampler.messages + violations
+        tracker.poll()  # a gang member bound after the phase ended counts (and is judged)
+        placed = placed_pods(client, keys, pod_keys)
+        if workload.expected_outcome != "complete" and result.outcome == "complete":
+            result.outcome = contention_outcome(layout, placed)
     bound_keys = [k for k in pod_keys if k in tracker.bind_rv]
     created_rvs = [result.created_rv[k] for k in pod_keys if k in result.created_rv]
     cpu: dict[str, float | None] = {
@@ -506,6 +599,18 @@ def _measure(
     if deployment.group is None:
         cpu = {"workers": None, "binders": None, **cpu}
         other_cores = None  # the deployment's own processes are "other" here
+    bound_at = clock.times_of([tracker.bind_rv[k] for k in bound_keys])
+    if layout is not None:
+        created = clock.times_of([result.created_rv[k] for k in bound_keys])
+        gangs = gang_figures(
+            layout,
+            start=result.start,
+            bound_at=dict(zip(bound_keys, bound_at.tolist(), strict=True)),
+            created_at=dict(zip(bound_keys, created.tolist(), strict=True)),
+            placed=placed,
+            counters=counters,
+            sampler=gang_sampler,
+        )
     return RawRun(
         workload=workload.name,
         nodes=config.nodes,
@@ -518,7 +623,7 @@ def _measure(
         start=result.start,
         end=result.end,
         created_at=clock.times_of([result.created_rv[k] for k in bound_keys]),
-        bound_at=clock.times_of([tracker.bind_rv[k] for k in bound_keys]),
+        bound_at=bound_at,
         all_created_at=clock.times_of(created_rvs) if created_rvs else np.zeros(0),
         cpu={**cpu, "redis": redis_cpu},
         other_cpu_cores=other_cores,
@@ -528,4 +633,5 @@ def _measure(
         scripts=scripts,
         violations=violations,
         warnings=warnings,
+        gangs=gangs,
     )

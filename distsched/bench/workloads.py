@@ -24,7 +24,8 @@ Gangs (issue 22): ``GangScheduling`` is upstream's gangscheduling/performance-co
 are created before the measured pods, pod ``test-gang-scheduling-<i>`` joins ``gang-<i // 3>``
 through ``spec.schedulingGroup``; ``--pods 3000 --nodes 5000`` is upstream's
 5000Nodes_1000Gangs_3000Pods. ``GangContention`` is this project's: two gangs that each
-need the whole cluster arrive together; one is placed, the other stays pending whole.
+need the whole cluster arrive together (one store write each, back to back); one is
+placed, the other stays pending whole.
 """
 
 from __future__ import annotations
@@ -241,12 +242,19 @@ def _gang_pods_check(_nodes: int, pods: int) -> str:
 CONTENTION_GROUPS = ("contention-a", "contention-b")
 
 
-def contention_pod(names: Names, i: int) -> Obj:
-    """Member ``i // 2`` of gang ``i % 2`` (the two gangs' pods alternate, so they arrive
-    together): a whole node's cpu (4), scheduler-plugins' label naming the group."""
-    group = CONTENTION_GROUPS[i % 2]
-    labels = {POD_GROUP_LABEL: group}
-    return pod(f"{group}-{i // 2:05d}", names.gang_ns, cpu="4", memory="100Mi", labels=labels)
+def contention_pod(names: Names, group: int, member: int) -> Obj:
+    """Member ``member`` of the contention gang ``group``: a whole node's cpu (4) and
+    scheduler-plugins' label naming the group."""
+    name = CONTENTION_GROUPS[group]
+    labels = {POD_GROUP_LABEL: name}
+    return pod(f"{name}-{member:05d}", names.gang_ns, cpu="4", memory="100Mi", labels=labels)
+
+
+def _contention_pods(names: Names, count: int) -> list[Obj]:
+    """The first gang's members, then the second's: the bench creates each gang in one
+    store write (``arrival_chunk``), the two writes back to back."""
+    half = count // 2
+    return [contention_pod(names, g, j) for g in range(2) for j in range(half)]
 
 
 def _contention_groups(names: Names, _nodes: int, pods: int) -> list[Obj]:
@@ -289,6 +297,9 @@ class Workload:
     measured pods bound end the measured phase, whose ``expected_outcome`` is then
     "complete" or, for GangContention, "one-gang-bound" (one gang bound, the other
     pending whole); ``check_counts(nodes, pods)`` says why counts cannot make a run ("").
+    ``measured_all(names, count)``, when given, builds all measured pods at once (instead
+    of ``measured_pod`` one by one); ``arrival_chunk(pods)`` is how many measured pods
+    one store write creates (None: the bench's default, 1,000).
     """
 
     name: str
@@ -308,6 +319,8 @@ class Workload:
     expected_bound: Callable[[int, int], int] = lambda _nodes, pods: pods
     expected_outcome: str = "complete"
     check_counts: Callable[[int, int], str] = lambda _nodes, _pods: ""
+    measured_all: Callable[[Names, int], list[Obj]] | None = None
+    arrival_chunk: Callable[[int], int] | None = None
 
     def nodes(self, names: Names, count: int) -> list[Obj]:
         zones = self.zones
@@ -317,6 +330,8 @@ class Workload:
         return [self.init_pod(names, i) for i in range(count)]
 
     def measured_pods(self, names: Names, start: int, count: int) -> list[Obj]:
+        if self.measured_all is not None:
+            return self.measured_all(names, start + count)[start:]
         return [self.measured_pod(names, i) for i in range(start, start + count)]
 
 
@@ -413,7 +428,8 @@ WORKLOADS: dict[str, Workload] = {
         Workload(
             "GangContention",
             "two gangs that each need every node's 4 cpu arrive together; one is placed",
-            measured_pod=contention_pod,
+            measured_all=_contention_pods,
+            arrival_chunk=lambda pods: pods // 2,
             default_init=lambda _nodes, _pods: 0,
             gangs=True,
             setup_objects=_contention_groups,

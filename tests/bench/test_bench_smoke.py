@@ -2,7 +2,8 @@
 processes, JSON out, invariants checked; once on the bench's own embedded server and once
 on a fresh server of the machine's ``redis-server`` (Redis 7.0 on Debian 12), whose
 consumer-group behaviour differs (7.0 lists an XREADGROUP consumer only once it read an
-entry: the bench used to wait for idle workers forever there)."""
+entry: the bench used to wait for idle workers forever there). The gang workloads run once
+each, small (upstream's 10Nodes_3Gangs; GangContention on 10 nodes with 2 workers)."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -71,3 +73,43 @@ def test_scheduling_basic_smoke(server_url: str | None) -> None:
     assert result["redis_cpu_us_per_pod"] > 0
     ceiling = result["redis_ceiling_pods_per_s"]
     assert abs(ceiling - 1e6 / result["redis_cpu_us_per_pod"]) <= 0.01 * ceiling
+
+
+def _bench(*args: str) -> tuple[int, Any, str]:
+    cmd = [sys.executable, "-m", "distsched", "bench", *args, "--binders", "1", "-o", "json"]
+    env = {k: v for k, v in os.environ.items() if k != "DISTSCHED_REDIS_URL"}
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=env)
+    return proc.returncode, json.loads(proc.stdout or "null"), proc.stderr[-3000:]
+
+
+def test_gang_scheduling_smoke() -> None:
+    """Upstream's 10Nodes_3Gangs: three gangs of 3, each placed whole."""
+    code, result, stderr = _bench(
+        "--workload", "GangScheduling", "--nodes", "10", "--pods", "9", "--workers", "2"
+    )
+    assert code == 0, stderr
+    assert result["outcome"] == "complete" and result["bound"] == 9
+    assert result["invariants"] == {"ok": True, "violations": []}
+    gangs = result["gangs"]
+    assert (gangs["groups"], gangs["whole"], gangs["partial"], gangs["pending"]) == (3, 3, 0, 0)
+    assert gangs["gangs_per_s"]["overall"] > 0
+    assert gangs["attempts"]["scheduled"] >= 3
+    assert gangs["attempt_duration"]["average_s"] > 0
+    assert gangs["attempt_duration"]["source"].startswith("metric")
+    assert gangs["sampled"]["samples"] >= 1 and gangs["sampled"]["partial_samples"] == 0
+
+
+def test_gang_contention_smoke() -> None:
+    """Two gangs that each need all 10 nodes, 2 workers: exactly one is bound, the other
+    holds nothing (and was tried)."""
+    code, result, stderr = _bench(
+        "--workload", "GangContention", "--nodes", "10", "--pods", "20", "--workers", "2"
+    )
+    assert code == 0, stderr
+    assert result["outcome"] == "one-gang-bound" and result["bound"] == 10
+    assert result["invariants"] == {"ok": True, "violations": []}
+    gangs = result["gangs"]
+    assert (gangs["groups"], gangs["whole"], gangs["partial"], gangs["pending"]) == (2, 1, 0, 1)
+    assert gangs["attempts"].get("unschedulable", 0) >= 1
+    assert gangs["sampled"]["partial_samples"] == 0
+    assert result["warnings"] == []

@@ -13,7 +13,7 @@ import msgpack
 import pytest
 import redis
 
-from distsched.bench.checker import check
+from distsched.bench.checker import Violations, check, check_gangs, ledger_records, read_cluster
 from distsched.bench.workloads import pod
 from distsched.cache.ledger import Ledger
 from distsched.clock import FakeClock
@@ -297,3 +297,81 @@ def test_violations_are_capped_per_kind(world: World) -> None:
     found = check(world.r, world.keys, limit_per_kind=2)
     assert len(found) == 3
     assert found[-1] == "lost-pod: ... and 3 more"
+
+
+# --------------------------------------------------------------------------- gangs
+
+
+def plugins_group(name: str, min_member: int) -> Obj:
+    return {
+        "apiVersion": "scheduling.x-k8s.io/v1alpha1",
+        "kind": "PodGroup",
+        "metadata": {"name": name, "namespace": "ns"},
+        "spec": {"minMember": min_member},
+    }
+
+
+def kube_group(name: str, min_count: int) -> Obj:
+    return {
+        "apiVersion": "scheduling.k8s.io/v1alpha2",
+        "kind": "PodGroup",
+        "metadata": {"name": name, "namespace": "ns"},
+        "spec": {"schedulingPolicy": {"gang": {"minCount": min_count}}},
+    }
+
+
+def labelled_member(group: str, i: int) -> Obj:
+    return labelled(pod(f"{group}-{i}", "ns"), **{"scheduling.x-k8s.io/pod-group": group})
+
+
+def field_member(group: str, i: int) -> Obj:
+    return with_spec(pod(f"{group}-{i}", "ns"), schedulingGroup={"podGroupName": group})
+
+
+def test_partial_gang_is_caught(world: World) -> None:
+    world.store.create(plugins_group("train", 3))
+    world.bound(labelled_member("train", 0), "n1")
+    world.bound(labelled_member("train", 1), "n2")
+    world.pending(labelled_member("train", 2))
+    assert world.violations() == [
+        "gang: ns/train has 2 of its minimum 3 members bound or reserved: ns/train-0, ns/train-1"
+    ]
+
+
+def test_whole_gangs_pending_gangs_and_no_gang_pass(world: World) -> None:
+    world.store.create(kube_group("whole", 2))
+    world.store.create(plugins_group("waiting", 2))
+    world.bound(field_member("whole", 0), "n1")
+    world.bound(field_member("whole", 1), "n2")
+    world.pending(field_member("whole", 2))  # beyond the minimum: may stay pending
+    world.pending(labelled_member("waiting", 0))
+    world.pending(labelled_member("waiting", 1))
+    world.bound(pod("alone", "ns"), "n3")
+    assert world.violations() == []
+
+
+def test_reserved_members_count_as_held(world: World, r: redis.Redis, keys: Keys) -> None:
+    world.store.create(plugins_group("train", 2))
+    world.bound(labelled_member("train", 0), "n1")
+    pending = world.pending(labelled_member("train", 1))
+    cluster = read_cluster(r, keys)
+    records = ledger_records(r, keys)
+
+    out = Violations()
+    check_gangs(cluster, {**records, pending.key: "n2"}, out)  # reserved, not yet bound
+    assert out.messages() == []
+    check_gangs(cluster, records, out)
+    assert out.messages() == [
+        "gang: ns/train has 1 of its minimum 2 members bound or reserved: ns/train-0"
+    ]
+
+
+def test_member_lost_after_admission_is_excused(world: World, r: redis.Redis, keys: Keys) -> None:
+    world.store.create(plugins_group("train", 2))
+    world.bound(labelled_member("train", 0), "n1")
+    lost = world.bound(labelled_member("train", 1), "n2")
+    world.store.delete("Pod", lost.key)
+    world.ledger.pod_deleted(lost.key, lost.metadata.uid)
+    assert world.violations() == []  # the stream shows ns/train-1 bound, then deleted
+    r.delete(keys.events)  # without that history the partial gang is a violation
+    assert world.kinds() == {"gang"}

@@ -75,6 +75,13 @@ distsched_scheduling_attempt_duration_seconds_bucket{le="0.1",profile="p",result
 distsched_scheduling_attempt_duration_seconds_bucket{le="+Inf",profile="p",result="scheduled"} 90.0
 distsched_scheduling_attempt_duration_seconds_count{profile="p",result="scheduled"} 90.0
 distsched_scheduling_attempt_duration_seconds_sum{profile="p",result="scheduled"} 4.0
+# TYPE distsched_podgroup_scheduling_attempts_total counter
+distsched_podgroup_scheduling_attempts_total{result="scheduled"} 30.0
+distsched_podgroup_scheduling_attempts_total{result="unschedulable"} 1.0
+# TYPE distsched_podgroup_scheduling_attempt_duration_seconds histogram
+distsched_podgroup_scheduling_attempt_duration_seconds_bucket{le="+Inf",result="scheduled"} 30.0
+distsched_podgroup_scheduling_attempt_duration_seconds_count{result="scheduled"} 30.0
+distsched_podgroup_scheduling_attempt_duration_seconds_sum{result="scheduled"} 0.15
 """
     counters = parse_worker_metrics([text, text])
     assert counters.conflicts == 8.0
@@ -82,6 +89,9 @@ distsched_scheduling_attempt_duration_seconds_sum{profile="p",result="scheduled"
     assert counters.attempt_buckets == {0.1: 160.0, float("inf"): 180.0}
     delta = counters - parse_worker_metrics([text])
     assert delta.conflicts == 4.0 and delta.attempts["scheduled"] == 90.0
+    assert counters.podgroup_attempts == {"scheduled": 60.0, "unschedulable": 2.0}
+    assert delta.podgroup_duration_count == {"scheduled": 30.0}
+    assert delta.podgroup_duration_sum == {"scheduled": pytest.approx(0.15)}
 
 
 def test_parse_stat_handles_spaces_and_parentheses_in_the_name() -> None:

@@ -9,8 +9,9 @@ from typing import Any
 import pytest
 
 from distsched.bench.runner import BadInput, config_from_options
-from distsched.bench.workloads import WORKLOADS, Names
+from distsched.bench.workloads import WORKLOADS, Names, Workload
 from distsched.model import Node, Pod
+from distsched.model.podgroups import PodGroup, group_of
 
 
 def options(**overrides: Any) -> dict[str, Any]:
@@ -66,6 +67,9 @@ def test_workload_objects_are_valid_kubernetes(name: str) -> None:
         assert labels.get("topology.kubernetes.io/zone") == (
             workload.zones[i % len(workload.zones)] if workload.zones else None
         )
+    if workload.gangs:
+        _check_gang_objects(workload, names)
+        return
     pods = workload.init_pods(names, 2) + workload.measured_pods(names, 0, 2)
     keys = {Pod.from_dict(obj).key for obj in pods}
     assert keys == {
@@ -74,6 +78,55 @@ def test_workload_objects_are_valid_kubernetes(name: str) -> None:
         names.measured_key(0),
         names.measured_key(1),
     }
+
+
+def _check_gang_objects(workload: Workload, names: Names) -> None:
+    """Every measured pod belongs to one of the setup PodGroups, each has its minimum."""
+    setup = workload.setup_objects(names, 3, 6)
+    groups = {g.key: g for g in (PodGroup.from_dict(o) for o in setup if o["kind"] == "PodGroup")}
+    members: dict[str, int] = dict.fromkeys(groups, 0)
+    for obj in workload.measured_pods(names, 0, 6):
+        pod = Pod.from_dict(obj)
+        assert pod.metadata.namespace == names.gang_ns
+        members[group_of(pod)] += 1
+    assert all(members[key] >= group.min_member for key, group in groups.items())
+
+
+def test_gang_workloads() -> None:
+    """GangScheduling is upstream's gangscheduling config: v1alpha2 PodGroups gang-<k> of
+    minCount 3 made before the pods, test-gang-scheduling-<i> in gang-<i // 3>, requests
+    only; GangContention: two gangs of one whole-node pod per node."""
+    gang = WORKLOADS["GangScheduling"]
+    setup = gang.setup_objects(Names(), 5000, 3000)
+    assert setup[0] == {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "gang-0"}}
+    assert len(setup) == 1 + 1000
+    assert setup[-1]["metadata"] == {"name": "gang-999", "namespace": "gang-0"}
+    assert setup[-1]["spec"] == {"schedulingPolicy": {"gang": {"minCount": 3}}}
+    pod = gang.measured_pods(Names(), 0, 3000)[2999]
+    assert pod["metadata"] == {"name": "test-gang-scheduling-2999", "namespace": "gang-0"}
+    assert pod["spec"]["schedulingGroup"] == {"podGroupName": "gang-999"}
+    container = pod["spec"]["containers"][0]
+    assert container["image"] == "registry.k8s.io/pause:3.10.1"
+    assert container["resources"] == {"requests": {"cpu": "100m", "memory": "100Mi"}}
+    config = config_from_options(options(workload="GangScheduling", nodes=5000, pods=3000))
+    assert (config.init_pods, config.pods) == (0, 3000)
+    contention = WORKLOADS["GangContention"]
+    assert contention.expected_outcome == "one-gang-bound"
+    assert contention.expected_bound(10, 20) == 10
+    groups = [o for o in contention.setup_objects(Names(), 10, 20) if o["kind"] == "PodGroup"]
+    assert [PodGroup.from_dict(g).min_member for g in groups] == [10, 10]
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"workload": "GangScheduling", "pods": 10}, "multiple of 3"),
+        ({"workload": "GangContention", "nodes": 10, "pods": 30}, "2 x --nodes"),
+    ],
+)
+def test_bad_gang_counts(overrides: dict[str, Any], message: str) -> None:
+    with pytest.raises(BadInput, match=message):
+        config_from_options(options(**overrides))
 
 
 def _spread_skew(workload_name: str) -> int:
