@@ -450,6 +450,11 @@ class RedisQueue:
                 left += [as_text(key) for key in raw]
         return left, found
 
+    def gang_minimums_of(self, groups: Sequence[str]) -> dict[str, int]:
+        """The minimums of these pod groups that have one (a PodGroup)."""
+        raw = self._client.hmget(self._keys.gang_min, list(groups))
+        return {g: int(m) for g, m in zip(groups, raw, strict=True) if m is not None}
+
     def gang_minimums(self) -> dict[str, int]:
         raw = cast(dict[bytes, bytes], self._client.hgetall(self._keys.gang_min))
         return {as_text(g): int(m) for g, m in raw.items()}

@@ -39,9 +39,10 @@ from distsched.model.objects import DEFAULT_NAMESPACE, ObjectMeta, Pod
 
 POD_GROUP_LABEL = "scheduling.x-k8s.io/pod-group"
 SCHEDULER_PLUGINS_API_VERSION, KUBE_API_VERSION = POD_GROUP_API_VERSIONS
-MAX_MIN_MEMBER = 10_000
-"""The largest minMember / minCount accepted (both APIs allow any int32): a gang is
-admitted as one unit, and one of more than this many pods is surely a typo."""
+MAX_MIN_MEMBER = 1_000
+"""The largest minMember / minCount accepted (both APIs allow any int32): a gang's minimum
+is reserved in one ledger script call, which takes at most 1,000 decisions (members beyond
+the minimum are not limited)."""
 
 PENDING = "Pending"  # fewer than minMember pods exist
 SCHEDULING = "Scheduling"  # enough pods exist, fewer than minMember placed

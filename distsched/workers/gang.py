@@ -20,7 +20,6 @@ from distsched.framework.podinfo import PodInfo
 from distsched.framework.runtime import Framework
 from distsched.framework.snapshot import Snapshot
 from distsched.model import Pod
-from distsched.model.podgroups import PodGroup
 from distsched.model.quantity import format_quantity
 
 Failure = FitError | tuple[str, str] | None
@@ -29,16 +28,19 @@ Failure = FitError | tuple[str, str] | None
 
 @dataclass
 class GangPlan:
-    """One gang's members as popped, and how many of the group were placed before."""
+    """One gang's members as popped, its group's minimum (the queue's: a worker whose
+    informer has not seen the PodGroup yet still decides the gang whole), and how many of
+    the group were placed before."""
 
-    group: PodGroup
+    key: str  # the pod group, "ns/name"
+    minimum: int
     members: list  # list[Attempt] (the worker's; kept untyped to avoid an import cycle)
     placed: int = 0
 
     @property
     def need(self) -> int:
         """Members of this pop that must fit for the group to reach its minimum."""
-        return max(0, self.group.min_member - self.placed)
+        return max(0, self.minimum - self.placed)
 
 
 def gang_message(plan: GangPlan, outcomes: Sequence[Failure], never: str = "") -> str:
@@ -47,9 +49,9 @@ def gang_message(plan: GangPlan, outcomes: Sequence[Failure], never: str = "") -
     earlier count as fitting)."""
     total = len(outcomes) + plan.placed
     fit = sum(1 for o in outcomes if o is None) + plan.placed
-    head = f"gang {plan.group.key}: {fit}/{total} members fit, minimum {plan.group.min_member}"
+    head = f"gang {plan.key}: {fit}/{total} members fit, minimum {plan.minimum}"
     if never:
-        head = f"gang {plan.group.key} can never be placed: {never}"
+        head = f"gang {plan.key} can never be placed: {never}"
     unfit = [o for o in outcomes if o is not None]
     if not unfit:
         return head

@@ -646,15 +646,20 @@ class SchedulingWorker:
             else:
                 singles.append(attempt)
         plans: list[GangPlan] = []
+        if not by_group:
+            return singles, plans
+        # The queue's minimums, not this worker's PodGroup lister: the handlers (maybe
+        # another worker's) released the gang by them, and this informer may lag.
+        minimums = self.queue.gang_minimums_of(list(by_group))
         for key, members in by_group.items():
-            group = self.view.listers.pod_groups.get(key)
-            if group is None:
+            minimum = minimums.get(key)
+            if minimum is None:  # its PodGroup is gone: the members are decided alone
                 singles += members
                 continue
             popped = {a.pod.key for a in members}
             others = [k for k in self.queue.gang_members(key) if k not in popped]
             placed = len(self.ledger.pod_nodes(others)) if others else 0
-            plan = GangPlan(group, members, placed)
+            plan = GangPlan(key, minimum, members, placed)
             if plan.need == 0:
                 singles += members
             else:
@@ -679,7 +684,7 @@ class SchedulingWorker:
         members: list[Attempt] = plan.members
         started = time.perf_counter()
         for attempt in members:
-            attempt.gang = plan.group.key
+            attempt.gang = plan.key
         for _ in range(self.config.max_reserve_attempts):
             outcomes = [self._place_safely(a) for a in members]
             fit = [a for a, o in zip(members, outcomes, strict=True) if o is None]
@@ -688,16 +693,20 @@ class SchedulingWorker:
                     self._undo_reserve(attempt)
                 self._fail_gang(plan, outcomes, started)
                 return
-            results = self.ledger.reserve_batch(self._decisions(fit), all_or_nothing=True)
-            pause_at("reserve", [a.pod.key for a in fit])
+            # The minimum in ONE all-or-nothing call; members beyond it fit or not alone.
+            required, extras = fit[: plan.need], fit[plan.need :]
+            results = self.ledger.reserve_batch(self._decisions(required), all_or_nothing=True)
+            pause_at("reserve", [a.pod.key for a in required])
             if all(isinstance(r, Reserved) for r in results):
-                for attempt in fit:
+                for attempt in required:
                     attempt.reserved = True
                 for attempt, outcome in zip(members, outcomes, strict=True):
-                    if outcome is not None:  # an extra beyond the minimum
+                    if outcome is not None:  # an extra that does not fit
                         self._fail_member(attempt, outcome)
                 self._gang_outcome("scheduled", started)
-                self._bind(fit)
+                self._bind(required)
+                if extras:
+                    self._reserve(extras, depends=depends)
                 return
             for attempt in fit:
                 self._undo_reserve(attempt)
@@ -710,24 +719,27 @@ class SchedulingWorker:
                 # A member's lease is gone or its object cannot be reserved: retrying the
                 # reservation cannot help; the gang goes back to the queue as a unit.
                 why = next(r for r in results if isinstance(r, Stale | Invalid))
-                message = f"gang {plan.group.key}: a member cannot be reserved: {why.reason}"
-                for attempt, result in zip(fit, results, strict=True):
-                    if isinstance(result, Stale):
-                        log.info("stale decision for %s: %s", attempt.pod.key, result)
-                    else:
-                        self._fail(attempt, message=message, error=True)
+                message = f"gang {plan.key}: a member cannot be reserved: {why.reason}"
+                stale = {
+                    a.pod.key
+                    for a, r in zip(required, results, strict=True)
+                    if isinstance(r, Stale)
+                }
                 for attempt in members:
-                    if attempt not in fit:
+                    if attempt.pod.key in stale:
+                        log.info("stale decision for %s", attempt.pod.key)
+                    else:
                         self._fail(attempt, message=message, error=True)
                 self._gang_outcome("error", started)
                 return
-            for result in results:
-                if isinstance(result, Rejected) and not result.reason.startswith("gang member"):
-                    self._note_conflict(result)
+            # One refused gang is one conflict; every refusal brings its node's state.
+            refused = [r for r in results if isinstance(r, Rejected) and r.node_state]
+            for i, result in enumerate(refused):
+                self._note_conflict(result, count=i == 0)
             self.view.refresh_from_ledger()
             if depends:
                 self.view.sync_pod_lists()
-        message = f"gang {plan.group.key}: reservation conflicts"
+        message = f"gang {plan.key}: reservation conflicts"
         for attempt in members:
             self._fail(attempt, message=message, error=True)
         self._gang_outcome("error", started)
@@ -777,7 +789,7 @@ class SchedulingWorker:
         )
         metrics.preemption_attempts.inc()
         if not evictions:
-            log.debug("no preemption for gang %s", plan.group.key)
+            log.debug("no preemption for gang %s", plan.key)
             return
         for eviction in evictions:
             for victim in eviction.victims:
@@ -800,7 +812,7 @@ class SchedulingWorker:
         log.info(
             "preempting %d pod(s) for gang %s",
             sum(len(e.victims) for e in evictions),
-            plan.group.key,
+            plan.key,
         )
 
     def _post_filter(self, attempt: Attempt, err: FitError) -> None:
@@ -928,10 +940,12 @@ class SchedulingWorker:
                     self.view.sync_pod_lists()
                 batch = [a for a in retry if self._decide(a)]
 
-    def _note_conflict(self, result: Rejected) -> None:
+    def _note_conflict(self, result: Rejected, *, count: bool = True) -> None:
         """Count a refused reservation and take the node's current state from it."""
-        self.conflicts += 1
-        metrics.series(metrics.reserve_conflicts, metrics.conflict_reason(result.reason)).inc()
+        if count:
+            self.conflicts += 1
+            reason = metrics.conflict_reason(result.reason)
+            metrics.series(metrics.reserve_conflicts, reason).inc()
         if result.node_state is not None:
             self.view.apply_states({result.node_state.name: result.node_state})
 

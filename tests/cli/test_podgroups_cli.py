@@ -122,7 +122,7 @@ def test_one_name_is_one_podgroup_whatever_the_api_version(
         (
             {**GANG, "spec": {"minMember": 0}},
             "bad.yaml: document 2 (PodGroup team/gang): spec.minMember: "
-            "must be between 1 and 10000, got 0",
+            "must be between 1 and 1000, got 0",
         ),
         (
             {**GANG, "spec": {"minResources": {"cpu": "1"}}},
@@ -148,7 +148,8 @@ def test_one_name_is_one_podgroup_whatever_the_api_version(
         ),
         (
             {**UPSTREAM, "apiVersion": "scheduling.k8s.io/v1"},
-            "bad.yaml: document 2 (PodGroup team/trainer): apiVersion: unsupported apiVersion",
+            "bad.yaml: document 2 (PodGroup team/trainer): apiVersion: no matches for kind "
+            '"PodGroup" in version "scheduling.k8s.io/v1"',
         ),
         (
             {**member("x"), "spec": {**member("x")["spec"], "schedulingGroup": {}}},

@@ -109,9 +109,9 @@ def test_manifests_take_both_and_one_name_is_one_group_per_namespace() -> None:
     ("data", "field", "reason"),
     [
         (with_(PLUGINS, "spec.minMember", ...), "spec.minMember", "required value is missing"),
-        (with_(PLUGINS, "spec.minMember", 0), "spec.minMember", "between 1 and 10000, got 0"),
-        (with_(PLUGINS, "spec.minMember", -2), "spec.minMember", "between 1 and 10000"),
-        (with_(PLUGINS, "spec.minMember", 10001), "spec.minMember", "got 10001"),
+        (with_(PLUGINS, "spec.minMember", 0), "spec.minMember", "between 1 and 1000, got 0"),
+        (with_(PLUGINS, "spec.minMember", -2), "spec.minMember", "between 1 and 1000"),
+        (with_(PLUGINS, "spec.minMember", 1001), "spec.minMember", "got 1001"),
         (with_(PLUGINS, "spec.minMember", "3"), "spec.minMember", "expected an integer"),
         (with_(PLUGINS, "spec.minMember", True), "spec.minMember", "expected an integer"),
         (with_(PLUGINS, "spec.minMember", 2.5), "spec.minMember", "expected an integer"),
@@ -182,7 +182,7 @@ def test_manifests_take_both_and_one_name_is_one_group_per_namespace() -> None:
         (
             with_(KUBE, "spec.schedulingPolicy.gang.minCount", 0),
             "spec.schedulingPolicy.gang.minCount",
-            "between 1 and 10000, got 0",
+            "between 1 and 1000, got 0",
         ),
         (
             with_(KUBE, "spec.schedulingPolicy.gang", 3),
@@ -214,7 +214,7 @@ def test_errors_name_file_document_and_object_in_a_manifest() -> None:
     with pytest.raises(ManifestError) as info:
         load_manifests("g.yaml", "---\n" + text)
     assert str(info.value) == (
-        "g.yaml: document 1 (PodGroup ns/g): spec.minMember: must be between 1 and 10000, got 0"
+        "g.yaml: document 1 (PodGroup ns/g): spec.minMember: must be between 1 and 1000, got 0"
     )
 
 

@@ -253,3 +253,23 @@ def test_a_worker_started_after_the_objects_queues_the_gang(
     cluster = InProcessCluster(r, keys, clock)
     cluster.settle()
     assert len(gang_pods(cluster, "train")) == 3
+
+
+def test_a_worker_whose_informer_lags_still_decides_the_gang_whole(
+    r: redis.Redis, keys: Keys, clock: FakeClock
+) -> None:
+    """Another worker's handlers saw the PodGroup and released the gang; this worker pops it
+    before its own informer read the PodGroup: the queue's minimum decides."""
+    cluster = InProcessCluster(r, keys, clock)
+    lagging = cluster.add_worker()
+    cluster.create(node("n1", cpu="4"), node("n2", cpu="4"))
+    cluster.handle_events()
+    while lagging.informer.poll_once(0):
+        pass
+    cluster.create(pod_group("train", 3), *(member("train", i, cpu="3") for i in range(3)))
+    cluster.handle_queue_events()  # the first worker's handlers release the gang
+    popped = cluster.queue.pop(10, now_ms=clock.now_ms())
+    assert len(popped) == 3
+    lagging.schedule_one_batch(popped)
+    assert reserved_or_bound(cluster, "train") == 0  # 2 of 3 fit: none is held
+    assert "gang default/train can never be placed" in str(cluster.explain("train-0"))
