@@ -450,10 +450,17 @@ class RedisQueue:
                 left += [as_text(key) for key in raw]
         return left, found
 
-    def gang_minimums_of(self, groups: Sequence[str]) -> dict[str, int]:
-        """The minimums of these pod groups that have one (a PodGroup)."""
-        raw = self._client.hmget(self._keys.gang_min, list(groups))
-        return {g: int(m) for g, m in zip(groups, raw, strict=True) if m is not None}
+    def gang_state(self, groups: Sequence[str]) -> tuple[dict[str, int], dict[str, list[str]]]:
+        """For these pod groups, in one round trip: the minimums of those that have one (a
+        PodGroup), and every group's member keys."""
+        pipe = self._client.pipeline(transaction=False)
+        pipe.hmget(self._keys.gang_min, list(groups))
+        pipe.hmget(self._keys.gang_members, list(groups))
+        minimums, lists = pipe.execute()
+        return (
+            {g: int(m) for g, m in zip(groups, minimums, strict=True) if m is not None},
+            {g: as_text(m).split(",") if m else [] for g, m in zip(groups, lists, strict=True)},
+        )
 
     def gang_minimums(self) -> dict[str, int]:
         raw = cast(dict[bytes, bytes], self._client.hgetall(self._keys.gang_min))

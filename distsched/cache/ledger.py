@@ -238,33 +238,64 @@ class Ledger:
         return self.reserve_batch([decision])[0]
 
     def reserve_batch(
-        self, decisions: Sequence[Decision], *, all_or_nothing: bool = False
+        self,
+        decisions: Sequence[Decision],
+        *,
+        all_or_nothing: bool = False,
+        groups: Sequence[int] | None = None,
     ) -> list[ReserveResult]:
         """Check and reserve the decisions in order, in one script call (see module doc).
         A decision that cannot be sent as given (a request beyond MAX_AMOUNT) is
         :class:`Invalid` and left out; the others are reserved as if it were not there.
-        ``all_or_nothing`` (a gang): every decision is reserved, or none is, and each one
-        that would have passed is :class:`Rejected` with the first refusal's reason."""
+        ``groups`` (sizes of consecutive groups, adding up to the decisions) makes each
+        group of more than one a gang: all of its decisions are reserved, or none is, and
+        each one that would have passed is :class:`Rejected` with the first refusal's
+        reason; later decisions are checked as if a refused gang had not been there.
+        ``all_or_nothing`` is one group of all the decisions."""
         if not decisions:
             return []
         if len(decisions) > MAX_BATCH:
             raise ValueError(f"at most {MAX_BATCH} decisions per batch, got {len(decisions)}")
-        invalid: dict[int, Invalid] = {}
+        if all_or_nothing:
+            groups = [len(decisions)]
+        sizes = list(groups) if groups is not None else [1] * len(decisions)
+        if sum(sizes) != len(decisions) or min(sizes) < 1:
+            raise ValueError(f"group sizes {sizes} do not divide {len(decisions)} decisions")
+        results: list[ReserveResult | None] = [None] * len(decisions)
         sent: list[tuple[Decision, list[str | int]]] = []
-        for i, d in enumerate(decisions):
-            try:
-                sent.append((d, _encode_decision(d)))
-            except ValueError as exc:
-                invalid[i] = Invalid(str(exc))
-        if all_or_nothing and invalid:
-            i_first = min(invalid)
-            why = f"gang member {decisions[i_first].pod_key}: {invalid[i_first].reason}"
-            return [invalid.get(i) or Rejected(why, None) for i in range(len(decisions))]
-        reserved = iter(self._reserve_encoded(sent, all_or_nothing) if sent else [])
-        return [invalid[i] if i in invalid else next(reserved) for i in range(len(decisions))]
+        sent_index: list[int] = []
+        sent_sizes: list[int] = []
+        first = 0
+        for size in sizes:
+            span = range(first, first + size)
+            encoded: list[tuple[int, list[str | int]]] = []
+            for i in span:
+                try:
+                    encoded.append((i, _encode_decision(decisions[i])))
+                except ValueError as exc:
+                    results[i] = Invalid(str(exc))
+            bad = [i for i in span if results[i] is not None]
+            if bad and size > 1:
+                # A gang with a member that cannot be sent: none of it is.
+                invalid = results[bad[0]]
+                assert isinstance(invalid, Invalid)
+                why = f"gang member {decisions[bad[0]].pod_key}: {invalid.reason}"
+                for i in span:
+                    if results[i] is None:
+                        results[i] = Rejected(why, None)
+            else:
+                sent += [(decisions[i], e) for i, e in encoded]
+                sent_index += [i for i, _ in encoded]
+                if encoded:
+                    sent_sizes.append(len(encoded))
+            first += size
+        if sent:
+            for i, result in zip(sent_index, self._reserve_encoded(sent, sent_sizes), strict=True):
+                results[i] = result
+        return [r for r in results if r is not None]
 
     def _reserve_encoded(
-        self, sent: Sequence[tuple[Decision, list[str | int]]], all_or_nothing: bool = False
+        self, sent: Sequence[tuple[Decision, list[str | int]]], sizes: Sequence[int]
     ) -> list[ReserveResult]:
         index: dict[str, int] = {}
         per_pod: list[str | int] = []
@@ -286,7 +317,8 @@ class Ledger:
         for name in index:
             keys += self.node_keys(name)
         keys += self.feed_keys
-        args: list[str | int] = [deadline, int(all_or_nothing), len(index), *index, *per_pod]
+        spec = "0" if all(n == 1 for n in sizes) else "g:" + ",".join(map(str, sizes))
+        args: list[str | int] = [deadline, spec, len(index), *index, *per_pod]
         raw = self._scripts.get("cache_reserve")(keys=keys, args=args)
         kinds = [(as_text(kind), as_text(detail)) for kind, detail in raw]
         if any(kind == "R" for kind, _ in kinds):

@@ -26,10 +26,13 @@ KEYS[9+3(i-1)], KEYS[10+3(i-1)], KEYS[11+3(i-1)] for node i of ARGV[4 .. 3+N]:
          hash cache:node:<name>, hash cache:ports:<name>, set cache:nodepods:<name>
 KEYS[n-2] hash  cache:usage, KEYS[n-1] zset cache:feed, KEYS[n] string cache:feedver
 ARGV[1]  int     assume deadline (ms since epoch) given to every reserved pod
-ARGV[2]  0|1     all or nothing: 1 reserves the decisions only if every one of them passes
-                 (a gang); otherwise each one refused for another reason than its own
-                 fencing or input is {"X", "gang: <why the first refused member failed>"}
-                 and nothing is written
+ARGV[2]  str     all or nothing: "0" none; "1" the whole call is one group; or
+                 "g:<n1>,<n2>,..." the decisions in consecutive groups of those sizes (they
+                 add up to the number of decisions). A group of more than one (a gang) is
+                 reserved only if every one of its decisions passes; otherwise each of its
+                 decisions that passed is {"X", "gang member <key>: <why the first refused
+                 member failed>"}, and the later decisions are checked as if the group
+                 had not been there
 ARGV[3]  int     N, the number of nodes; ARGV[4 .. 3+N] their names, in key-triple order
 then per decision, in order:
          pod key, uid, epoch (the lease epoch; becomes the token), node index (1-based),
@@ -56,7 +59,19 @@ end
 local deadline = tonumber(ARGV[1])
 local all_or_nothing = ARGV[2]
 local n_nodes = tonumber(ARGV[3])
-if all_or_nothing ~= '0' and all_or_nothing ~= '1' then return fail('all_or_nothing must be 0 or 1') end
+local group_sizes = nil
+if all_or_nothing == '0' or all_or_nothing == '1' then
+  group_sizes = nil
+elseif string.sub(all_or_nothing or '', 1, 2) == 'g:' then
+  group_sizes = {}
+  for n in string.gmatch(string.sub(all_or_nothing, 3), '[^,]+') do
+    local size = tonumber(n)
+    if not is_count(size) or size < 1 then return fail('bad group size ' .. n) end
+    group_sizes[#group_sizes + 1] = size
+  end
+else
+  return fail('all_or_nothing must be 0, 1 or g:<sizes>')
+end
 if not is_count(deadline) then return fail('deadline must be a non-negative integer') end
 if not is_count(n_nodes) or n_nodes < 1 then return fail('node count must be positive') end
 if #KEYS ~= 11 + 3 * n_nodes then return fail('expected ' .. (11 + 3 * n_nodes) .. ' keys') end
@@ -123,6 +138,14 @@ while a <= #ARGV do
   a = a + 9 + 2 * n_checks
 end
 if #decisions < 1 or #decisions > 1000 then return fail('1 to 1000 decisions per call') end
+if all_or_nothing == '1' then group_sizes = { #decisions } end
+if not group_sizes then
+  group_sizes = {}
+  for d = 1, #decisions do group_sizes[d] = 1 end
+end
+local grouped = 0
+for _, size in ipairs(group_sizes) do grouped = grouped + size end
+if grouped ~= #decisions then return fail('group sizes add up to ' .. grouped .. ', not ' .. #decisions) end
 
 -- ---------------------------------------------------------------- ledger state
 local pod_keys = {}
@@ -275,18 +298,53 @@ local function check(d, dec)
   return 'R', token
 end
 
-local first_refusal = nil
-for d, dec in ipairs(decisions) do
-  local kind, detail = check(d, dec)
-  results[d] = { kind, detail }
-  if kind ~= 'R' and not first_refusal then first_refusal = dec.key .. ': ' .. detail end
-end
-if all_or_nothing == '1' and first_refusal then
-  -- A gang: one member refused, none is reserved (each says why the first one failed).
-  for d = 1, #results do
-    if results[d][1] == 'R' then results[d] = { 'X', 'gang member ' .. first_refusal } end
+-- Take back what check() applied to the batch overlay for a reserved decision (its group
+-- was refused), so that the later decisions see the ledger as if it had not been there.
+local function unapply(r)
+  local dec = decisions[r.d]
+  local st = state[dec.ni]
+  for res, amt in pairs(dec.req) do st.dreq[res] = st.dreq[res] - amt end
+  for _, p in ipairs(dec.ports) do
+    st.padd[p.pp] = st.padd[p.pp] - 1
+    st.padd[p.pp .. '|' .. p.ip] = st.padd[p.pp .. '|' .. p.ip] - 1
   end
-  return results
+  st.dgen = st.dgen - 1
+  st.newpods[#st.newpods] = nil  -- undone in reverse order: its own entry is the last
+  for _, dom in ipairs(st.doms) do
+    local tk = string.sub(dom, 1, string.find(dom, '=', 1, true) - 1)
+    if watched[tk] then dominc[dom] = dominc[dom] - 1 end
+  end
+  for _, tk in ipairs(dec.aks) do
+    local v = st.topo[tk]
+    if v then
+      local dom = tk .. '=' .. v
+      aainc[dom] = aainc[dom] - 1
+    end
+  end
+  taken[dec.key] = nil
+end
+
+local first = 1
+for _, size in ipairs(group_sizes) do
+  local last = first + size - 1
+  local before = #reserved
+  local refusal = nil
+  for d = first, last do
+    local kind, detail = check(d, decisions[d])
+    results[d] = { kind, detail }
+    if kind ~= 'R' and not refusal then refusal = decisions[d].key .. ': ' .. detail end
+  end
+  if refusal and size > 1 then
+    -- A gang: one member refused, none is reserved (each says why the first one failed).
+    for i = #reserved, before + 1, -1 do
+      unapply(reserved[i])
+      reserved[i] = nil
+    end
+    for d = first, last do
+      if results[d][1] == 'R' then results[d] = { 'X', 'gang member ' .. refusal } end
+    end
+  end
+  first = last + 1
 end
 if #reserved == 0 then return results end
 
@@ -304,7 +362,9 @@ for _, st in ipairs(state) do
       fields[#fields + 1] = int(req[res])
     end
     redis.call('HSET', st.node_key, unpack(fields))
-    for field, n in pairs(st.padd) do redis.call('HINCRBY', st.ports_key, field, n) end
+    for field, n in pairs(st.padd) do
+      if n ~= 0 then redis.call('HINCRBY', st.ports_key, field, n) end
+    end
     local ports_in_use = redis.call('HLEN', st.ports_key)
     redis.call('SADD', st.pods_key, unpack(st.newpods))
     touched[#touched + 1] = { name = st.name, usage = usage_record(gen, ports_in_use, req) }

@@ -43,7 +43,7 @@ import redis
 
 from distsched import metrics
 from distsched.binder.jobs import Binding, bind_queue, enqueue_bindings
-from distsched.cache.ledger import Ledger, LedgerConfig
+from distsched.cache.ledger import MAX_BATCH, Ledger, LedgerConfig
 from distsched.cache.ledger_types import Decision, Invalid, Rejected, Reserved, Stale
 from distsched.clock import SYSTEM_CLOCK, Clock
 from distsched.connection import infrastructure_error
@@ -168,6 +168,28 @@ def constraint_topology_keys(pod: Pod) -> set[str]:
                 keys.update(t.topology_key for t in group.required)
                 keys.update(w.term.topology_key for w in group.preferred)
     return keys
+
+
+Outcome = FitError | tuple[str, str] | None
+"""What placing one pod gave: None (placed), a FitError, or (message, node its Reserve
+plugins ran for)."""
+
+
+def _chunks_of_decisions(
+    placed: list[tuple[GangPlan, list[Outcome], list[Attempt]]], limit: int
+) -> list[list[tuple[GangPlan, list[Outcome], list[Attempt]]]]:
+    """Placed gangs in runs whose minimums add up to at most ``limit`` decisions (one
+    ledger call each; a gang's minimum is at most the limit)."""
+    chunks: list[list[tuple[GangPlan, list[Outcome], list[Attempt]]]] = []
+    size = limit
+    for item in placed:
+        need = item[0].need
+        if size + need > limit:
+            chunks.append([])
+            size = 0
+        chunks[-1].append(item)
+        size += need
+    return chunks
 
 
 class SchedulingWorker:
@@ -493,8 +515,8 @@ class SchedulingWorker:
                     self._sync_for_constraints(topology_keys)
                 batch = [a for a in singles if self._decide(a)]
                 self._reserve(batch, depends=depends)
-                for gang in gangs:
-                    self._schedule_gang(gang, depends=depends)
+                if gangs:
+                    self._schedule_gangs(gangs, depends=depends)
         except BaseException:
             # The pods go back to the queue (handed back, or when their lease expires);
             # the snapshot must not keep charging their nodes for reservations the ledger
@@ -650,15 +672,18 @@ class SchedulingWorker:
             return singles, plans
         # The queue's minimums, not this worker's PodGroup lister: the handlers (maybe
         # another worker's) released the gang by them, and this informer may lag.
-        minimums = self.queue.gang_minimums_of(list(by_group))
+        minimums, member_lists = self.queue.gang_state(list(by_group))
+        others = {
+            key: [k for k in member_lists[key] if k not in {a.pod.key for a in members}]
+            for key, members in by_group.items()
+        }
+        held = self.ledger.pod_nodes([k for keys in others.values() for k in keys])
         for key, members in by_group.items():
             minimum = minimums.get(key)
             if minimum is None:  # its PodGroup is gone: the members are decided alone
                 singles += members
                 continue
-            popped = {a.pod.key for a in members}
-            others = [k for k in self.queue.gang_members(key) if k not in popped]
-            placed = len(self.ledger.pod_nodes(others)) if others else 0
+            placed = sum(1 for k in others[key] if k in held)
             plan = GangPlan(key, minimum, members, placed)
             if plan.need == 0:
                 singles += members
@@ -676,73 +701,100 @@ class SchedulingWorker:
             log.exception("scheduling %s raised", attempt.pod.key)
             return (f"internal error: {exc}", "")
 
-    def _schedule_gang(self, plan: GangPlan, *, depends: bool) -> None:
-        """One scheduling cycle for a whole gang: every member placed on the snapshot in
-        order (each sees its siblings' assumptions), then all placed members reserved in
-        ONE all-or-nothing ledger call, or the gang fails as a unit with nothing held.
-        Members beyond the minimum that do not fit fail alone once the gang is admitted."""
-        members: list[Attempt] = plan.members
-        started = time.perf_counter()
-        for attempt in members:
-            attempt.gang = plan.key
+    def _schedule_gangs(self, plans: list[GangPlan], *, depends: bool) -> None:
+        """One scheduling cycle per gang: every member placed on the snapshot in order
+        (each sees its siblings' assumptions, and the earlier gangs'), then the minimum of
+        each gang that fits reserved all-or-nothing, several gangs in one ledger call
+        (each one a group: a refused gang leaves no trace for the next). A gang that does
+        not fit, or is refused too often, fails as a unit with nothing held. Members
+        beyond the minimum are reserved like single pods once their gang is admitted."""
+        started = {plan.key: time.perf_counter() for plan in plans}
+        for plan in plans:
+            for attempt in plan.members:
+                attempt.gang = plan.key
+        pending = plans
         for _ in range(self.config.max_reserve_attempts):
-            outcomes = [self._place_safely(a) for a in members]
-            fit = [a for a, o in zip(members, outcomes, strict=True) if o is None]
-            if len(fit) < plan.need:
-                for attempt in fit:
-                    self._undo_reserve(attempt)
-                self._fail_gang(plan, outcomes, started)
+            placed: list[tuple[GangPlan, list[Outcome], list[Attempt]]] = []
+            for plan in pending:
+                outcomes = [self._place_safely(a) for a in plan.members]
+                fit = [a for a, o in zip(plan.members, outcomes, strict=True) if o is None]
+                if len(fit) < plan.need:
+                    for attempt in fit:
+                        self._undo_reserve(attempt)
+                    self._fail_gang(plan, outcomes, started[plan.key])
+                else:
+                    placed.append((plan, outcomes, fit))
+            refused: list[tuple[GangPlan, list[Outcome], list[Attempt]]] = []
+            for chunk in _chunks_of_decisions(placed, MAX_BATCH):
+                refused += self._reserve_gangs(chunk, started, depends=depends)
+            if not refused:
                 return
-            # The minimum in ONE all-or-nothing call; members beyond it fit or not alone.
-            required, extras = fit[: plan.need], fit[plan.need :]
-            results = self.ledger.reserve_batch(self._decisions(required), all_or_nothing=True)
-            pause_at("reserve", [a.pod.key for a in required])
-            if all(isinstance(r, Reserved) for r in results):
-                for attempt in required:
+            pending = [plan for plan, _, _ in refused]
+            self.view.refresh_from_ledger()
+            if depends:
+                self.view.sync_pod_lists()
+        for plan in pending:
+            message = f"gang {plan.key}: reservation conflicts"
+            for attempt in plan.members:
+                self._fail(attempt, message=message, error=True)
+            self._gang_outcome("error", started[plan.key])
+
+    def _reserve_gangs(
+        self,
+        placed: list[tuple[GangPlan, list[Outcome], list[Attempt]]],
+        started: dict[str, float],
+        *,
+        depends: bool,
+    ) -> list[tuple[GangPlan, list[Outcome], list[Attempt]]]:
+        """Reserve the minimum of each placed gang, in one call; returns the gangs the
+        ledger refused (to be placed again), having undone them."""
+        required = [fit[: plan.need] for plan, _, fit in placed]
+        batch = [a for part in required for a in part]
+        results = self.ledger.reserve_batch(
+            self._decisions(batch), groups=[len(part) for part in required]
+        )
+        pause_at("reserve", [a.pod.key for a in batch])
+        refused = []
+        at = 0
+        for (plan, outcomes, fit), part in zip(placed, required, strict=True):
+            mine = results[at : at + len(part)]
+            at += len(part)
+            if all(isinstance(r, Reserved) for r in mine):
+                for attempt in part:
                     attempt.reserved = True
-                for attempt, outcome in zip(members, outcomes, strict=True):
+                for attempt, outcome in zip(plan.members, outcomes, strict=True):
                     if outcome is not None:  # an extra that does not fit
                         self._fail_member(attempt, outcome)
-                self._gang_outcome("scheduled", started)
-                self._bind(required)
-                if extras:
-                    self._reserve(extras, depends=depends)
-                return
+                self._gang_outcome("scheduled", started[plan.key])
+                self._bind(part)
+                if len(fit) > len(part):
+                    self._reserve(fit[len(part) :], depends=depends)
+                continue
             for attempt in fit:
                 self._undo_reserve(attempt)
-            for attempt, outcome in zip(members, outcomes, strict=True):
+            for attempt, outcome in zip(plan.members, outcomes, strict=True):
                 if isinstance(outcome, tuple) and outcome[1]:
                     fw = attempt.framework
                     fw.run_reserve_plugins_unreserve(attempt.state, attempt.pod, outcome[1])
-            final = [r for r in results if isinstance(r, Stale | Invalid)]
-            if final:
+            final = next((r for r in mine if isinstance(r, Stale | Invalid)), None)
+            if final is not None:
                 # A member's lease is gone or its object cannot be reserved: retrying the
                 # reservation cannot help; the gang goes back to the queue as a unit.
-                why = next(r for r in results if isinstance(r, Stale | Invalid))
-                message = f"gang {plan.key}: a member cannot be reserved: {why.reason}"
-                stale = {
-                    a.pod.key
-                    for a, r in zip(required, results, strict=True)
-                    if isinstance(r, Stale)
-                }
-                for attempt in members:
+                message = f"gang {plan.key}: a member cannot be reserved: {final.reason}"
+                stale = {a.pod.key for a, r in zip(part, mine, strict=True) if isinstance(r, Stale)}
+                for attempt in plan.members:
                     if attempt.pod.key in stale:
                         log.info("stale decision for %s", attempt.pod.key)
                     else:
                         self._fail(attempt, message=message, error=True)
-                self._gang_outcome("error", started)
-                return
+                self._gang_outcome("error", started[plan.key])
+                continue
             # One refused gang is one conflict; every refusal brings its node's state.
-            refused = [r for r in results if isinstance(r, Rejected) and r.node_state]
-            for i, result in enumerate(refused):
+            states = [r for r in mine if isinstance(r, Rejected) and r.node_state]
+            for i, result in enumerate(states):
                 self._note_conflict(result, count=i == 0)
-            self.view.refresh_from_ledger()
-            if depends:
-                self.view.sync_pod_lists()
-        message = f"gang {plan.key}: reservation conflicts"
-        for attempt in members:
-            self._fail(attempt, message=message, error=True)
-        self._gang_outcome("error", started)
+            refused.append((plan, outcomes, fit))
+        return refused
 
     def _fail_member(self, attempt: Attempt, outcome: FitError | tuple[str, str]) -> None:
         if isinstance(outcome, FitError):

@@ -543,3 +543,35 @@ def test_a_gang_member_beyond_what_the_ledger_accounts_refuses_the_gang(
     assert isinstance(results[0], Rejected) and "gang member ns/g1" in results[0].reason
     assert isinstance(results[1], Invalid)
     assert ledger.pod("ns/g0") is None
+
+
+def test_gangs_in_one_call_each_all_or_nothing_and_a_refused_one_leaves_no_trace(
+    r: redis.Redis, keys: Keys, clock: FakeClock, ledger: Ledger
+) -> None:
+    popped(r, keys, clock, "ns/a0", "ns/a1", "ns/b0", "ns/b1", "ns/s")
+    results = ledger.reserve_batch(
+        [
+            # gang a: a1 does not fit n1 after a0, so a0's 600m must not count for b0
+            decision("ns/a0", "n1", requests={"cpu": 600}, ports=[("", "TCP", 80)]),
+            decision("ns/a1", "n1", requests={"cpu": 600}),
+            # gang b fits only if a0 was taken back
+            decision("ns/b0", "n1", requests={"cpu": 900}, ports=[("", "TCP", 80)]),
+            decision("ns/b1", "n2", requests={"cpu": 900}),
+            # a single pod after them
+            decision("ns/s", "n3", requests={"cpu": 100}),
+        ],
+        groups=[2, 2, 1],
+    )
+    assert isinstance(results[0], Rejected) and results[0].reason.startswith("gang member ns/a1")
+    assert isinstance(results[1], Rejected) and results[1].reason == "Insufficient cpu"
+    assert [type(x) for x in results[2:]] == [Reserved, Reserved, Reserved]
+    assert ledger.pod("ns/a0") is None and ledger.pod("ns/a1") is None
+    n1 = ledger.node_state(["n1"])["n1"]
+    assert n1.requested["cpu"] == 900 and n1.pods == ("ns/b0",)
+    assert n1.ports == (("0.0.0.0", "TCP", 80),)
+    assert ledger.check_consistency() == []
+
+
+def test_group_sizes_must_cover_the_decisions(ledger: Ledger) -> None:
+    with pytest.raises(ValueError, match="group sizes"):
+        ledger.reserve_batch([decision("ns/a", "n1"), decision("ns/b", "n1")], groups=[1])

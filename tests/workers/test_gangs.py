@@ -273,3 +273,30 @@ def test_a_worker_whose_informer_lags_still_decides_the_gang_whole(
     lagging.schedule_one_batch(popped)
     assert reserved_or_bound(cluster, "train") == 0  # 2 of 3 fit: none is held
     assert "gang default/train can never be placed" in str(cluster.explain("train-0"))
+
+
+def test_gangs_of_one_pop_are_reserved_together_and_a_refused_one_leaves_room(
+    r: redis.Redis, keys: Keys, clock: FakeClock
+) -> None:
+    """Three gangs in one pop: a and c fit, b does not once a is placed; a and c are
+    reserved in one ledger call, b holds nothing."""
+    cluster = InProcessCluster(r, keys, clock)
+    cluster.create(node("n1", cpu="4"), node("n2", cpu="4"))
+    cluster.create(pod_group("a", 2), pod_group("b", 2), pod_group("c", 2))
+    cluster.create(*(member("a", i, cpu="2") for i in range(2)))
+    cluster.create(*(member("b", i, cpu="3") for i in range(2)))
+    cluster.create(*(member("c", i, cpu="1") for i in range(2)))
+    cluster.handle_events()
+    calls = []
+    reserve = cluster.worker.ledger.reserve_batch
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        calls.append(kwargs.get("groups"))
+        return reserve(*args, **kwargs)
+
+    cluster.worker.ledger.reserve_batch = counting  # type: ignore[method-assign]
+    cluster.schedule(cluster.pop(64))
+    assert calls == [[2, 2]]  # a and c, one call
+    assert reserved_or_bound(cluster, "a") == 2
+    assert reserved_or_bound(cluster, "b") == 0
+    assert reserved_or_bound(cluster, "c") == 2
