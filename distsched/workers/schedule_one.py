@@ -708,7 +708,9 @@ class SchedulingWorker:
         (each one a group: a refused gang leaves no trace for the next). A gang that does
         not fit, or is refused too often, fails as a unit with nothing held. Members
         beyond the minimum are reserved like single pods once their gang is admitted."""
-        started = {plan.key: time.perf_counter() for plan in plans}
+        # Seconds each gang's cycle took so far: its own placements and its share of the
+        # reservation calls (the podgroup attempt duration, per gang as upstream's).
+        spent = {plan.key: 0.0 for plan in plans}
         for plan in plans:
             for attempt in plan.members:
                 attempt.gang = plan.key
@@ -716,17 +718,19 @@ class SchedulingWorker:
         for _ in range(self.config.max_reserve_attempts):
             placed: list[tuple[GangPlan, list[Outcome], list[Attempt]]] = []
             for plan in pending:
+                began = time.perf_counter()
                 outcomes = [self._place_safely(a) for a in plan.members]
                 fit = [a for a, o in zip(plan.members, outcomes, strict=True) if o is None]
                 if len(fit) < plan.need:
                     for attempt in fit:
                         self._undo_reserve(attempt)
-                    self._fail_gang(plan, outcomes, started[plan.key])
+                    self._fail_gang(plan, outcomes, began - spent[plan.key])
                 else:
+                    spent[plan.key] += time.perf_counter() - began
                     placed.append((plan, outcomes, fit))
             refused: list[tuple[GangPlan, list[Outcome], list[Attempt]]] = []
             for chunk in _chunks_of_decisions(placed, MAX_BATCH):
-                refused += self._reserve_gangs(chunk, started, depends=depends)
+                refused += self._reserve_gangs(chunk, spent, depends=depends)
             if not refused:
                 return
             pending = [plan for plan, _, _ in refused]
@@ -737,23 +741,27 @@ class SchedulingWorker:
             message = f"gang {plan.key}: reservation conflicts"
             for attempt in plan.members:
                 self._fail(attempt, message=message, error=True)
-            self._gang_outcome("error", started[plan.key])
+            self._gang_outcome("error", time.perf_counter() - spent[plan.key])
 
     def _reserve_gangs(
         self,
         placed: list[tuple[GangPlan, list[Outcome], list[Attempt]]],
-        started: dict[str, float],
+        spent: dict[str, float],
         *,
         depends: bool,
     ) -> list[tuple[GangPlan, list[Outcome], list[Attempt]]]:
         """Reserve the minimum of each placed gang, in one call; returns the gangs the
         ledger refused (to be placed again), having undone them."""
+        began = time.perf_counter()
         required = [fit[: plan.need] for plan, _, fit in placed]
         batch = [a for part in required for a in part]
         results = self.ledger.reserve_batch(
             self._decisions(batch), groups=[len(part) for part in required]
         )
         pause_at("reserve", [a.pod.key for a in batch])
+        share = (time.perf_counter() - began) / len(placed)
+        for plan, _, _ in placed:
+            spent[plan.key] += share
         refused = []
         at = 0
         for (plan, outcomes, fit), part in zip(placed, required, strict=True):
@@ -765,7 +773,7 @@ class SchedulingWorker:
                 for attempt, outcome in zip(plan.members, outcomes, strict=True):
                     if outcome is not None:  # an extra that does not fit
                         self._fail_member(attempt, outcome)
-                self._gang_outcome("scheduled", started[plan.key])
+                self._gang_outcome("scheduled", time.perf_counter() - spent[plan.key])
                 self._bind(part)
                 if len(fit) > len(part):
                     self._reserve(fit[len(part) :], depends=depends)
@@ -787,7 +795,7 @@ class SchedulingWorker:
                         log.info("stale decision for %s", attempt.pod.key)
                     else:
                         self._fail(attempt, message=message, error=True)
-                self._gang_outcome("error", started[plan.key])
+                self._gang_outcome("error", time.perf_counter() - spent[plan.key])
                 continue
             # One refused gang is one conflict; every refusal brings its node's state.
             states = [r for r in mine if isinstance(r, Rejected) and r.node_state]
