@@ -149,12 +149,12 @@ def test_compose_ha_profile_runs_a_replica_and_three_sentinels_the_url_names(
     assert ha == {"redis-replica", "sentinel-1", "sentinel-2", "sentinel-3"}
     replica = services["redis-replica"]["command"]
     assert replica[replica.index("--replicaof") + 1 :][:2] == ["redis", "6379"]
-    documented = re.search(r"DISTSCHED_REDIS_URL=(redis\+sentinel://\S+)", text)
+    documented = re.search(r"DISTSCHED_COMPOSE_REDIS_URL=(redis\+sentinel://\S+)", text)
     assert documented, "the compose file shows the Sentinel URL for the ha profile"
     target = parse_sentinel_url(documented.group(1))
     assert {host for host, _ in target.sentinels} == {"sentinel-1", "sentinel-2", "sentinel-3"}
     assert {port for _, port in target.sentinels} == {26379}
-    assert "${DISTSCHED_REDIS_URL:-redis://redis:6379/0}" in text  # the roles' override
+    assert "${DISTSCHED_COMPOSE_REDIS_URL:-redis://redis:6379/0}" in text  # the roles' override
 
     pair = SentinelCluster(tmp_path / "redis", replicas=0, sentinel_count=0).start()
     sentinel: subprocess.Popen[bytes] | None = None
