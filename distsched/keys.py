@@ -60,6 +60,9 @@ T:store:meta:<Kind>       hash    key -> ``<rv>|<node>|<bound_at>|<uid>``, e.g.
 T:store:readers           hash    informer -> ``<rv>|<ms>``: how far it has read store:events
                                   and when it said so (store/trim.py trims below the slowest
                                   reader that reported within a minute)
+T:store:kinds             hash    custom store kinds (``Kind.group``) ever created -> 1, so
+                                  that `get certificates` finds ``Certificate.cert-manager.io``
+                                  without a SCAN (written before the objects; never pruned)
 T:store:epoch             string  random id of this store's history, set by the first write
                                   (a Redis that lost its data gets a new one; informers
                                   relist); every event carries it
@@ -228,6 +231,10 @@ class Keys:
     @property
     def store_epoch(self) -> str:
         return self._k("store", "epoch")
+
+    @property
+    def store_kinds(self) -> str:
+        return self._k("store", "kinds")
 
     # --- cache ledger -----------------------------------------------------------------
     def ledger_node(self, name: str) -> str:

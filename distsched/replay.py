@@ -1,17 +1,22 @@
 """What-if replay of a real cluster: ``distsched replay -f dump.json``.
 
-Input: the JSON of ``kubectl get nodes,pods -A -o json`` (a ``kind: List``; ``distsched
-get pods,nodes -o json`` has the same shape), optionally with priorityclasses,
-poddisruptionbudgets and namespaces in the same List or in more files.
+Input: what kubectl writes, JSON or YAML, in one or more files: ``kubectl get
+nodes,pods -A -o json`` (a ``kind: List``; ``distsched get pods,nodes -o json`` has the
+same shape), the API server's own lists (``PodList``, ``NodeList``, ``PriorityClassList``...,
+whose items carry no ``kind``: the list's says it), optionally with priorityclasses,
+poddisruptionbudgets and namespaces, or ``kubectl get all -A -o json``.
 
 What happens (:func:`replay`):
 
 1. The dump is read and validated as ``apply`` validates manifests (exit 2 naming file,
-   document, item and field). Dropped on the way, as kube-scheduler ignores or owns
-   them: Succeeded/Failed pods, the built-in ``system-*`` PriorityClasses, the server's
-   bookkeeping (resourceVersion, managedFields). A pod that already carries
-   ``spec.priority`` keeps it (the cluster admitted it); others go through priority
-   admission.
+   document, item and field). Left out on the way: the kinds replay does not use
+   (Services, CronJobs, ConfigMaps...: counted by kind in the report; the workload
+   kinds are loaded, as ``apply`` loads them, but no controller runs), and as
+   kube-scheduler ignores or owns them: Succeeded/Failed pods, the built-in ``system-*``
+   PriorityClasses, the server's bookkeeping (resourceVersion, managedFields, the
+   selector it generated for a Job). A pod that
+   already carries ``spec.priority`` keeps it (the cluster admitted it); others go
+   through priority admission.
 2. Bound pods stay where they are; with ``pending_only=False`` every pod is unbound first
    and the whole cluster is scheduled from scratch.
 3. The objects go into a fresh deployment on the given Redis (by default an embedded
@@ -28,12 +33,12 @@ runs: the dump holds pods, not their workloads' desired state).
 
 from __future__ import annotations
 
-import json
 import secrets
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -46,13 +51,21 @@ from distsched.controllers.disruption import budget_status
 from distsched.explain_record import read_explanation
 from distsched.keys import Keys
 from distsched.launcher import RoleProcess, redis_args, role_env, stop_all
-from distsched.model import Node, Pod, load_manifests, pod_requests
-from distsched.model.manifest import KubeObject, Location
+from distsched.model import STDIN_SOURCE, Node, Pod, ResourceList, pod_requests
+from distsched.model.kinds import ALL_KINDS
+from distsched.model.manifest import KubeObject, Location, load_sources, parse_documents
 from distsched.queue_types import ACTIVE, BACKOFF, INFLIGHT, SUB_QUEUES
 from distsched.store import Store, parse_meta
 from distsched.store.codec import Obj
 
 TERMINAL_PHASES = ("Succeeded", "Failed")
+USED_KINDS = frozenset(ALL_KINDS)
+"""What replay loads: the kinds distsched acts on (workloads are stored but inert: no
+controller runs in a replay, the dump holds their pods); every other kind is skipped."""
+SERVER_FIELDS = ("managedFields", "resourceVersion")
+JOB_UID_LABEL = "batch.kubernetes.io/controller-uid"
+MAX_DUMP_BYTES = 4 * 1024**3
+"""A cluster dump is no manifest: a 50,000-pod one is ~250 MB (apply stops at 8 MiB)."""
 RESOURCES = ("cpu", "memory", "pods")
 
 
@@ -71,6 +84,7 @@ class Report:
     before: dict[str, dict[str, float]] = field(default_factory=dict)
     after: dict[str, dict[str, float]] = field(default_factory=dict)
     seconds: float = 0.0
+    skipped: dict[str, int] = field(default_factory=dict)  # store kind -> objects left out
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -86,22 +100,44 @@ class Report:
             "unschedulable": dict(sorted(self.unschedulable.items())),
             "preempted": sorted(self.preempted),
             "utilisation": {"before": self.before, "after": self.after},
+            "skipped": dict(sorted(self.skipped.items())),
             "seconds": round(self.seconds, 2),
         }
 
+    def skipped_line(self) -> str:
+        """``skipped: 12 Service, 3 CronJob`` (most first), or "" when none was."""
+        counts = sorted(self.skipped.items(), key=lambda kv: (-kv[1], kv[0]))
+        return "skipped: " + ", ".join(f"{n} {kind}" for kind, n in counts) if counts else ""
 
-def load_dump(paths: Sequence[str], *, pending_only: bool) -> list[Obj]:
-    """The objects to load, validated and admitted (ManifestError on bad input)."""
-    objects: list[KubeObject] = []
-    locations: list[Location] = []
+
+def load_dump(
+    paths: Sequence[str], *, pending_only: bool, skipped: Counter[str] | None = None
+) -> list[Obj]:
+    """The objects to load, validated and admitted (ManifestError on bad input). The
+    kinds replay does not use are left out and counted in ``skipped`` by store kind
+    (``Service``, ``CronJob``...)."""
+    sources = []
     for path in paths:
-        text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
-        source = "<stdin>" if path == "-" else path
-        cleaned = _clean(json.loads(text)) if text.lstrip().startswith("{") else None
-        loaded = load_manifests(source, json.dumps(cleaned) if cleaned is not None else text)
-        for i, obj in enumerate(loaded):
-            objects.append(obj)
-            locations.append((source, 1, i + 1))
+        source = STDIN_SOURCE if path == "-" else path
+        data = sys.stdin.buffer.read() if path == "-" else Path(path).read_bytes()
+        sources.append((source, parse_documents(source, data, max_bytes=MAX_DUMP_BYTES)))
+    counts: Counter[str] = Counter() if skipped is None else skipped
+
+    def skip(kind: str, data: dict[str, Any]) -> bool:
+        if kind not in USED_KINDS:
+            counts[kind] += 1
+            return True
+        meta = data.get("metadata")
+        name = meta.get("name") if isinstance(meta, dict) else None
+        if kind == "Job":
+            _drop_generated_selector(data)
+        if kind == "PriorityClass" and isinstance(name, str) and name.startswith("system-"):
+            return True  # built in, and refused in a manifest
+        status = data.get("status")
+        return kind == "Pod" and isinstance(status, dict) and status.get("phase") in TERMINAL_PHASES
+
+    locations: list[Location] = []
+    objects = load_sources(sources, locations=locations, skip=skip)
     classes = [o.to_dict() for o in objects if o.kind == "PriorityClass"]
     admitted = prepare(
         [o for o in objects if not _keeps_priority(o)],
@@ -111,36 +147,35 @@ def load_dump(paths: Sequence[str], *, pending_only: bool) -> list[Obj]:
     out: list[Obj] = []
     fresh = iter(admitted)
     for obj in objects:
-        data = obj.to_dict() if _keeps_priority(obj) else next(fresh)
+        data = _without_server_fields(obj.to_dict() if _keeps_priority(obj) else next(fresh))
         if data["kind"] == "Pod" and not pending_only:
             data = _unbound(data)
         out.append(data)
     return out
 
 
+def _drop_generated_selector(job: dict[str, Any]) -> None:
+    """Remove (in place) the selector the API server generated for a Job from its uid:
+    the server owns it, and a manifest may not give one without ``manualSelector``."""
+    spec, meta = job.get("spec"), job.get("metadata")
+    if not isinstance(spec, dict) or not isinstance(meta, dict) or spec.get("manualSelector"):
+        return
+    uid = meta.get("uid")
+    generated = ({"matchLabels": {JOB_UID_LABEL: uid}}, {"matchLabels": {"controller-uid": uid}})
+    if uid and spec.get("selector") in generated:
+        del spec["selector"]
+
+
 def _keeps_priority(obj: KubeObject) -> bool:
     return isinstance(obj, Pod) and obj.spec.priority is not None
 
 
-def _clean(data: Any) -> Any:
-    """Drop what the scheduler never sees or the server owns from a kubectl dump."""
-    if not isinstance(data, dict) or not isinstance(data.get("items"), list):
+def _without_server_fields(data: Obj) -> Obj:
+    """``data`` without what the server owns and the scheduler never sees."""
+    meta = data.get("metadata") or {}
+    if not any(k in meta for k in SERVER_FIELDS):
         return data
-    items = []
-    for item in data["items"]:
-        if not isinstance(item, dict):
-            items.append(item)
-            continue
-        kind = item.get("kind")
-        raw_meta = item.get("metadata")
-        meta: dict[str, Any] = raw_meta if isinstance(raw_meta, dict) else {}
-        if kind == "PriorityClass" and str(meta.get("name", "")).startswith("system-"):
-            continue
-        if kind == "Pod" and (item.get("status") or {}).get("phase") in TERMINAL_PHASES:
-            continue
-        meta = {k: v for k, v in meta.items() if k not in ("managedFields", "resourceVersion")}
-        items.append({**item, "metadata": meta})
-    return {**data, "items": items}
+    return {**data, "metadata": {k: v for k, v in meta.items() if k not in SERVER_FIELDS}}
 
 
 def _unbound(pod: Obj) -> Obj:
@@ -150,15 +185,26 @@ def _unbound(pod: Obj) -> Obj:
     return {**pod, "spec": spec, "status": status}
 
 
-def utilisation(store: Store) -> dict[str, dict[str, float]]:
-    """Per node: requested / allocatable of cpu, memory and pods (0..1, rounded)."""
+def utilisation(
+    store: Store,
+    *,
+    pods: list[Obj] | None = None,
+    requests_of: dict[tuple[str, str], ResourceList] | None = None,
+) -> dict[str, dict[str, float]]:
+    """Per node: requested / allocatable of cpu, memory and pods (0..1, rounded), of
+    ``pods`` (default: the store's). ``requests_of`` keeps each pod's requests by key and
+    uid from one call to the next (a pod's requests never change)."""
     nodes = {o["metadata"]["name"]: Node.from_dict(o) for o in store.list("Node")[0]}
     used: dict[str, dict[str, int]] = {name: dict.fromkeys(RESOURCES, 0) for name in nodes}
-    for obj in store.list("Pod")[0]:
+    known = {} if requests_of is None else requests_of
+    for obj in store.list("Pod")[0] if pods is None else pods:
         node_name = (obj.get("spec") or {}).get("nodeName")
         if node_name not in used:
             continue
-        requests = pod_requests(Pod.from_dict(obj))
+        at = (_key(obj), obj["metadata"].get("uid", ""))
+        requests = known.get(at)
+        if requests is None:
+            requests = known[at] = pod_requests(Pod.from_dict(obj))
         used[node_name]["pods"] += 1
         for resource in ("cpu", "memory"):
             used[node_name][resource] += requests.get(resource, 0)
@@ -182,15 +228,19 @@ def replay(
     keys: Keys | None = None,
     keep: bool = False,
     log_dir: Path | None = None,
+    skipped: Mapping[str, int] | None = None,
 ) -> Report:
     """Load ``objects`` into a fresh deployment on ``options``' Redis (``keys``, by default
     a random ``replay-*`` one), schedule, report; the deployment's keys are deleted after
-    unless ``keep``. The roles' logs go to ``log_dir`` (default: a temporary directory)."""
+    unless ``keep``. The roles' logs go to ``log_dir`` (default: a temporary directory).
+    ``skipped``: what :func:`load_dump` left out, for the report."""
     keys = keys or Keys(f"replay-{secrets.token_hex(4)}")
     client = connect(options)
     logs = log_dir or Path(tempfile.mkdtemp(prefix="distsched-replay-"))
     try:
-        return _run(client, keys, objects, options, workers, binders, timeout_s, logs)
+        report = _run(client, keys, objects, options, workers, binders, timeout_s, logs)
+        report.skipped = dict(skipped or {})
+        return report
     finally:
         if not keep:
             _forget(client, keys)
@@ -212,12 +262,14 @@ def _run(
     objects = sorted(objects, key=lambda o: order.get(o["kind"], 4))
     for start in range(0, len(objects), 500):
         store.create_many(objects[start : start + 500])
-    _budget_statuses(store)
     pods, _ = store.list("Pod")
+    _budget_statuses(store, pods)
     pending = {_key(p) for p in pods if not (p.get("spec") or {}).get("nodeName")}
     kept = {_key(p) for p in pods} - pending
     report = Report(nodes=len(store.list("Node")[0]), kept=len(kept), pending=len(pending))
-    report.before = utilisation(store)
+    requests_of: dict[tuple[str, str], ResourceList] = {}
+    report.before = utilisation(store, pods=pods, requests_of=requests_of)
+    del pods
     started = time.monotonic()
     children = _spawn_roles(options, keys, workers, binders, logs)
     try:
@@ -240,7 +292,7 @@ def _run(
             message = explanation.message if explanation is not None else ""
             report.unschedulable[key] = message or _not_served(pod)
     report.preempted = sorted(k for k in kept | pending if k not in now)
-    report.after = utilisation(store)
+    report.after = utilisation(store, pods=list(now.values()), requests_of=requests_of)
     return report
 
 
@@ -253,10 +305,9 @@ def _not_served(pod: Obj) -> str:
     return f"not scheduled: no profile serves schedulerName {name!r}"
 
 
-def _budget_statuses(store: Store) -> None:
+def _budget_statuses(store: Store, pods: list[Obj]) -> None:
     """A budget's status from the cluster is kept (it knows readiness); one without is
     computed as the disruption controller would, each pod counting for itself."""
-    pods, _ = store.list("Pod")
     for pdb in store.list("PodDisruptionBudget")[0]:
         if "disruptionsAllowed" in (pdb.get("status") or {}):
             continue

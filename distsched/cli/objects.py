@@ -8,46 +8,16 @@ from typing import Any
 import click
 
 from distsched.cli.common import bad_input, fail, make_context, redis_options, warn
+from distsched.cli.kindnames import KindNames, crd_reader
 from distsched.model.errors import ManifestError
-from distsched.model.kinds import ALL_KINDS, CLUSTER_SCOPED
+from distsched.model.kinds import ALL_KINDS
 from distsched.model.podgroups import PodGroup, group_of_object, podgroup_status
 from distsched.output import print_json, print_table, print_yaml, progress_bar
 
-_ALIASES: dict[str, tuple[str, ...]] = {
-    "Pod": ("pod", "pods", "po"),
-    "Node": ("node", "nodes", "no"),
-    "Namespace": ("namespace", "namespaces", "ns"),
-    "PriorityClass": ("priorityclass", "priorityclasses", "pc"),
-    "PodDisruptionBudget": ("poddisruptionbudget", "poddisruptionbudgets", "pdb"),
-    "Deployment": ("deployment", "deployments", "deploy"),
-    "ReplicaSet": ("replicaset", "replicasets", "rs"),
-    "StatefulSet": ("statefulset", "statefulsets", "sts"),
-    "DaemonSet": ("daemonset", "daemonsets", "ds"),
-    "Job": ("job", "jobs"),
-    "PodGroup": ("podgroup", "podgroups", "pg", "pgs"),
-}
-KIND_BY_NAME = {alias: kind for kind, aliases in _ALIASES.items() for alias in aliases}
-assert set(_ALIASES) == set(ALL_KINDS)
 
-
-def parse_kinds(text: str) -> list[str]:
-    """``pods,nodes`` -> ["Pod", "Node"]; ValueError naming an unknown kind."""
-    kinds: list[str] = []
-    for part in text.split(","):
-        kind = KIND_BY_NAME.get(part.strip().lower())
-        if kind is None:
-            known = ", ".join(a[1] for a in _ALIASES.values())
-            raise ValueError(f"unknown kind {part!r}: one of {known}")
-        if kind not in kinds:
-            kinds.append(kind)
-    return kinds
-
-
-def store_key(kind: str, name: str, namespace: str) -> str:
-    return name if kind in CLUSTER_SCOPED else f"{namespace}/{name}"
-
-
-def headers(kind: str) -> list[str]:
+def headers(kind: str, *, cluster_scoped: bool = False) -> list[str]:
+    if kind not in ALL_KINDS:  # kept as given: what every object has
+        return ["NAME", "KIND", "APIVERSION"] if cluster_scoped else STORED_HEADERS
     if kind == "Pod":
         return ["NAMESPACE", "NAME", "NODE", "PRIORITY"]
     if kind == "Node":
@@ -63,8 +33,14 @@ def headers(kind: str) -> list[str]:
     return ["NAMESPACE", "NAME", "DESIRED"]
 
 
-def row(kind: str, o: dict[str, Any]) -> tuple[Any, ...]:
+STORED_HEADERS = ["NAMESPACE", "NAME", "KIND", "APIVERSION"]
+
+
+def row(kind: str, o: dict[str, Any], *, cluster_scoped: bool = False) -> tuple[Any, ...]:
     meta, spec = o["metadata"], o.get("spec") or {}
+    if kind not in ALL_KINDS:
+        cells = (meta["name"], o.get("kind", ""), o.get("apiVersion", ""))
+        return cells if cluster_scoped else (meta.get("namespace", ""), *cells)
     if kind == "Pod":
         return (
             meta.get("namespace", ""),
@@ -142,16 +118,31 @@ APPLY_CHUNK = 500
 
 
 @click.command()
-@click.option("-f", "--filename", "path", required=True, help="File, directory or - for stdin.")
+@click.option(
+    "-f",
+    "--filename",
+    "paths",
+    multiple=True,
+    required=True,
+    help="File, directory or - for stdin (repeatable, as kubectl's).",
+)
+@click.option(
+    "--strict",
+    is_flag=True,
+    help="Refuse kinds distsched does not act on instead of storing them.",
+)
 @redis_options
-def apply(path: str, **kwargs: Any) -> None:
-    """Create or update objects from Kubernetes YAML/JSON manifests: Pod, Node,
-    Namespace, PriorityClass, PodDisruptionBudget, Deployment, ReplicaSet, StatefulSet,
-    DaemonSet, Job (the controller role makes the workloads' pods), PodGroup
-    (scheduling.x-k8s.io/v1alpha1 or scheduling.k8s.io/v1alpha2).
+def apply(paths: tuple[str, ...], strict: bool, **kwargs: Any) -> None:
+    """Create or update objects from Kubernetes YAML/JSON manifests. distsched acts on
+    Pod, Node, Namespace, PriorityClass, PodDisruptionBudget, Deployment, ReplicaSet,
+    StatefulSet, DaemonSet, Job (the controller role makes the workloads' pods) and
+    PodGroup (scheduling.x-k8s.io/v1alpha1 or scheduling.k8s.io/v1alpha2); every other
+    kind (Service, ConfigMap, RBAC, PersistentVolumeClaim, CRDs, custom resources...) is
+    stored as given and reported "stored (not scheduled)", or refused with --strict.
 
     Everything is read, validated and admitted (priority classes) before the first
     write: on bad input nothing is written and the exit code is 2. That includes an
+    API version kube no longer serves (policy/v1beta1, extensions/v1beta1...) and an
     update kube would refuse: a pod's spec is immutable but for container images,
     activeDeadlineSeconds, added tolerations and removed scheduling gates.
     """
@@ -166,23 +157,25 @@ def apply(path: str, **kwargs: Any) -> None:
         stored_priority_classes,
         update_error,
     )
-    from distsched.model import ManifestError, load_path
-    from distsched.model.manifest import Location
+    from distsched.model import ManifestError
+    from distsched.model.generic import StoredObject
+    from distsched.model.manifest import Location, load_paths
     from distsched.store import Store, StoreError
 
     ctx = make_context(kwargs)
+    store = Store(ctx.client(), ctx.keys)
     locations: list[Location] = []
     try:
-        objects = load_path(path, locations=locations)
+        objects = load_paths(paths, locations=locations, strict=strict, crds=crd_reader(store))
     except ManifestError as exc:
         bad_input(str(exc))
     except OSError as exc:
-        bad_input(f"{path}: {exc.strerror or exc}")
+        bad_input(f"{exc.filename or ', '.join(paths)}: {exc.strerror or exc}")
     if not objects:
-        if path != "-" and Path(path).is_dir():
-            bad_input(f"{path}: no manifests: the directory has no .yaml, .yml or .json file")
-        bad_input(f"{path}: no object in the input")
-    store = Store(ctx.client(), ctx.keys)
+        where = ", ".join(paths)
+        if all(p != "-" and Path(p).is_dir() for p in paths):
+            bad_input(f"{where}: no manifests: the directory has no .yaml, .yml or .json file")
+        bad_input(f"{where}: no object in the input")
     try:
         stored = stored_objects(store, objects)
         dicts = prepare(objects, locations, stored_priority_classes(store), stored)
@@ -196,7 +189,12 @@ def apply(path: str, **kwargs: Any) -> None:
     def report_written() -> None:
         """One line per object written, in file order (also before an error)."""
         for i in sorted(done):
-            print(f"{objects[i].kind.lower()}/{objects[i].metadata.name} {done[i]}")
+            obj = objects[i]
+            action = done[i]
+            if isinstance(obj, StoredObject):
+                action = "stored" if action == "created" else action
+                action += " (not scheduled)"
+            print(f"{obj.kind.lower()}/{obj.metadata.name} {action}")
 
     try:
         if len(dicts) <= APPLY_CHUNK:
@@ -230,21 +228,30 @@ def apply(path: str, **kwargs: Any) -> None:
 @click.option("-n", "--namespace", default="default", show_default=True)
 @redis_options
 def delete(kind: str, name: str, namespace: str, **kwargs: Any) -> None:
-    """Delete an object (pod, node, deployment, ...: kubectl's kind names)."""
+    """Delete an object (pod, node, deployment, service, ...: kubectl's kind names; a
+    custom resource by the names its stored CustomResourceDefinition gives, or
+    Kind.group)."""
     from distsched.store import NotFound, Store
 
+    ctx = make_context(kwargs)
+    names = KindNames(lambda: Store(ctx.client(), ctx.keys))
     try:
-        (store_kind,) = parse_kinds(kind)
+        store_kind = names.resolve(kind)
     except ValueError as exc:
         bad_input(str(exc))
-    ctx = make_context(kwargs)
     store = Store(ctx.client(), ctx.keys)
-    key = store_key(store_kind, name, namespace)
-    try:
-        store.delete(store_kind, key)
-    except NotFound:
-        fail(f"{store_kind.lower()} {key!r} not found")
-    print(f"{store_kind.lower()}/{name} deleted")
+    cluster = names.cluster_scoped(store_kind)
+    keys = [f"{namespace}/{name}", name]  # a custom kind of unknown scope: either
+    if cluster is not None:
+        keys = [name] if cluster else keys[:1]
+    for key in keys:
+        try:
+            store.delete(store_kind, key)
+        except NotFound:
+            continue
+        print(f"{store_kind.lower()}/{name} deleted")
+        return
+    fail(f"{store_kind.lower()} {keys[0]!r} not found")
 
 
 @click.command()
@@ -254,23 +261,26 @@ def delete(kind: str, name: str, namespace: str, **kwargs: Any) -> None:
 @click.option("-o", "--output", type=click.Choice(["table", "json", "yaml"]), default="table")
 @redis_options
 def get(kind: str, namespace: str | None, all_namespaces: bool, output: str, **kwargs: Any) -> None:
-    """List objects of one or more kinds (``pods``, ``nodes,pods``, ``deploy``, ...).
-    A stored record that cannot be decoded is left out with a warning naming it.
-    A PodGroup's status (phase and pod counts) is computed from its pods as read."""
+    """List objects of one or more kinds (``pods``, ``nodes,pods``, ``deploy``, ``svc``,
+    ``clusterroles``, a custom resource's plural, ...). A stored record that cannot be
+    decoded is left out with a warning naming it. A PodGroup's status (phase and pod
+    counts) is computed from its pods as read."""
     from distsched.store import Store, Undecodable
 
     def skip(error: Undecodable) -> None:
         warn(f"skipping {error}")
 
+    ctx = make_context(kwargs)
+    names = KindNames(lambda: Store(ctx.client(), ctx.keys))
     try:
-        kinds = parse_kinds(kind)
+        kinds = names.parse(kind)
     except ValueError as exc:
         bad_input(str(exc))
-    ctx = make_context(kwargs)
     store = Store(ctx.client(), ctx.keys)
     listed: list[tuple[str, list[dict[str, Any]]]] = []
     for store_kind in kinds:
-        ns = None if all_namespaces or store_kind in CLUSTER_SCOPED else namespace
+        cluster = names.cluster_scoped(store_kind)
+        ns = None if all_namespaces or cluster else namespace
         items, _ = store.list(store_kind, namespace=ns, on_undecodable=skip)
         items.sort(key=lambda o: (o["metadata"].get("namespace", ""), o["metadata"]["name"]))
         if store_kind == "PodGroup" and items:
@@ -282,4 +292,6 @@ def get(kind: str, namespace: str | None, all_namespaces: bool, output: str, **k
         (print_json if output == "json" else print_yaml)(everything)
         return
     for store_kind, items in listed:
-        print_table(None, headers(store_kind), [row(store_kind, o) for o in items])
+        cluster = bool(names.cluster_scoped(store_kind))
+        rows = [row(store_kind, o, cluster_scoped=cluster) for o in items]
+        print_table(None, headers(store_kind, cluster_scoped=cluster), rows)

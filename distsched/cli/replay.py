@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import json
+from collections import Counter
 from typing import Any
 
 import click
@@ -15,7 +15,8 @@ from distsched.output import err_console, print_json, print_table
 @click.command()
 @click.option(
     "-f", "--filename", "paths", multiple=True, required=True,
-    help="`kubectl get nodes,pods -A -o json` output (repeatable; - for stdin).",
+    help="`kubectl get nodes,pods -A -o json` (or -o yaml, a PodList/NodeList, `get all`) "
+    "output (repeatable; - for stdin).",
 )  # fmt: skip
 @click.option(
     "--pending-only",
@@ -40,20 +41,21 @@ def replay(
 ) -> None:
     """What-if: would a cluster's pending pods fit, and where? Runs on an embedded server
     unless --redis-url is given (then in a throwaway deployment there)."""
+    from distsched import gc_tuning
     from distsched.embedded import EmbeddedRedis
     from distsched.model import ManifestError
     from distsched.replay import ReplayError, load_dump
     from distsched.replay import replay as run_replay
 
     ctx = make_context(kwargs)
+    gc_tuning.tune()  # a dump's millions of objects: young collections, few full ones
+    skipped: Counter[str] = Counter()
     try:
-        objects = load_dump(paths, pending_only=pending_only)
+        objects = load_dump(paths, pending_only=pending_only, skipped=skipped)
     except ManifestError as exc:
         bad_input(str(exc))
     except OSError as exc:
         bad_input(f"{exc.filename}: {exc.strerror or exc}")
-    except json.JSONDecodeError as exc:
-        bad_input(f"{paths[0]}: invalid JSON: line {exc.lineno}, column {exc.colno}: {exc.msg}")
     if not any(o["kind"] == "Node" for o in objects):
         bad_input(f"{', '.join(paths)}: no Node in the input")
     embedded: EmbeddedRedis | None = None
@@ -62,7 +64,14 @@ def replay(
         if not options.url:
             embedded = EmbeddedRedis(appendfsync="everysec", require_password=True).start()
             options = RedisOptions(url=embedded.url)
-        report = run_replay(objects, options, workers=workers, binders=binders, timeout_s=timeout)
+        report = run_replay(
+            objects,
+            options,
+            workers=workers,
+            binders=binders,
+            timeout_s=timeout,
+            skipped=skipped,
+        )
     except (ReplayError, RuntimeError) as exc:
         fail(str(exc))
     finally:
@@ -79,6 +88,10 @@ def replay(
         f"({report.seconds:.1f}s)",
         soft_wrap=True,
     )
+    if report.skipped:
+        err_console.print(
+            f"{report.skipped_line()} (kinds replay does not use)", soft_wrap=True, markup=False
+        )
     print_table("placements", ["POD", "NODE"], sorted(report.placements.items()))
     if report.unschedulable:
         print_table("do not fit", ["POD", "WHY"], sorted(report.unschedulable.items()))

@@ -10,6 +10,7 @@ distsched reads.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 from distsched.model import names
 from distsched.model.fields import (
@@ -48,11 +49,17 @@ NODE_NAME_FIELD = "metadata.name"  # the only field a node selector's matchField
 _INT_RE = re.compile(r"[+-]?[0-9]{1,25}")
 
 
-def decode_meta(f: Fields, *, namespaced: bool) -> ObjectMeta:
-    """Pods: name a DNS-1123 subdomain, namespace a DNS-1123 label (default "default").
-    Nodes are cluster-scoped: their namespace is cleared, as the API server does."""
+def decode_meta(
+    f: Fields,
+    *,
+    namespaced: bool,
+    name_check: Callable[[str], str | None] = names.dns1123_subdomain,
+) -> ObjectMeta:
+    """Pods: name a DNS-1123 subdomain (``name_check``: another kind's rule), namespace a
+    DNS-1123 label (default "default"). Nodes are cluster-scoped: their namespace is
+    cleared, as the API server does."""
     name = f.get_str("name", required=True)
-    f.check_str("name", name, names.dns1123_subdomain)
+    f.check_str("name", name, name_check)
     namespace = ""
     if namespaced:
         namespace = f.get_str("namespace") or DEFAULT_NAMESPACE

@@ -43,6 +43,25 @@ def dns1123_subdomain(value: str) -> str | None:
     return None
 
 
+def dns1035_label(value: str) -> str | None:
+    """A Service's name: a DNS-1123 label that starts with a letter."""
+    reason = dns1123_label(value)
+    if reason is None and not value[:1].isalpha():
+        return "must be a lowercase RFC 1035 label: it must start with a letter"
+    return reason
+
+
+def path_segment(value: str) -> str | None:
+    """An RBAC object's name (``system:aggregate-to-admin``): anything that can be one
+    segment of a URL path."""
+    if value in (".", ".."):
+        return "may not be '.' or '..'"
+    for bad in ("/", "%"):
+        if bad in value:
+            return f"may not contain {bad!r}"
+    return None
+
+
 def qualified_name(value: str) -> str | None:
     """A label key / annotation key / resource name: ``[prefix/]name``."""
     prefix, slash, name = value.rpartition("/")

@@ -29,7 +29,13 @@ from typing import Any
 
 import msgpack
 
-from distsched.model.kinds import ALL_KINDS, CLUSTER_SCOPED
+from distsched.model.kinds import (
+    ALL_KINDS,
+    api_version_syntax,
+    is_cluster_scoped,
+    kind_syntax,
+    store_kind,
+)
 from distsched.model.objects import DEFAULT_NAMESPACE
 from distsched.redis_text import as_text
 from distsched.store.errors import InvalidObject
@@ -48,26 +54,36 @@ def pod_key(namespace: str, name: str) -> str:
 
 
 def object_key(obj: Mapping[str, Any]) -> tuple[str, str]:
-    """``(kind, key)`` of an object: namespaced objects (pods, workloads, PDBs) are
-    ``ns/name`` (namespace defaults to ``default``), cluster-scoped ones (nodes,
-    namespaces, priority classes) are ``name``."""
+    """``(store kind, key)`` of an object: namespaced objects (pods, workloads, PDBs,
+    Services) are ``ns/name`` (namespace defaults to ``default``), cluster-scoped ones
+    (nodes, namespaces, priority classes, ClusterRoles) are ``name``. The store kind is
+    the kind, or ``Kind.group`` for a custom resource (:func:`~distsched.model.kinds.
+    store_kind`), whose scope the store takes from the object: namespaced when it names
+    a namespace (the manifest loader fills it in from the kind's definition)."""
     kind = obj.get("kind")
+    api_version = obj.get("apiVersion")
     if kind not in ALL_KINDS:
-        raise InvalidObject(f"kind must be one of {', '.join(ALL_KINDS)}, got {kind!r}")
+        if not isinstance(kind, str) or kind_syntax(kind) is not None:
+            raise InvalidObject(f"kind must be an object kind (Pod, Service, ...), got {kind!r}")
+        if not isinstance(api_version, str) or api_version_syntax(api_version) is not None:
+            raise InvalidObject(
+                f"{kind}: apiVersion must be VERSION or GROUP/VERSION, got {api_version!r}"
+            )
+    stored = store_kind(kind, api_version) if isinstance(api_version, str) else kind
     meta = obj.get("metadata")
     if not isinstance(meta, Mapping):
         raise InvalidObject(f"{kind}: metadata must be a mapping")
     name = meta.get("name")
     if not isinstance(name, str) or not name or "/" in name:
         raise InvalidObject(f"{kind}: metadata.name must be a non-empty string without '/'")
-    if kind in CLUSTER_SCOPED:
+    if is_cluster_scoped(stored, meta.get("namespace")):
         if meta.get("namespace"):
             raise InvalidObject(f"{kind} {name}: cluster-scoped, namespace must be empty")
-        return kind, name
+        return stored, name
     namespace = meta.get("namespace") or DEFAULT_NAMESPACE
     if not isinstance(namespace, str) or "/" in namespace:
         raise InvalidObject(f"{kind} {name}: metadata.namespace must be a string without '/'")
-    return kind, pod_key(namespace, name)
+    return stored, pod_key(namespace, name)
 
 
 def node_name_of(obj: Mapping[str, Any]) -> str:

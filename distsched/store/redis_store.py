@@ -49,15 +49,17 @@ from distsched.lua import ScriptSet
 from distsched.model.errors import ManifestError
 from distsched.model.kinds import (
     ACCEPTED_API_VERSIONS,
-    ALL_KINDS,
     API_VERSIONS,
-    CLUSTER_SCOPED,
     SCHEDULED_KINDS,
+    is_cluster_scoped,
+    object_kind,
+    store_kind_syntax,
 )
 from distsched.model.objects import DEFAULT_NAMESPACE, DEFAULT_SCHEDULER_NAME
 from distsched.model.pod_update import validate_pod_update
 from distsched.model.podgroups import group_of_object
 from distsched.queue_types import WAKE_CAP
+from distsched.redis_text import as_text
 from distsched.replication import acknowledged
 from distsched.store.codec import (
     Meta,
@@ -194,10 +196,12 @@ def _reason(exc: Exception) -> str:
 
 
 def api_version(kind: str, obj: Obj) -> str:
-    """The apiVersion stored for ``obj``: its own when the kind accepts it (PodGroup has
-    two), else the kind's."""
+    """The apiVersion stored for ``obj``: for a kind distsched acts on, its own when the
+    kind accepts it (PodGroup has two), else the kind's; any other kind keeps its own."""
     given = obj.get("apiVersion")
-    return given if given in ACCEPTED_API_VERSIONS.get(kind, ()) else API_VERSIONS[kind]
+    if kind not in API_VERSIONS:
+        return str(given)
+    return given if given in ACCEPTED_API_VERSIONS[kind] else API_VERSIONS[kind]
 
 
 def queue_fields(pod: Obj) -> builtins.list[Any]:
@@ -232,9 +236,14 @@ def merge_update(current: Obj, obj: Obj, kind: str, key: str) -> Obj:
         "creationTimestamp": cur_meta.get("creationTimestamp", ""),
         "resourceVersion": cur_meta["resourceVersion"],
     }
-    if kind not in CLUSTER_SCOPED:
+    if not is_cluster_scoped(kind, cur_meta.get("namespace")):
         meta["namespace"] = cur_meta["namespace"]
-    new: Obj = {**obj, "apiVersion": api_version(kind, obj), "kind": kind, "metadata": meta}
+    new: Obj = {
+        **obj,
+        "apiVersion": api_version(kind, obj),
+        "kind": object_kind(kind),
+        "metadata": meta,
+    }
     if "status" not in obj and "status" in current:
         new["status"] = current["status"]
     cur_node, new_node = node_name_of(current), node_name_of(new)
@@ -251,7 +260,8 @@ def merge_update(current: Obj, obj: Obj, kind: str, key: str) -> Obj:
 
 
 class Store:
-    """Pods, nodes and the other kinds of ``ALL_KINDS`` in Redis. Objects are
+    """Pods, nodes and objects of every other kind in Redis (one hash per store kind,
+    :func:`~distsched.model.kinds.store_kind`: the kinds are not a fixed list). Objects are
     Kubernetes-shaped dicts; returned objects are new dicts but may share nested values
     with the caller's input (never mutate either)."""
 
@@ -352,6 +362,10 @@ class Store:
                 out.append((None, stored_object(blob, meta)))
         return out
 
+    def custom_kinds(self) -> builtins.list[str]:
+        """Every custom store kind (``Kind.group``) objects were ever created in."""
+        return sorted(as_text(k) for k in self._client.hkeys(self._keys.store_kinds))
+
     def resource_version(self) -> int:
         return int(self._client.get(self._keys.resource_version) or 0)
 
@@ -417,6 +431,9 @@ class Store:
         if not objs:
             return []
         keys, argv, prepared = self.create_call(objs)
+        custom = {kind for kind, _, _ in prepared if "." in kind}
+        if custom:  # for readers that resolve kubectl's names (a superset is harmless)
+            self._client.hset(self._keys.store_kinds, mapping=dict.fromkeys(custom, 1))
         status, value = self._scripts.get("store_create")(keys=keys, args=argv)
         if status != b"ok":
             kind, key, _ = prepared[int(value) - 1]
@@ -470,11 +487,16 @@ class Store:
         else:
             meta = {**obj["metadata"], "creationTimestamp": now, "uid": str(uuid.uuid4())}
         meta.pop("resourceVersion", None)
-        if kind in CLUSTER_SCOPED:
+        if is_cluster_scoped(kind, meta.get("namespace")):
             meta.pop("namespace", None)
         else:
             meta["namespace"] = meta.get("namespace") or DEFAULT_NAMESPACE
-        return {**obj, "apiVersion": api_version(kind, obj), "kind": kind, "metadata": meta}
+        return {
+            **obj,
+            "apiVersion": api_version(kind, obj),
+            "kind": object_kind(kind),
+            "metadata": meta,
+        }
 
     # --- update / apply ---------------------------------------------------------------
     @acknowledged("update")
@@ -658,8 +680,9 @@ class Store:
         self, kind: str, key: str, uid: str | None
     ) -> tuple[builtins.list[str], builtins.list[Any]]:
         """KEYS and ARGV of a store_delete call (a pod's own records go with it)."""
-        if kind not in ALL_KINDS:
-            raise InvalidObject(f"kind must be one of {', '.join(ALL_KINDS)}, got {kind!r}")
+        reason = store_kind_syntax(kind)
+        if reason is not None:
+            raise InvalidObject(f"kind {reason}, got {kind!r}")
         own_records = [self._keys.explain, self._keys.permit(key)] if kind == "Pod" else []
         keys = [
             *self._write_keys(),

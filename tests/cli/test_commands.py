@@ -130,9 +130,9 @@ BAD_POD_CPU = {**pod("bad"), "spec": {"containers": [{"name": "app", "resources"
             id="bad-quantity-in-second-file",
         ),
         pytest.param(
-            {"a.yaml": [node("n1")], "b.yaml": [{**pod("x"), "kind": "Service"}]},
-            ["b.yaml", "document 1", "kind", "Service"],
-            id="unsupported-kind",
+            {"a.yaml": [node("n1")], "b.yaml": [{**pod("x"), "kind": "Servise"}]},
+            ["b.yaml", "document 1", "apiVersion", 'no matches for kind "Servise" in version "v1"'],
+            id="unserved-kind",
         ),
         pytest.param(
             {"a.yaml": [node("n1")], "b.yaml": [{**pod("x"), "metadata": {"name": "Bad_Name"}}]},

@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from collections import Counter
 from pathlib import Path
 
 import redis
@@ -14,10 +15,14 @@ import redis
 from distsched.bench.checker import check
 from distsched.connection import RedisOptions
 from distsched.keys import Keys
-from distsched.replay import load_dump, replay
+from distsched.model import MAX_MANIFEST_BYTES
+from distsched.replay import Report, load_dump, replay
 from distsched.store import Store
 from tests.cli.manifests import invoke
+from tests.support.dumps import api_server_dump
 from tests.support.objects import ZONE, node, pod
+
+DATA = Path(__file__).parent / "data"
 
 ANTI = {
     "podAntiAffinity": {
@@ -138,7 +143,7 @@ def test_a_bad_dump_exits_2_naming_the_item(tmp_path: Path) -> None:
 def test_a_real_kubectl_dump_loads_as_the_scheduler_sees_it() -> None:
     """kubectl's output as it comes: managedFields, containerStatuses, a Succeeded pod,
     the built-in system class, a DaemonSet pod pinned by matchFields."""
-    dump = str(Path(__file__).parent / "data" / "kubectl-dump.json")
+    dump = str(DATA / "kubectl-dump.json")
     objects = load_dump([dump], pending_only=True)
     by_name = {o["metadata"]["name"]: o for o in objects}
     assert sorted(by_name) == ["kind-worker", "kube-proxy-7xk2p", "web-5d8f7b6c4d-k2lmn"]
@@ -151,3 +156,59 @@ def test_a_real_kubectl_dump_loads_as_the_scheduler_sees_it() -> None:
     scratch = {o["metadata"]["name"]: o for o in load_dump([dump], pending_only=False)}
     assert "nodeName" not in scratch["kube-proxy-7xk2p"]["spec"]
     assert scratch["kube-proxy-7xk2p"]["status"] == {"phase": "Pending"}
+
+
+NODE_LIST = DATA / "apiserver-nodelist.json"  # the API server's NodeList: items without kind
+POD_LIST = DATA / "apiserver-podlist.yaml"  # its PodList, as YAML
+GET_ALL = DATA / "kubectl-get-all.json"  # `kubectl get all -A -o json`
+
+
+def test_the_api_servers_lists_load_with_the_kind_their_list_gives() -> None:
+    skipped: Counter[str] = Counter()
+    objects = load_dump([str(NODE_LIST), str(POD_LIST), str(GET_ALL)], pending_only=True,
+                        skipped=skipped)  # fmt: skip
+    kinds = Counter(o["kind"] for o in objects)
+    # 14 pods of the PodList, 2 of get-all (its Succeeded Job pod is left out); the
+    # workloads are loaded as apply loads them (no controller runs in a replay).
+    assert kinds == {"Node": 4, "Pod": 16, "DaemonSet": 1, "Deployment": 1, "ReplicaSet": 1,
+                     "Job": 1}  # fmt: skip
+    assert skipped == {"Service": 3, "CronJob": 1, "HorizontalPodAutoscaler": 1}
+    node = next(o for o in objects if o["kind"] == "Node")
+    assert node["apiVersion"] == "v1" and "managedFields" not in node["metadata"]
+    job = next(o for o in objects if o["kind"] == "Job")
+    assert "selector" not in job["spec"]  # the server generated it from the Job's uid
+    pods = {o["metadata"]["name"]: o for o in objects if o["kind"] == "Pod"}
+    assert pods["web-0365508689-000000"]["spec"]["nodeName"] == "node-00000"
+    assert "report-28911460-x7k2p" not in pods
+
+
+def test_replay_of_the_api_servers_lists_and_get_all_reports_what_it_skipped() -> None:
+    run = subprocess.run(
+        [sys.executable, "-m", "distsched", "replay", "-f", str(NODE_LIST), "-f", str(POD_LIST),
+         "-f", str(GET_ALL), "-o", "json"],
+        capture_output=True, text=True, timeout=240, env={"PATH": "/usr/bin:/bin"},
+    )  # fmt: skip
+    assert run.returncode == 0, run.stderr
+    out = json.loads(run.stdout)
+    assert out["nodes"] == 4
+    # Kept: 9 of the PodList, web-...-k2lmn of get-all; pending: 5 + 1, one fits nowhere.
+    assert out["pods"] == {
+        "kept": 10, "pending": 6, "scheduled": 5, "unschedulable": 1, "preempted": 0,
+    }  # fmt: skip
+    (huge,) = out["unschedulable"]
+    assert huge == "team-6/api-2902841359-000013"
+    assert out["unschedulable"][huge].startswith("0/4 nodes are available: ")
+    assert out["skipped"] == {"CronJob": 1, "HorizontalPodAutoscaler": 1, "Service": 3}
+    report = Report(skipped=out["skipped"])
+    assert report.skipped_line() == "skipped: 3 Service, 1 CronJob, 1 HorizontalPodAutoscaler"
+
+
+def test_a_big_dump_is_not_refused_for_its_size(tmp_path: Path) -> None:
+    """A cluster dump is far bigger than a manifest (apply stops at 8 MiB)."""
+    node_list, pod_list = api_server_dump(40, 4000, 100)
+    (tmp_path / "nodes.json").write_text(json.dumps(node_list))
+    (tmp_path / "pods.json").write_text(json.dumps(pod_list, indent=4))
+    assert (tmp_path / "pods.json").stat().st_size > MAX_MANIFEST_BYTES
+    objects = load_dump([str(tmp_path / "nodes.json"), str(tmp_path / "pods.json")],
+                        pending_only=True)  # fmt: skip
+    assert len(objects) == 4040

@@ -201,5 +201,5 @@ def test_get_pods_nodes_json_is_one_kube_list(
     listed = json.loads(invoke(redis_url, "get", "pods,nodes", "-o", "json").stdout)
     assert listed["kind"] == "List"
     assert [o["kind"] for o in listed["items"]] == ["Pod"] + ["Node"] * 7
-    bad = invoke(redis_url, "get", "services")
-    assert bad.exit_code == 2 and "unknown kind 'services'" in bad.stderr
+    bad = invoke(redis_url, "get", "widgets")
+    assert bad.exit_code == 2 and "unknown kind 'widgets'" in bad.stderr

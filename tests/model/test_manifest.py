@@ -128,7 +128,7 @@ def test_list_item_errors_name_document_and_item() -> None:
 
 
 LIST_IN_LIST = '[{"apiVersion": "v1", "kind": "List", "items": []}]'
-SERVICE = '[{"apiVersion": "v1", "kind": "Service", "metadata": {"name": "s"}}]'
+TYPO = '[{"apiVersion": "v1", "kind": "Servise", "metadata": {"name": "s"}}]'
 NO_API_VERSION = '[{"kind": "Node", "metadata": {"name": "n"}}]'
 
 
@@ -136,7 +136,7 @@ NO_API_VERSION = '[{"kind": "Node", "metadata": {"name": "n"}}]'
     ("items", "expected"),
     [
         (LIST_IN_LIST, "document 1, item 1: kind: a List may not contain another List"),
-        (SERVICE, 'document 1, item 1: kind: unsupported value "Service"'),
+        (TYPO, 'document 1, item 1 (Servise default/s): apiVersion: no matches for kind "Servise"'),
         (NO_API_VERSION, "document 1, item 1 (Node n): apiVersion: required value is missing"),
         ('["pod"]', "document 1, item 1: expected an object, got string"),
         ('{"a": 1}', "document 1: items: expected a list, got object"),
@@ -153,14 +153,17 @@ def test_bad_list_items(items: str, expected: str) -> None:
         ("- a\n- b\n", "document 1: expected an object (a mapping), got list"),
         ("just a string\n", "document 1: expected an object (a mapping), got string"),
         ("apiVersion: v1\nmetadata: {name: a}\n", "document 1: kind: required value is missing"),
-        ("apiVersion: v1\nkind: Service\n", 'document 1: kind: unsupported value "Service"'),
+        (
+            "apiVersion: v1\nkind: Servise\n",
+            "document 1 (Servise): apiVersion: no matches for kind",
+        ),
         (
             "kind: Pod\nmetadata: {name: a}\n",
             "document 1 (Pod default/a): apiVersion: required value is missing",
         ),
         (
             "apiVersion: apps/v1\nkind: Node\n",
-            'document 1 (Node): apiVersion: unsupported apiVersion "apps/v1"',
+            'document 1 (Node): apiVersion: no matches for kind "Node" in version "apps/v1"',
         ),
         ("a: [1, 2\n", "document 1: invalid YAML: line 2, column 1:"),
         ("a: b\n---\nc: [\n", "document 2: invalid YAML:"),

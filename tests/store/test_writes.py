@@ -85,7 +85,10 @@ def test_empty_maps_and_lists_survive_the_round_trip(
 @pytest.mark.parametrize(
     "obj",
     [
-        {"kind": "Service", "metadata": {"name": "x"}},
+        {"kind": "Service", "metadata": {"name": "x"}},  # no apiVersion: no store kind
+        {"apiVersion": "v1", "kind": "Ser vice", "metadata": {"name": "x"}},
+        {"apiVersion": "Example.com/v1", "kind": "Widget", "metadata": {"name": "x"}},
+        {"apiVersion": "v1", "kind": "ClusterRole", "metadata": {"name": "x", "namespace": "a"}},
         {"kind": "Pod", "metadata": {}},
         {"kind": "Pod", "metadata": {"name": "a/b"}},
         {"kind": "Node", "metadata": {"name": "n", "namespace": "default"}},
@@ -96,6 +99,33 @@ def test_invalid_objects_are_refused(store: Store, obj: dict) -> None:
     with pytest.raises(InvalidObject):
         store.create(obj)
     assert store.resource_version() == 0
+
+
+def test_every_kind_has_a_store_of_its_own(store: Store, r: redis.Redis, keys: Keys) -> None:
+    """Kinds distsched does not act on are kept as given, per store kind: the kind for a
+    built-in group (namespaced or not as kube has it), Kind.group for a custom resource
+    (scoped by the namespace the loader gave it)."""
+    service = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": "web"}, "spec": {}}
+    role = {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+            "metadata": {"name": "system:metrics-server"}, "rules": []}  # fmt: skip
+    widget = {"apiVersion": "example.com/v1", "kind": "Pod",  # a custom kind named Pod
+              "metadata": {"name": "w", "namespace": "team"}, "spec": {"size": 3}}  # fmt: skip
+    created = store.create_many([service, role, widget, make_pod("a")])
+    assert [(o["kind"], o["apiVersion"]) for o in created[:3]] == [
+        ("Service", "v1"), ("ClusterRole", "rbac.authorization.k8s.io/v1"),
+        ("Pod", "example.com/v1"),
+    ]  # fmt: skip
+    assert store.get("Service", "default/web")["spec"] == {}  # type: ignore[index]
+    assert store.get("ClusterRole", "system:metrics-server") is not None
+    assert store.get("Pod.example.com", "team/w")["spec"] == {"size": 3}  # type: ignore[index]
+    assert [p["metadata"]["name"] for p in store.list("Pod")[0]] == ["a"]
+    assert store.custom_kinds() == ["Pod.example.com"]
+    assert [e[b"kind"] for e in events(r, keys)] == [
+        b"Service", b"ClusterRole", b"Pod.example.com", b"Pod",
+    ]  # fmt: skip
+    assert store.apply({**service, "spec": {"ports": []}})[1] == "configured"
+    store.delete("Pod.example.com", "team/w")
+    assert store.get("Pod.example.com", "team/w") is None
 
 
 def test_create_many_assigns_consecutive_rvs_across_kinds(

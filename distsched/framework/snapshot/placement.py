@@ -56,6 +56,9 @@ class PodPlacement:
         self._pods: list[dict[str, _Placed]] = [{} for _ in range(table.capacity)]
         self._pod_node: dict[str, int] = {}
         self._parked: dict[str, dict[str, _Placed]] = {}  # node name -> pods awaiting it
+        # pod key -> the node it is parked for (so that removing a pod looks up one
+        # dict: pods listed before their nodes park by the thousand)
+        self._parked_on: dict[str, str] = {}
         # Slots that may hold deferred pods (a superset: emptied as they materialize).
         self._deferred_slots: set[int] = set()
         self.pods_with_affinity: dict[str, PodInfo] = {}
@@ -124,7 +127,7 @@ class PodPlacement:
         entry = DeferredPod(load)
         index = self._table.get_index(node_name)
         if index is None:
-            self._parked.setdefault(node_name, {})[pod_key] = entry
+            self._park(node_name, pod_key, entry)
             return
         self._pods[index][pod_key] = entry
         self._pod_node[pod_key] = index
@@ -145,7 +148,7 @@ class PodPlacement:
         self.remove_pod(info.key)
         index = self._table.get_index(node_name)
         if index is None:
-            self._parked.setdefault(node_name, {})[info.key] = info
+            self._park(node_name, info.key, info)
             return info
         self._place(index, info)
         self._table.touch(index)
@@ -159,13 +162,18 @@ class PodPlacement:
             info = self._unplace(index, pod_key)
             self._table.touch(index)
             return None if type(info) is DeferredPod else cast(PodInfo, info)
-        for node_name, parked in self._parked.items():
-            if pod_key in parked:
-                found = parked.pop(pod_key)
-                if not parked:
-                    del self._parked[node_name]
-                return None if type(found) is DeferredPod else cast(PodInfo, found)
-        return None
+        node_name = self._parked_on.pop(pod_key, None)
+        if node_name is None:
+            return None
+        parked = self._parked[node_name]
+        found = parked.pop(pod_key)
+        if not parked:
+            del self._parked[node_name]
+        return None if type(found) is DeferredPod else cast(PodInfo, found)
+
+    def _park(self, node_name: str, pod_key: str, entry: _Placed) -> None:
+        self._parked.setdefault(node_name, {})[pod_key] = entry
+        self._parked_on[pod_key] = node_name
 
     # ------------------------------------------------------------------ node lifecycle
     def node_added(self, index: int, node_name: str) -> None:
@@ -174,6 +182,7 @@ class PodPlacement:
         if not parked:
             return
         for key, entry in parked.items():
+            del self._parked_on[key]
             if type(entry) is DeferredPod:
                 self._pods[index][key] = entry
                 self._pod_node[key] = index
@@ -186,9 +195,8 @@ class PodPlacement:
         it comes back."""
         pods = self._pods[index]
         if pods:
-            parked = self._parked.setdefault(node_name, {})
             for key in list(pods):
-                parked[key] = self._unplace(index, key)
+                self._park(node_name, key, self._unplace(index, key))
         self._deferred_slots.discard(index)
 
     def grow(self, capacity: int) -> None:
