@@ -116,7 +116,16 @@ podgroup_attempt_duration = Histogram(
     buckets=SLI_BUCKETS,
     registry=REGISTRY,
 )
-CONFLICT_REASONS = ("resources", "ports", "topology", "anti-affinity", "node-gone", "holder")
+CONFLICT_REASONS = (
+    "resources",
+    "ports",
+    "topology",
+    "anti-affinity",
+    "usage",
+    "node-gone",
+    "holder",
+    "gang",
+)
 
 
 def conflict_reason(reason: str) -> str:
@@ -129,6 +138,10 @@ def conflict_reason(reason: str) -> str:
         return "topology"
     if reason.startswith("anti-affinity"):
         return "anti-affinity"
+    if reason.startswith("node usage changed"):
+        return "usage"
+    if reason.startswith("gang member"):
+        return "gang"
     if reason.startswith("node(s) not found"):
         return "node-gone"
     return "holder"  # a previous pod of that name still holds a reservation

@@ -21,6 +21,8 @@ Definitions (also in BENCHMARKS.md):
 * redis_scripts (``--redis-profile`` only): µs and calls per pod of each Lua script, from
   the slow log.
 * gangs (gang workloads only, else null): see :mod:`distsched.bench.gangs`.
+* placement.pods_per_node: min, max, mean and stddev of the bound pods (init and measured)
+  per node, every node counted: how evenly several workers spread identical pods.
 """
 
 from __future__ import annotations
@@ -68,6 +70,7 @@ class RawRun:
     violations: list[str]
     warnings: list[str]
     gangs: dict[str, Any] | None = None  # gang workloads: bench.gangs.gang_figures
+    placement: dict[str, float] | None = None  # bound pods per node: runner.placement_figures
 
 
 def _round(value: float | None, digits: int = 4) -> float | None:
@@ -174,6 +177,7 @@ def build_result(run: RawRun) -> dict[str, Any]:
             "load_average": _round(run.load_average, 2),
         },
         "gangs": run.gangs,
+        "placement": {"pods_per_node": run.placement},
         "invariants": {"ok": not run.violations, "violations": run.violations},
         "warnings": run.warnings,
     }

@@ -52,7 +52,8 @@ from distsched.connection import ACK_ENV, RedisOptions, connect
 from distsched.embedded import EmbeddedRedis, free_port
 from distsched.keys import Keys
 from distsched.output import err_console, print_json
-from distsched.store import Store
+from distsched.redis_text import as_text
+from distsched.store import Store, parse_meta
 from distsched.workers.eventhandlers import GROUP
 
 EXIT_OK, EXIT_FAILED, EXIT_BAD_INPUT = 0, 1, 2
@@ -435,6 +436,27 @@ def settle_gangs(deployment: Deployment, layout: GangLayout, placed: set[str]) -
     return True
 
 
+def placement_figures(client: redis.Redis, keys: Keys) -> dict[str, float]:
+    """How evenly the bound pods (init and measured) lie over the nodes: min, max, mean
+    and standard deviation (population) of the pods per node, every node counted."""
+    pipe = client.pipeline(transaction=False)
+    pipe.hkeys(keys.store_meta("Node"))
+    pipe.hvals(keys.store_meta("Pod"))
+    nodes, metas = pipe.execute()
+    per_node = dict.fromkeys((as_text(n) for n in nodes), 0)
+    for raw in metas:
+        node = parse_meta(raw).node
+        if node in per_node:
+            per_node[node] += 1
+    counts = np.array(list(per_node.values()) or [0], dtype=float)
+    return {
+        "min": float(counts.min()),
+        "max": float(counts.max()),
+        "mean": round(float(counts.mean()), 3),
+        "stddev": round(float(counts.std()), 3),
+    }
+
+
 def placed_pods(client: redis.Redis, keys: Keys, pod_keys: list[str]) -> set[str]:
     """Those of ``pod_keys`` bound or reserved: with a record in the ledger."""
     records = client.hmget(keys.ledger_pods, pod_keys) if pod_keys else []
@@ -577,6 +599,7 @@ def _measure(
     if workload.init_schedulable and not workload.init_evictable:
         expected.update(init_keys)
     violations = checker.check(client, keys, expect_bound=expected, history=history)
+    placement = placement_figures(client, keys)
     gangs = None
     if layout is not None:
         assert gang_sampler is not None
@@ -634,4 +657,5 @@ def _measure(
         violations=violations,
         warnings=warnings,
         gangs=gangs,
+        placement=placement,
     )

@@ -140,6 +140,7 @@ def _encode_decision(d: Decision) -> list[str | int]:
         encode_ports(normalize_ports(d.host_ports)),
         encode_anti_affinity_keys(d.anti_affinity_keys),
         check_count("anti_affinity_gen", d.anti_affinity_gen),
+        check_count("seen_pods", d.seen_pods + 1) if d.seen_pods >= 0 else 0,
         len(d.domain_checks),
     ]
     for dom, gen in d.domain_checks.items():

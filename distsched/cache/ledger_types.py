@@ -85,6 +85,10 @@ class Decision:
     the same batch in its view adds their bumps (+1 per reservation on a node of the
     domain, +1 anti-affinity per key of a pod with such terms) to what it expects.
     ``nonzero`` is the pod's (cpu, memory) as scoring counts them (None: its requests).
+    ``seen_pods`` is the node's pod count in the worker's view before the batch's own
+    decisions (-1: not checked): refused if the ledger has more, i.e. another worker put
+    pods there meanwhile (scores compare nodes by what they hold: a view that lags the
+    other workers' reservations would pile pods onto the nodes that looked emptiest).
     """
 
     pod_key: str
@@ -97,6 +101,7 @@ class Decision:
     anti_affinity_gen: int = 0
     anti_affinity_keys: Sequence[str] = ()
     nonzero: tuple[int, int] | None = None
+    seen_pods: int = -1
 
 
 class NodeUsage(NamedTuple):

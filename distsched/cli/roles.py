@@ -57,6 +57,14 @@ def _assume_ttl_option(fn: Callable[..., Any]) -> Callable[..., Any]:
     show_default=True,
     help="Lease on popped pods; an expired one goes back to activeQ.",
 )
+@click.option(
+    "--even-placement/--no-even-placement",
+    default=False,
+    envvar="DISTSCHED_EVEN_PLACEMENT",
+    show_default=True,
+    help="Refuse a node another worker filled since this worker's view, and decide again: "
+    "several workers spread pods as evenly as one, at the cost of those conflicts.",
+)
 @_assume_ttl_option
 @_metrics_option
 @kubeconfig_options
@@ -67,6 +75,7 @@ def worker(
     batch_budget_ms: int,
     bind_linger_ms: int,
     lease_ms: int,
+    even_placement: bool,
     assume_ttl_ms: int,
     metrics_port: int,
     metrics_addr: str,
@@ -91,6 +100,7 @@ def worker(
         lease_ms=lease_ms,
         assume_ttl_ms=assume_ttl_ms,
         kube=kube,
+        even_placement=even_placement,
     )
 
 

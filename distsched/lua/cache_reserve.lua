@@ -40,6 +40,9 @@ then per decision, in order:
          non-zero extra, add up like the others but are not checked against allocatable),
          host ports "<proto>|<port>|<ip>,...",
          anti-affinity topology keys "k1,k2", expected anti-affinity generation sum,
+         seen pods + 1 (the node's pod count the worker's view had, before this batch's
+         own decisions; 0: no check): refused if another worker added pods to the node
+         since, so that concurrent workers do not all pick the node that looked emptiest,
          C = number of domain checks, then C pairs (domain "<key>=<value>", generation)
 Returns one entry per decision: {"R", token} reserved, {"X", reason} rejected, {"S", reason}
 stale (fencing), {"I", reason} invalid: a request beyond 2^53-1 (numbers here are doubles),
@@ -91,10 +94,10 @@ while a <= #ARGV do
   local d = #decisions + 1
   local key, uid, epoch, ni = ARGV[a], ARGV[a + 1], tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3])
   local req_text, ports_text, ak = ARGV[a + 4], ARGV[a + 5], ARGV[a + 6]
-  local aa, n_checks = tonumber(ARGV[a + 7]), tonumber(ARGV[a + 8])
+  local aa, seen, n_checks = tonumber(ARGV[a + 7]), tonumber(ARGV[a + 8]), tonumber(ARGV[a + 9])
   if not key or key == '' or string.find(key, ' ', 1, true) or not uid or not is_count(epoch)
       or not is_count(ni) or ni < 1 or ni > n_nodes or not req_text or not ports_text
-      or not ak or string.find(ak, ' ', 1, true) or not is_count(aa)
+      or not ak or string.find(ak, ' ', 1, true) or not is_count(aa) or not is_count(seen)
       or not is_count(n_checks) then
     return fail('malformed decision #' .. d)
   end
@@ -120,7 +123,7 @@ while a <= #ARGV do
   end
   local checks = {}
   for c = 1, n_checks do
-    local dom, gen = ARGV[a + 7 + 2 * c], tonumber(ARGV[a + 8 + 2 * c])
+    local dom, gen = ARGV[a + 8 + 2 * c], tonumber(ARGV[a + 9 + 2 * c])
     if not dom or not string.find(dom, '=', 1, true) or not is_count(gen) then
       return fail('malformed domain check in #' .. d)
     end
@@ -134,8 +137,8 @@ while a <= #ARGV do
   end
   decisions[d] = { key = key, uid = uid, epoch = epoch, ni = ni, req = req, req_text = req_text,
                    ports = ports, ports_text = ports_text, ak = ak, aks = aks, aa = aa,
-                   checks = checks, invalid = req_invalid[req_text] }
-  a = a + 9 + 2 * n_checks
+                   seen = seen, checks = checks, invalid = req_invalid[req_text] }
+  a = a + 10 + 2 * n_checks
 end
 if #decisions < 1 or #decisions > 1000 then return fail('1 to 1000 decisions per call') end
 if all_or_nothing == '1' then group_sizes = { #decisions } end
@@ -271,6 +274,10 @@ local function check(d, dec)
   if aa ~= dec.aa then
     return 'X', 'anti-affinity of pods in the node\'s domains changed (generation ' .. aa
       .. ', saw ' .. dec.aa .. ')'
+  end
+  if dec.seen > 0 and (st.req['pods'] or 0) > dec.seen - 1 then
+    return 'X', 'node usage changed (' .. int(st.req['pods'] or 0) .. ' pods, saw '
+      .. int(dec.seen - 1) .. ')'
   end
 
   -- fits: apply to the batch overlay

@@ -45,6 +45,7 @@ def run_worker(
     lease_ms: int | None = None,
     assume_ttl_ms: int | None = None,
     kube: KubeMode | None = None,
+    even_placement: bool = False,
 ) -> None:
     try:
         scheduler_config = load_config(config_path)
@@ -76,6 +77,7 @@ def run_worker(
                 batch_budget_s=batch_budget_ms / 1000,
                 bind_linger_s=bind_linger_ms / 1000,
                 queueing_hints=os.environ.get("DISTSCHED_QUEUEING_HINTS", "1") != "0",
+                even_placement=even_placement,
             ),
             queue_config=QueueConfig(lease_ms=lease_ms) if lease_ms else None,
             ledger_config=LedgerConfig(assume_ttl_ms=assume_ttl_ms) if assume_ttl_ms else None,

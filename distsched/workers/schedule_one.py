@@ -57,6 +57,7 @@ from distsched.framework.failure import Failure, FailureHandler
 from distsched.framework.podinfo import PodInfo
 from distsched.framework.profile import Profiles, SchedulerConfig
 from distsched.framework.runtime import Framework
+from distsched.framework.snapshot import PODS_COL
 from distsched.keys import Keys
 from distsched.model import HostPort, ManifestError, Node, Pod, PodRef
 from distsched.model.objects import DEFAULT_SCHEDULER_NAME
@@ -106,6 +107,10 @@ class WorkerConfig:
     lazy_pods: bool = True
     # How often one of the workers runs the consistency sweep (maintenance.ConsistencySweep).
     sweep_interval_s: float = 60.0
+    # Refuse a reservation on a node another worker put pods on since this worker's view
+    # (Decision.seen_pods), and decide the pod again: several workers then spread pods as
+    # evenly as one does, at the cost of those conflicts (BENCHMARKS.md, issue 23).
+    even_placement: bool = False
 
 
 def next_pop_size(config: WorkerConfig, popped: int, current: int, elapsed_s: float) -> int:
@@ -924,9 +929,20 @@ class SchedulingWorker:
         bumps: Counter[str] = Counter()
         anti_bumps: Counter[str] = Counter()
         decisions = []
+        # even_placement: the view's pod count of each node without this batch's own
+        # decisions (they are assumed in the snapshot already), which the ledger has
+        # unless another worker put pods there since. Left out on a pod's last try, so
+        # that evenness never fails a pod.
+        even = self.config.even_placement
+        batch_on_node = Counter(a.node for a in batch) if even else Counter()
+        pods_col = self.snapshot.table.requested[:, PODS_COL]
         for attempt in batch:
             assert attempt.info is not None
             node = attempt.node
+            seen_pods = -1
+            index = self.snapshot.get_index(node) if even else None
+            if index is not None and attempt.tries < self.config.max_reserve_attempts:
+                seen_pods = max(0, int(pods_col[index]) - batch_on_node[node])
             domains, by_key = self.view.node_topology(node)
             checks: dict[str, int] = {}
             if constrained(attempt.pod):
@@ -948,6 +964,7 @@ class SchedulingWorker:
                     + (sum(anti_bumps[d] for d in domains) if anti_bumps else 0),
                     anti_affinity_keys=anti_keys,
                     nonzero=(attempt.info.nonzero_cpu, attempt.info.nonzero_memory),
+                    seen_pods=seen_pods,
                 )
             )
             if self._watched:

@@ -74,7 +74,7 @@ def test_the_reserve_script_refuses_such_a_request_alone_too(
     deadline = clock.now_ms() + 30_000
     args: list[str | int] = [deadline, 0, 1, "n1"]
     for pod, cpu in ((huge, "9223372036854775807"), (small, "100")):
-        args += [pod.key, pod.uid, pod.epoch, 1, f"cpu={cpu},pods=1", "", "", 0, 0]
+        args += [pod.key, pod.uid, pod.epoch, 1, f"cpu={cpu},pods=1", "", "", 0, 0, 0]
     script = ScriptSet(r).get("cache_reserve")
     kinds = [(k.decode(), d.decode()) for k, d in script(keys=keys_, args=args)]
     assert kinds[0][0] == "I" and "cpu" in kinds[0][1] and "2^53-1" in kinds[0][1]

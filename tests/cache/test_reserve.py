@@ -367,9 +367,9 @@ def test_script_validates_its_input_before_writing(
     base += [keys.ledger_domain_gen, keys.ledger_anti_affinity_gen, keys.ledger_anti_affinity_pods]
     base += [keys.ledger_topology_keys]
     node_keys = ledger.node_keys("n1")
-    # per decision: key, uid, epoch, node index, requests, ports, ak, aa gen, checks
-    good = ["ns/a", "uid-ns/a", 1, 1, "cpu=1,pods=1", "", "", 0, 0]
-    bad = ["ns/b", "uid-ns/b", 1, 1, "cpu=1,pods=1", "TCP|0|x", "", 0, 0]
+    # per decision: key, uid, epoch, node index, requests, ports, ak, aa gen, seen, checks
+    good = ["ns/a", "uid-ns/a", 1, 1, "cpu=1,pods=1", "", "", 0, 0, 0]
+    bad = ["ns/b", "uid-ns/b", 1, 1, "cpu=1,pods=1", "TCP|0|x", "", 0, 0, 0]
     before = snapshot_db(r)
     with pytest.raises(redis.ResponseError, match="bad host port"):
         script(keys=base + node_keys + ledger.feed_keys, args=[1, 0, 1, "n1", *good, *bad])
@@ -380,7 +380,7 @@ def test_script_validates_its_input_before_writing(
     with pytest.raises(redis.ResponseError, match="bad requests in #1"):
         script(
             keys=base + node_keys + ledger.feed_keys,
-            args=[1, 0, 1, "n1", "ns/a", "uid-ns/a", 1, 1, "cpu=x", "", "", 0, 0],
+            args=[1, 0, 1, "n1", "ns/a", "uid-ns/a", 1, 1, "cpu=x", "", "", 0, 0, 0],
         )
     assert snapshot_db(r) == before
 

@@ -1,0 +1,50 @@
+"""Issue 23, item 2: with even_placement a worker whose view lags another worker's
+reservations does not pile pods onto the node that looked emptiest (in process: real
+Redis, fake clock, two workers)."""
+
+from __future__ import annotations
+
+import redis
+
+from distsched.clock import FakeClock
+from distsched.keys import Keys
+from tests.support.objects import node, pod
+from tests.support.readers import bound_nodes
+from tests.workers.harness import InProcessCluster
+
+
+def race(r: redis.Redis, keys: Keys, clock: FakeClock, *, even: bool) -> tuple[str, str, int]:
+    """n1 is roomier, so both workers' views prefer it; the second decides on a view
+    that does not have the first one's pod yet."""
+    cluster = InProcessCluster(r, keys, clock)
+    second = cluster.add_worker()
+    for worker in cluster.workers:
+        worker.config.even_placement = even
+    cluster.create(node("n1", cpu="16", pods="10"), node("n2", cpu="8", pods="10"))
+    cluster.handle_events()
+    while second.informer.poll_once(0):
+        pass
+    second.view.refresh_from_ledger()
+    cluster.create(pod("a", cpu="1"), pod("b", cpu="1"))
+    cluster.handle_events()
+    first_pop = cluster.pop(1)
+    second_pop = second.queue.pop(1, now_ms=clock.now_ms())
+    cluster.schedule(first_pop)
+    second.schedule_one_batch(second_pop)  # its view: n1 still empty
+    cluster.bind()
+    bound = bound_nodes(r, keys)
+    return bound["default/a"], bound["default/b"], second.conflicts
+
+
+def test_without_it_the_lagging_worker_picks_the_same_node(
+    r: redis.Redis, keys: Keys, clock: FakeClock
+) -> None:
+    assert race(r, keys, clock, even=False) == ("n1", "n1", 0)
+
+
+def test_with_it_the_ledger_refuses_and_the_pod_is_decided_again(
+    r: redis.Redis, keys: Keys, clock: FakeClock
+) -> None:
+    a, b, conflicts = race(r, keys, clock, even=True)
+    assert conflicts == 1  # "node usage changed": decided again on the refreshed view
+    assert (a, b) == ("n1", "n2")
