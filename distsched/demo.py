@@ -8,10 +8,9 @@ from collections import Counter
 from typing import Any
 
 import redis
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from distsched.keys import Keys
-from distsched.output import console, print_table
+from distsched.output import print_table, progress_bar
 from distsched.store import Store
 
 ZONES = ("zone-a", "zone-b", "zone-c")
@@ -95,13 +94,8 @@ def run_demo(client: redis.Redis, keys: Keys, *, timeout_s: float = 120.0) -> bo
     store.create_many(pods)
     schedulable = len(pods) - 1
     bound = 0
-    with Progress(
-        TextColumn("scheduling"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=console,
-    ) as progress:
+    # The bar goes to stderr, the summary to stdout (`up --demo > summary.txt` keeps it).
+    with progress_bar("scheduling") as progress:
         task = progress.add_task("pods", total=schedulable)
         while time.monotonic() - started < timeout_s:
             items, _ = store.list("Pod", namespace="demo")
@@ -114,10 +108,11 @@ def run_demo(client: redis.Redis, keys: Keys, *, timeout_s: float = 120.0) -> bo
     items, _ = store.list("Pod", namespace="demo")
     per_node = Counter(p["spec"]["nodeName"] for p in items if p.get("spec", {}).get("nodeName"))
     rows = [(name, per_node.get(name, 0)) for name in sorted(n["metadata"]["name"] for n in nodes)]
-    print_table("pods per node", ["NODE", "PODS"], rows)
-    console.print(
+    print_table(None, ["NODE", "PODS"], rows)
+    print(
         f"{bound}/{schedulable} schedulable pods bound in {elapsed:.1f}s "
         f"({bound / elapsed:.0f} pods/s); demo/too-big stays pending "
-        "(try `distsched explain pod too-big -n demo`)"
+        "(try `distsched explain pod too-big -n demo`)",
+        flush=True,
     )
     return bound >= schedulable

@@ -1,7 +1,7 @@
 """What-if replay of a real cluster: ``distsched replay -f dump.json``.
 
 Input: what kubectl writes, JSON or YAML, in one or more files: ``kubectl get
-nodes,pods -A -o json`` (a ``kind: List``; ``distsched get pods,nodes -o json`` has the
+nodes,pods -A -o json`` (a ``kind: List``; ``distsched get pods,nodes -A -o json`` has the
 same shape), the API server's own lists (``PodList``, ``NodeList``, ``PriorityClassList``...,
 whose items carry no ``kind``: the list's says it), optionally with priorityclasses,
 poddisruptionbudgets and namespaces, or ``kubectl get all -A -o json``.

@@ -137,3 +137,31 @@ def explain_pod(client: redis.Redis, keys: Keys, pod_key: str) -> str | None:
     """:func:`pod_explanation` as text, or None if there is no such pod."""
     explanation = pod_explanation(client, keys, pod_key)
     return None if explanation is None else format_explanation(explanation)
+
+
+def ledger_nodes(client: redis.Redis, keys: Keys, names: list[str]) -> dict[str, dict[str, Any]]:
+    """The ledger's allocatable and requested amounts of the named nodes (canonical units:
+    cpu millicores, bytes, pod counts), read in one MULTI without scripts (the operator's
+    ACL user may run it): ``{"allocatable": {...}, "requested": {...}}`` per node the ledger
+    holds as live; a node it does not hold (no worker has seen it yet) is left out.
+    Requested is what assumed and bound pods hold: what the scheduler places against."""
+    pipe = client.pipeline(transaction=True)
+    for name in names:
+        pipe.hgetall(keys.ledger_node(name))
+    out: dict[str, dict[str, Any]] = {}
+    for name, raw in zip(names, pipe.execute(), strict=True):
+        fields = {as_text(k): as_text(v) for k, v in raw.items()}
+        if not fields or fields.get("live") == "0":
+            continue
+        allocatable: dict[str, int] = {}
+        requested: dict[str, int] = {}
+        for field_name, value in fields.items():
+            kind, _, resource = field_name.partition(":")
+            if not resource or resource.startswith("+"):  # scoring's non-zero extra
+                continue
+            if kind == "alloc":
+                allocatable[resource] = int(float(value))
+            elif kind == "req":
+                requested[resource] = int(float(value))
+        out[name] = {"allocatable": allocatable, "requested": requested}
+    return out

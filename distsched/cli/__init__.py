@@ -6,8 +6,11 @@ stderr, never a traceback, and never show a password from the URL.
 
 | module | verbs |
 | --- | --- |
-| :mod:`~distsched.cli.objects` | apply, get, delete |
-| :mod:`~distsched.cli.inspect` | queue, explain |
+| :mod:`~distsched.cli.objects` | apply, delete |
+| :mod:`~distsched.cli.get` | get (with :mod:`~.printers`, :mod:`~.selectors`, :mod:`~.watch`) |
+| :mod:`~distsched.cli.describe` | describe (pods, nodes) |
+| :mod:`~distsched.cli.scale` | scale |
+| :mod:`~distsched.cli.inspect` | queue, explain, top |
 | :mod:`~distsched.cli.roles` | worker, binder, controller, server |
 | :mod:`~distsched.cli.kube` | kube-bridge |
 | :mod:`~distsched.cli.up` | up (all roles, the demo) |
@@ -20,7 +23,19 @@ from __future__ import annotations
 
 import click
 
-from distsched.cli import acl, bench, inspect, kube, objects, replay, roles, up
+from distsched.cli import (
+    acl,
+    bench,
+    describe,
+    get,
+    inspect,
+    kube,
+    objects,
+    replay,
+    roles,
+    scale,
+    up,
+)
 from distsched.cli.common import DistschedGroup, setup_logging
 
 
@@ -34,10 +49,13 @@ def main(verbose: int) -> None:
 
 for command in (
     objects.apply,
-    objects.get,
+    get.get,
     objects.delete,
+    describe.describe,
+    scale.scale,
     inspect.queue,
     inspect.explain,
+    inspect.top,
     roles.worker,
     roles.binder,
     roles.controller,

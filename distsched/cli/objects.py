@@ -1,117 +1,26 @@
-"""Objects: ``apply``, ``get`` and ``delete``, with kubectl's kind names and table rows."""
+"""Objects: ``apply`` and ``delete`` (``get`` is :mod:`distsched.cli.get`), with
+kubectl's kind names."""
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 from typing import Any
 
 import click
 
-from distsched.cli.common import bad_input, fail, make_context, redis_options, warn
+from distsched.cli import printers
+from distsched.cli.common import EXIT_RUNTIME, bad_input, fail, make_context, redis_options
+from distsched.cli.get import (
+    Reader,
+    current_namespace,
+    namespace_option,
+    not_found,
+    parse_targets,
+)
 from distsched.cli.kindnames import KindNames, crd_reader
-from distsched.model.errors import ManifestError
-from distsched.model.kinds import ALL_KINDS
-from distsched.model.podgroups import PodGroup, group_of_object, podgroup_status
-from distsched.output import print_json, print_table, print_yaml, progress_bar
-
-
-def headers(kind: str, *, cluster_scoped: bool = False) -> list[str]:
-    if kind not in ALL_KINDS:  # kept as given: what every object has
-        return ["NAME", "KIND", "APIVERSION"] if cluster_scoped else STORED_HEADERS
-    if kind == "Pod":
-        return ["NAMESPACE", "NAME", "NODE", "PRIORITY"]
-    if kind == "Node":
-        return ["NAME", "STATUS", "CPU", "MEMORY"]
-    if kind == "Namespace":
-        return ["NAME", "LABELS"]
-    if kind == "PriorityClass":
-        return ["NAME", "VALUE", "GLOBAL-DEFAULT", "PREEMPTION"]
-    if kind == "PodDisruptionBudget":
-        return ["NAMESPACE", "NAME", "MIN AVAILABLE", "MAX UNAVAILABLE"]
-    if kind == "PodGroup":  # scheduler-plugins' printer columns (MIN: minMember), SCHEDULED
-        return ["NAMESPACE", "NAME", "PHASE", "MIN", "SCHEDULED", "RUNNING", "SUCCEEDED", "FAILED"]
-    return ["NAMESPACE", "NAME", "DESIRED"]
-
-
-STORED_HEADERS = ["NAMESPACE", "NAME", "KIND", "APIVERSION"]
-
-
-def row(kind: str, o: dict[str, Any], *, cluster_scoped: bool = False) -> tuple[Any, ...]:
-    meta, spec = o["metadata"], o.get("spec") or {}
-    if kind not in ALL_KINDS:
-        cells = (meta["name"], o.get("kind", ""), o.get("apiVersion", ""))
-        return cells if cluster_scoped else (meta.get("namespace", ""), *cells)
-    if kind == "Pod":
-        return (
-            meta.get("namespace", ""),
-            meta["name"],
-            spec.get("nodeName", "") or "<pending>",
-            spec.get("priority", 0) or 0,
-        )
-    if kind == "Node":
-        return (
-            meta["name"],
-            "SchedulingDisabled" if spec.get("unschedulable") else "Ready",
-            o.get("status", {}).get("allocatable", {}).get("cpu", ""),
-            o.get("status", {}).get("allocatable", {}).get("memory", ""),
-        )
-    if kind == "Namespace":
-        labels = meta.get("labels") or {}
-        return (meta["name"], ",".join(f"{k}={v}" for k, v in sorted(labels.items())))
-    if kind == "PriorityClass":
-        return (
-            meta["name"],
-            o.get("value", 0),
-            bool(o.get("globalDefault")),
-            o.get("preemptionPolicy") or "PreemptLowerPriority",
-        )
-    if kind == "PodDisruptionBudget":
-        return (
-            meta.get("namespace", ""),
-            meta["name"],
-            spec.get("minAvailable", "N/A"),
-            spec.get("maxUnavailable", "N/A"),
-        )
-    if kind == "PodGroup":
-        status = o.get("status") or {}
-        try:
-            min_member: Any = PodGroup.from_dict(o).min_member
-        except ManifestError:
-            min_member = "?"
-        return (
-            meta.get("namespace", ""),
-            meta["name"],
-            status.get("phase", ""),
-            min_member,
-            *(status.get(n, 0) for n in ("scheduled", "running", "succeeded", "failed")),
-        )
-    if kind == "Job":
-        desired: Any = spec.get("parallelism", 1)
-    elif kind == "DaemonSet":
-        desired = "per node"
-    else:
-        desired = spec.get("replicas", 1)
-    return (meta.get("namespace", ""), meta["name"], desired)
-
-
-def add_podgroup_status(groups: list[dict[str, Any]], pods: list[dict[str, Any]]) -> None:
-    """Set each stored PodGroup's ``status`` to the one :func:`podgroup_status` computes
-    from ``pods`` (keys of a stored status it does not compute, such as v1alpha2's
-    conditions, stay). A group that does not decode keeps its status, with a warning."""
-    members: dict[str, list[dict[str, Any]]] = {}
-    for pod in pods:
-        group_key = group_of_object(pod)
-        if group_key:
-            members.setdefault(group_key, []).append(pod)
-    for i, obj in enumerate(groups):
-        try:
-            group = PodGroup.from_dict(obj)
-        except ManifestError as exc:
-            warn(f"podgroup {exc.name or i}: status not computed: {exc.field}: {exc.reason}")
-            continue
-        status = podgroup_status(group, members.get(group.key, ()))
-        groups[i] = {**obj, "status": {**(obj.get("status") or {}), **status}}
-
+from distsched.cli.selectors import SelectorError, parse_label_selector
+from distsched.output import progress_bar
 
 APPLY_CHUNK = 500
 """Objects per store call; more than this many objects get a progress bar."""
@@ -223,75 +132,99 @@ def apply(paths: tuple[str, ...], strict: bool, **kwargs: Any) -> None:
 
 
 @click.command()
-@click.argument("kind")
-@click.argument("name")
-@click.option("-n", "--namespace", default="default", show_default=True)
+@click.argument("args", nargs=-1, metavar="[KIND[,KIND...] [NAME...] | KIND/NAME...]")
+@click.option(
+    "-f",
+    "--filename",
+    "paths",
+    multiple=True,
+    help="Delete the objects a file, directory or - (stdin) names (repeatable).",
+)
+@namespace_option
+@click.option("-l", "--selector", default="", help="Delete the objects of KIND it selects.")
+@click.option("--ignore-not-found", is_flag=True, help="An object that does not exist is no error.")
 @redis_options
-def delete(kind: str, name: str, namespace: str, **kwargs: Any) -> None:
-    """Delete an object (pod, node, deployment, service, ...: kubectl's kind names; a
-    custom resource by the names its stored CustomResourceDefinition gives, or
-    Kind.group)."""
+def delete(
+    args: tuple[str, ...],
+    paths: tuple[str, ...],
+    namespace: str | None,
+    selector: str,
+    ignore_not_found: bool,
+    **kwargs: Any,
+) -> None:
+    """Delete objects, as kubectl delete does: `delete pod web-1 web-2`, `delete
+    deploy/web`, `delete -f shop.yaml`, `delete pods -l app=web` (kubectl's kind names;
+    a custom resource by the names its stored CustomResourceDefinition gives, or
+    Kind.group). An owner's pods go with it when a controller runs. A missing object is
+    kubectl's `Error from server (NotFound)` line and exit code 1, unless
+    --ignore-not-found."""
+    from distsched.model import ManifestError
+    from distsched.model.manifest import load_paths
     from distsched.store import NotFound, Store
 
     ctx = make_context(kwargs)
-    names = KindNames(lambda: Store(ctx.client(), ctx.keys))
-    try:
-        store_kind = names.resolve(kind)
-    except ValueError as exc:
-        bad_input(str(exc))
     store = Store(ctx.client(), ctx.keys)
-    cluster = names.cluster_scoped(store_kind)
-    keys = [f"{namespace}/{name}", name]  # a custom kind of unknown scope: either
-    if cluster is not None:
-        keys = [name] if cluster else keys[:1]
-    for key in keys:
+    names = KindNames(lambda: store)
+    ns = current_namespace(namespace)
+    reader = Reader(store, names, ns)
+    targets: list[tuple[str, str, str]] = []  # (store kind, key, name)
+    if paths:
+        if args or selector:
+            bad_input("give either -f or KIND [NAME...], not both")
         try:
-            store.delete(store_kind, key)
+            for loaded in load_paths(paths, crds=crd_reader(store)):
+                targets.append((loaded.kind, loaded.key, loaded.metadata.name))
+        except ManifestError as exc:
+            bad_input(str(exc))
+        except OSError as exc:
+            bad_input(f"{exc.filename or ', '.join(paths)}: {exc.strerror or exc}")
+    elif not args:
+        bad_input("give KIND NAME, KIND/NAME, KIND -l SELECTOR or -f FILE")
+    else:
+        try:
+            queries, _, _ = parse_targets(args, names)
+            labels = parse_label_selector(selector)
+        except (ValueError, SelectorError) as exc:
+            bad_input(str(exc))
+        for query in queries:
+            if not query.names and not selector:
+                bad_input(
+                    f"resource(s) were provided, but no name was specified: give "
+                    f"{printers.resource_name(query.kind)} NAME or -l SELECTOR"
+                )
+            cluster = names.cluster_scoped(query.kind)
+            for name in query.names:
+                obj = reader.get(query.kind, name, ns)
+                key = name if cluster else f"{ns}/{name}"
+                if obj is not None:
+                    meta = obj["metadata"]
+                    key = f"{meta['namespace']}/{name}" if meta.get("namespace") else name
+                targets.append((query.kind, key, name))
+            if selector:
+                for obj in reader.list(query.kind):
+                    meta = obj["metadata"]
+                    if labels.matches(meta.get("labels")) and meta["name"] not in query.names:
+                        key = (
+                            f"{meta['namespace']}/{meta['name']}"
+                            if meta.get("namespace")
+                            else meta["name"]
+                        )
+                        targets.append((query.kind, key, meta["name"]))
+    missing = False
+    for kind, key, name in targets:
+        try:
+            gone = store.delete(kind, key)
         except NotFound:
+            if not ignore_not_found:
+                print(not_found(kind, name), file=sys.stderr)
+                missing = True
             continue
-        print(f"{store_kind.lower()}/{name} deleted")
-        return
-    fail(f"{store_kind.lower()} {keys[0]!r} not found")
+        print(f'{printers.kind_prefix(kind, gone)} "{name}" deleted')
+    if missing:
+        sys.exit(EXIT_RUNTIME)
 
 
-@click.command()
-@click.argument("kind")
-@click.option("-n", "--namespace", default=None, help="Only this namespace (default: all).")
-@click.option("-A", "--all-namespaces", is_flag=True, help="Objects of every namespace.")
-@click.option("-o", "--output", type=click.Choice(["table", "json", "yaml"]), default="table")
-@redis_options
-def get(kind: str, namespace: str | None, all_namespaces: bool, output: str, **kwargs: Any) -> None:
-    """List objects of one or more kinds (``pods``, ``nodes,pods``, ``deploy``, ``svc``,
-    ``clusterroles``, a custom resource's plural, ...). A stored record that cannot be
-    decoded is left out with a warning naming it. A PodGroup's status (phase and pod
-    counts) is computed from its pods as read."""
-    from distsched.store import Store, Undecodable
-
-    def skip(error: Undecodable) -> None:
-        warn(f"skipping {error}")
-
-    ctx = make_context(kwargs)
-    names = KindNames(lambda: Store(ctx.client(), ctx.keys))
-    try:
-        kinds = names.parse(kind)
-    except ValueError as exc:
-        bad_input(str(exc))
-    store = Store(ctx.client(), ctx.keys)
-    listed: list[tuple[str, list[dict[str, Any]]]] = []
-    for store_kind in kinds:
-        cluster = names.cluster_scoped(store_kind)
-        ns = None if all_namespaces or cluster else namespace
-        items, _ = store.list(store_kind, namespace=ns, on_undecodable=skip)
-        items.sort(key=lambda o: (o["metadata"].get("namespace", ""), o["metadata"]["name"]))
-        if store_kind == "PodGroup" and items:
-            add_podgroup_status(items, store.list("Pod", namespace=ns, on_undecodable=skip)[0])
-        listed.append((store_kind, items))
-    if output in ("json", "yaml"):
-        items = [o for _, group in listed for o in group]
-        everything = {"apiVersion": "v1", "kind": "List", "items": items}
-        (print_json if output == "json" else print_yaml)(everything)
-        return
-    for store_kind, items in listed:
-        cluster = bool(names.cluster_scoped(store_kind))
-        rows = [row(store_kind, o, cluster_scoped=cluster) for o in items]
-        print_table(None, headers(store_kind, cluster_scoped=cluster), rows)
+def _key(obj: dict[str, Any]) -> str:
+    """The store key of an object as read: ``ns/name``, or ``name`` when cluster-scoped."""
+    meta = obj["metadata"]
+    return f"{meta['namespace']}/{meta['name']}" if meta.get("namespace") else str(meta["name"])

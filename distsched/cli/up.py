@@ -4,10 +4,13 @@ on an embedded server when no URL is given, optionally with the demo; Ctrl-C sto
 from __future__ import annotations
 
 import logging
+import os
 import signal
 import sys
+import tempfile
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 import click
@@ -24,15 +27,21 @@ from distsched.cli.common import (
 from distsched.cli.kube import checked_mode, kubeconfig_options
 from distsched.connection import RedisOptions, connect, redact_url, retry_redis
 from distsched.launcher import RoleProcess, redis_args, role_env, stop_all
-from distsched.output import console, err_console
+from distsched.output import err_console
 
 log = logging.getLogger("distsched")
 
 
-def _spawn(role: str, options: RedisOptions, scheduler: str, extra: list[str]) -> RoleProcess:
+def _spawn(
+    role: str,
+    options: RedisOptions,
+    scheduler: str,
+    extra: list[str],
+    log_path: Path | None = None,
+) -> RoleProcess:
     # In our own process group: Ctrl-C in the terminal reaches every role as it reaches us.
     args = [*redis_args(options, scheduler), *extra]
-    return RoleProcess(role, args, role_env(options), own_session=False).start()
+    return RoleProcess(role, args, role_env(options), log_path=log_path, own_session=False).start()
 
 
 @click.command()
@@ -83,6 +92,10 @@ def up(
         fail("--demo creates its own cluster in the store; it does not go with --kubeconfig", 2)
     embedded: EmbeddedRedis | None = None
     children: list[RoleProcess] = []
+    # The demo prints its summary on stdout: the roles' log lines go to a file meanwhile,
+    # so that none lands in the middle of it (kept, and named, if the demo fails).
+    role_log = Path(tempfile.gettempdir()) / f"distsched-demo-{os.getpid()}.log" if demo else None
+    demo_ok = False
     try:
         if not ctx.options.url:
             try:
@@ -103,18 +116,22 @@ def up(
             role_args += ["--kubeconfig", kube.kubeconfig]
             role_args += ["--context", kube.context] if kube.context else []
             controllers = 0
-            children.append(_spawn("kube-bridge", ctx.options, ctx.keys.scheduler, role_args))
+            children.append(
+                _spawn("kube-bridge", ctx.options, ctx.keys.scheduler, role_args, role_log)
+            )
         for i in range(workers):
             metrics = ["--metrics-port", str(metrics_port + i)] if metrics_port else []
             metrics += ["--metrics-addr", metrics_addr] if metrics_port else []
-            children.append(_spawn("worker", ctx.options, ctx.keys.scheduler, role_args + metrics))
+            children.append(
+                _spawn("worker", ctx.options, ctx.keys.scheduler, role_args + metrics, role_log)
+            )
         binder_args = ["--processes", str(binders), *role_args]
         if metrics_port:
             binder_args += ["--metrics-port", str(metrics_port + workers)]
             binder_args += ["--metrics-addr", metrics_addr]
-        children.append(_spawn("binder", ctx.options, ctx.keys.scheduler, binder_args))
+        children.append(_spawn("binder", ctx.options, ctx.keys.scheduler, binder_args, role_log))
         for _ in range(controllers):
-            children.append(_spawn("controller", ctx.options, ctx.keys.scheduler, []))
+            children.append(_spawn("controller", ctx.options, ctx.keys.scheduler, [], role_log))
         demo_result: list[int] = []
         if demo:
             # In a thread, so that a worker or binder that dies ends the demo at once.
@@ -127,6 +144,7 @@ def up(
             )
         while all(child.alive() for child in children):
             if demo_result:
+                demo_ok = demo_result[0] == 0
                 sys.exit(demo_result[0])
             time.sleep(0.2)
         fail("a worker, binder or controller process exited; stopping the others")
@@ -138,6 +156,11 @@ def up(
         stop_all(children)
         if embedded:
             embedded.stop()
+        if role_log is not None and role_log.exists():
+            if demo_ok:
+                role_log.unlink()
+            else:
+                err_console.print(f"role logs: {role_log}", markup=False, highlight=False)
 
 
 def _wait_for_redis(ctx: Context) -> None:
@@ -186,5 +209,5 @@ def _run_demo(ctx: Context) -> int:
     finally:
         client.close()
     if text:
-        console.print(text, markup=False, highlight=False, soft_wrap=True)
+        print(text, flush=True)
     return 0 if ok else EXIT_RUNTIME

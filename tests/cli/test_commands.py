@@ -96,9 +96,14 @@ def test_apply_a_directory_then_get_as_table_json_and_yaml(
     again = invoke(redis_url, "apply", "-f", str(tmp_path / "10-pods.yml"))
     assert again.stdout.splitlines() == ["pod/web-1 unchanged", "pod/web-2 unchanged"]
 
+    # As kubectl's: the current namespace (default) without -n, every one with -A.
     listed = json.loads(invoke(redis_url, "get", "pods", "-o", "json").stdout)
     assert listed["kind"] == "List"
     assert [(p["metadata"]["namespace"], p["metadata"]["name"]) for p in listed["items"]] == [
+        ("default", "web-1"),
+    ]
+    everywhere = json.loads(invoke(redis_url, "get", "pods", "-A", "-o", "json").stdout)
+    assert [(p["metadata"]["namespace"], p["metadata"]["name"]) for p in everywhere["items"]] == [
         ("default", "web-1"),
         ("prod", "web-2"),
     ]
@@ -107,8 +112,8 @@ def test_apply_a_directory_then_get_as_table_json_and_yaml(
     nodes = yaml.safe_load(invoke(redis_url, "get", "nodes", "-o", "yaml").stdout)
     assert nodes["kind"] == "List"
     assert [n["metadata"]["name"] for n in nodes["items"]] == ["n1", "n2"]
-    table = invoke(redis_url, "get", "pods").stdout
-    assert "NAMESPACE" in table and "web-1" in table and "<pending>" in table
+    table = invoke(redis_url, "get", "pods", "-A", "-o", "wide").stdout
+    assert "NAMESPACE" in table and "web-1" in table and "NOMINATED NODE" in table
 
 
 def test_apply_reads_stdin(r: redis.Redis, redis_url: str) -> None:
@@ -229,11 +234,12 @@ def test_a_large_apply_shows_a_progress_bar_and_applies_everything(
 def test_delete_pod_and_node(r: redis.Redis, redis_url: str) -> None:
     store = Store(r, Keys("test"))
     store.create_many([node("n1"), pod("web", namespace="prod")])
-    assert invoke(redis_url, "delete", "pod", "web", "-n", "prod").stdout == "pod/web deleted\n"
+    assert invoke(redis_url, "delete", "pod", "web", "-n", "prod").stdout == 'pod "web" deleted\n'
     assert invoke(redis_url, "delete", "node", "n1").exit_code == 0
     assert store.list("Pod")[0] == [] and store.list("Node")[0] == []
     missing = invoke(redis_url, "delete", "pod", "web", "-n", "prod")
-    assert missing.exit_code == 1 and "not found" in missing.stderr
+    assert missing.exit_code == 1
+    assert missing.stderr == 'Error from server (NotFound): pods "web" not found\n'
 
 
 # --------------------------------------------------------------------------- queue / explain

@@ -66,7 +66,9 @@ def test_apply_get_and_delete_podgroups(r: redis.Redis, redis_url: str, tmp_path
         "phase": "Scheduling", "scheduled": 1, "running": 0, "succeeded": 0, "failed": 0,
         "pods": 2,
     }  # fmt: skip
-    assert [(i["metadata"]["namespace"], i["status"]["phase"]) for i in listed(redis_url)] == [
+    assert [
+        (i["metadata"]["namespace"], i["status"]["phase"]) for i in listed(redis_url, "-A")
+    ] == [
         ("other", "Pending"),
         ("team", "Scheduling"),
     ]
@@ -80,12 +82,12 @@ def test_apply_get_and_delete_podgroups(r: redis.Redis, redis_url: str, tmp_path
     header = lines[0].split()
     for column in ("NAMESPACE", "NAME", "PHASE", "MIN", "SCHEDULED", "RUNNING"):
         assert column in header, header
-    team = next(line for line in lines if "team" in line).replace("│", " ").split()
+    team = next(line for line in lines if "team" in line).split()
     assert team[:5] == ["team", "gang", "Scheduled", "2", "2"]
 
     deleted = invoke(redis_url, "delete", "podgroup", "gang", "-n", "team")
     assert deleted.exit_code == 0, deleted.output
-    assert "podgroup/gang deleted" in deleted.stdout
+    assert deleted.stdout == 'podgroup.scheduling.x-k8s.io "gang" deleted\n'  # as kubectl
     assert store.get("PodGroup", "team/gang") is None
     assert store.get("PodGroup", "other/gang") is not None
     assert invoke(redis_url, "delete", "pg", "gang", "-n", "team").exit_code == 1

@@ -1,0 +1,487 @@
+"""``distsched describe pod|node NAME``: kubectl describe's sections for what the store
+holds (k8s.io/kubectl pkg/describe/describe.go: describePod, describeNode,
+describeNodeResource), laid out by the same tabwriter.
+
+A pod's events are the scheduler's: ``FailedScheduling`` with kube's "0/N nodes are
+available: ..." message of its last failed attempt (the worker's explain record) and
+``Scheduled`` ("Successfully assigned NS/NAME to NODE") once bound. A node's
+"Non-terminated Pods" and "Allocated resources" are the pods the store has bound to it.
+Sections about what only a kubelet knows (System Info, Lease, container state,
+environment, mounts) are left out.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+import click
+
+from distsched.cli import observed, printers
+from distsched.cli.common import EXIT_RUNTIME, bad_input, make_context, redis_options
+from distsched.cli.get import current_namespace, namespace_option, not_found
+from distsched.cli.kindnames import KindNames
+from distsched.model.quantity import CPU, MEMORY, is_byte_resource, parse_quantity
+from distsched.output import DESCRIBE_MINWIDTH, DESCRIBE_PADDING, tabwrite
+
+Obj = dict[str, Any]
+DEFAULT_SCHEDULER = "default-scheduler"
+EPHEMERAL_STORAGE = "ephemeral-storage"
+STANDARD_RESOURCES = frozenset({CPU, MEMORY, EPHEMERAL_STORAGE, "pods", "storage"})
+
+
+class Writer:
+    """kubectl's PrefixWriter into a tabwriter: lines with an indentation level, and
+    flushes (each flushed segment is aligned on its own)."""
+
+    def __init__(self) -> None:
+        self._segments: list[str] = []
+        self._text: list[str] = []
+
+    def write(self, level: int, text: str) -> None:
+        self._text.append("  " * level + text)
+
+    def flush(self) -> None:
+        if self._text:
+            self._segments.append(self._tabbed("".join(self._text)))
+            self._text = []
+
+    def value(self) -> str:
+        self.flush()
+        return "".join(self._segments)
+
+    @staticmethod
+    def _tabbed(text: str) -> str:
+        return tabwrite(text, minwidth=DESCRIBE_MINWIDTH, padding=DESCRIBE_PADDING)
+
+
+def rfc1123z(value: Any) -> str:
+    """Go's time.RFC1123Z of a timestamp, in local time as kubectl prints it."""
+    at = observed.parse_timestamp(value)
+    if at is None:
+        return "<unknown>"
+    return time.strftime("%a, %d %b %Y %H:%M:%S %z", time.localtime(at))
+
+
+def write_multiline(w: Writer, title: str, lines: Sequence[str]) -> None:
+    """printLabelsMultiline / printTolerationsMultiline: the first value beside the title,
+    the others aligned under it, ``<none>`` when there is none."""
+    w.write(0, f"{title}:\t")
+    if not lines:
+        w.write(0, "<none>\n")
+        return
+    for i, line in enumerate(lines):
+        w.write(0, ("" if i == 0 else "\t") + line + "\n")
+
+
+def label_lines(labels: Mapping[str, Any] | None) -> list[str]:
+    return [f"{k}={(labels or {})[k]}" for k in sorted(labels or {})]
+
+
+def toleration_text(t: Mapping[str, Any]) -> str:
+    text = str(t.get("key") or "")
+    if t.get("value"):
+        text += f"={t['value']}"
+    if t.get("effect"):
+        text += f":{t['effect']}"
+    if t.get("operator") == "Exists" and not t.get("value"):
+        text += " op=Exists" if t.get("key") or t.get("effect") else "op=Exists"
+    if t.get("tolerationSeconds") is not None:
+        text += f" for {t['tolerationSeconds']}s"
+    return text
+
+
+# --- quantities as kube's Quantity.String() writes them ------------------------------------
+
+_DECIMAL = (("E", 18), ("P", 15), ("T", 12), ("G", 9), ("M", 6), ("k", 3))
+_BINARY = (("Ei", 60), ("Pi", 50), ("Ti", 40), ("Gi", 30), ("Mi", 20), ("Ki", 10))
+
+
+def quantity(amount: int, resource: str) -> str:
+    """An amount in canonical units as kube prints a quantity: cpu ``250m`` or ``2``,
+    bytes with the largest exact binary (``128Mi``) or else decimal (``1G``) suffix."""
+    if resource == CPU:
+        return str(amount // 1000) if amount % 1000 == 0 else f"{amount}m"
+    if amount == 0:
+        return "0"
+    if is_byte_resource(resource):
+        for suffix, shift in _BINARY:
+            if amount % (1 << shift) == 0:
+                return f"{amount >> shift}{suffix}"
+    for suffix, exp in _DECIMAL:
+        if amount % 10**exp == 0:
+            return f"{amount // 10**exp}{suffix}"
+    return str(amount)
+
+
+def _amounts(resources: Mapping[str, Any] | None) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for name, value in (resources or {}).items():
+        try:
+            out[name] = parse_quantity(value, name)
+        except ValueError:
+            continue
+    return out
+
+
+def pod_requests_and_limits(pod: Obj) -> tuple[dict[str, int], dict[str, int]]:
+    """resourcehelper.PodRequestsAndLimits: containers summed, each init container's
+    amount taken when larger (a sidecar's added), pod-level resources replacing the
+    containers', overhead on top."""
+    spec = pod.get("spec") or {}
+    totals: list[dict[str, int]] = []
+    for part in ("requests", "limits"):
+        total: dict[str, int] = {}
+        for c in spec.get("containers") or ():
+            for name, amount in _amounts((c.get("resources") or {}).get(part)).items():
+                total[name] = total.get(name, 0) + amount
+        sidecars: dict[str, int] = {}
+        for c in spec.get("initContainers") or ():
+            amounts = _amounts((c.get("resources") or {}).get(part))
+            if c.get("restartPolicy") == "Always":
+                for name, amount in amounts.items():
+                    sidecars[name] = sidecars.get(name, 0) + amount
+                    total[name] = total.get(name, 0) + amount
+            else:
+                for name, amount in amounts.items():
+                    total[name] = max(total.get(name, 0), amount + sidecars.get(name, 0))
+        total.update(_amounts((spec.get("resources") or {}).get(part)))
+        for name, amount in _amounts(spec.get("overhead")).items():
+            total[name] = total.get(name, 0) + amount
+        totals.append(total)
+    return totals[0], totals[1]
+
+
+def qos_class(pod: Obj) -> str:
+    """v1 qos.GetPodQOS."""
+    spec = pod.get("spec") or {}
+    containers = [*(spec.get("containers") or ()), *(spec.get("initContainers") or ())]
+    requests: dict[str, int] = {}
+    limits: dict[str, int] = {}
+    guaranteed = True
+    for c in containers:
+        resources = c.get("resources") or {}
+        c_requests = {
+            k: v for k, v in _amounts(resources.get("requests")).items() if k in (CPU, MEMORY) and v
+        }
+        c_limits = {
+            k: v for k, v in _amounts(resources.get("limits")).items() if k in (CPU, MEMORY) and v
+        }
+        requests.update(c_requests)
+        limits.update(c_limits)
+        if set(c_limits) != {CPU, MEMORY}:
+            guaranteed = False
+        if any(c_limits.get(k) != v for k, v in c_requests.items()):
+            guaranteed = False
+    if not requests and not limits:
+        return "BestEffort"
+    return "Guaranteed" if guaranteed else "Burstable"
+
+
+# --- describe pod ------------------------------------------------------------------------
+
+
+def pod_events(pod: Obj, explanation: Any, now: float) -> list[tuple[float, list[str]]]:
+    """(time, [type, reason, age, from, message]) of the scheduler's events for a pod."""
+    spec = pod.get("spec") or {}
+    source = spec.get("schedulerName") or DEFAULT_SCHEDULER
+    events: list[tuple[float, list[str]]] = []
+    bound_at: float | None = None
+    node = spec.get("nodeName")
+    if node:
+        for condition in (pod.get("status") or {}).get("conditions") or ():
+            if condition.get("type") == "PodScheduled" and condition.get("status") == "True":
+                bound_at = observed.parse_timestamp(condition.get("lastTransitionTime"))
+    if explanation is not None and explanation.message and explanation.at_ms is not None:
+        at = explanation.at_ms / 1000
+        if not node or (bound_at is not None and at <= bound_at):
+            source_name = explanation.profile or source
+            age = observed.human_duration(now - at)
+            events.append(
+                (at, ["Warning", "FailedScheduling", age, source_name, explanation.message])
+            )
+    if node:
+        meta = pod.get("metadata") or {}
+        message = (
+            f"Successfully assigned {meta.get('namespace', 'default')}/{meta.get('name')} to {node}"
+        )
+        age = observed.UNKNOWN if bound_at is None else observed.human_duration(now - bound_at)
+        events.append((bound_at or now, ["Normal", "Scheduled", age, source, message]))
+    return sorted(events, key=lambda e: e[0])
+
+
+def write_events(w: Writer, events: Sequence[tuple[float, list[str]]]) -> None:
+    """DescribeEvents."""
+    if not events:
+        w.write(0, "Events:\t<none>\n")
+        return
+    w.flush()
+    w.write(0, "Events:\n  Type\tReason\tAge\tFrom\tMessage\n")
+    w.write(1, "----\t------\t----\t----\t-------\n")
+    for _, cells in events:
+        w.write(1, "\t".join(cells[:4]) + "\t" + cells[4].strip() + "\n")
+
+
+def _ports(container: Mapping[str, Any], key: str) -> str:
+    return ",".join(
+        f"{p.get(key, 0)}/{p.get('protocol') or 'TCP'}" for p in container.get("ports") or ()
+    )
+
+
+def _resources(w: Writer, resources: Mapping[str, Any] | None, level: int) -> None:
+    """describeResources: Limits then Requests, resource names sorted."""
+    for part, title in (("limits", "Limits"), ("requests", "Requests")):
+        amounts = (resources or {}).get(part) or {}
+        if amounts:
+            w.write(level, f"{title}:\n")
+        for name in sorted(amounts):
+            try:
+                shown = quantity(parse_quantity(amounts[name], name), name)
+            except ValueError:
+                shown = str(amounts[name])
+            w.write(level + 1, f"{name}:\t{shown}\n")
+
+
+def describe_pod(pod: Obj, explanation: Any, now: float) -> str:
+    meta, spec, status = pod["metadata"], pod.get("spec") or {}, pod.get("status") or {}
+    w = Writer()
+    w.write(0, f"Name:\t{meta['name']}\n")
+    w.write(0, f"Namespace:\t{meta.get('namespace', '')}\n")
+    if spec.get("priority") is not None:
+        w.write(0, f"Priority:\t{spec['priority']}\n")
+    if spec.get("priorityClassName"):
+        w.write(0, f"Priority Class Name:\t{spec['priorityClassName']}\n")
+    if spec.get("serviceAccountName"):
+        w.write(0, f"Service Account:\t{spec['serviceAccountName']}\n")
+    node = spec.get("nodeName")
+    w.write(0, f"Node:\t{node}/{status.get('hostIP', '')}\n" if node else "Node:\t<none>\n")
+    if status.get("startTime"):
+        w.write(0, f"Start Time:\t{rfc1123z(status['startTime'])}\n")
+    write_multiline(w, "Labels", label_lines(meta.get("labels")))
+    write_multiline(w, "Annotations", label_lines(meta.get("annotations")))
+    w.write(0, f"Status:\t{observed.pod_phase(pod)}\n")
+    if status.get("reason"):
+        w.write(0, f"Reason:\t{status['reason']}\n")
+    if status.get("message"):
+        w.write(0, f"Message:\t{status['message']}\n")
+    w.write(0, f"IP:\t{status.get('podIP', '')}\n")
+    ips = [ip.get("ip", "") for ip in status.get("podIPs") or ()]
+    if ips:
+        w.write(0, "IPs:\n")
+        for ip in ips:
+            w.write(1, f"IP:\t{ip}\n")
+    else:
+        w.write(0, "IPs:\t<none>\n")
+    for ref in meta.get("ownerReferences") or ():
+        if ref.get("controller"):
+            w.write(0, f"Controlled By:\t{ref.get('kind')}/{ref.get('name')}\n")
+    if status.get("nominatedNodeName"):
+        w.write(0, f"NominatedNodeName:\t{status['nominatedNodeName']}\n")
+    for title, key in (("Init Containers", "initContainers"), ("Containers", "containers")):
+        containers = spec.get(key) or ()
+        if key == "initContainers" and not containers:
+            continue
+        w.write(0, f"{title}:{'' if containers else ' <none>'}\n")
+        for c in containers:
+            w.write(1, f"{c.get('name')}:\n")
+            w.write(2, f"Image:\t{c.get('image', '')}\n")
+            ports, host_ports = _ports(c, "containerPort"), _ports(c, "hostPort")
+            w.write(2, f"Ports:\t{ports}\n" if "," in ports else f"Port:\t{ports or '<none>'}\n")
+            w.write(
+                2,
+                f"Host Ports:\t{host_ports}\n"
+                if "," in host_ports
+                else f"Host Port:\t{host_ports or '<none>'}\n",
+            )
+            _resources(w, c.get("resources"), 2)
+    gates = spec.get("readinessGates") or ()
+    conditions = status.get("conditions") or ()
+    if gates:
+        w.write(0, "Readiness Gates:\n  Type\tStatus\n")
+        for gate in gates:
+            found = next(
+                (c for c in conditions if c.get("type") == gate.get("conditionType")), None
+            )
+            w.write(
+                1, f"{gate.get('conditionType')} \t{found.get('status') if found else '<none>'} \n"
+            )
+    if conditions:
+        w.write(0, "Conditions:\n  Type\tStatus\n")
+        for c in conditions:
+            w.write(1, f"{c.get('type')} \t{c.get('status')} \n")
+    volumes = spec.get("volumes") or ()
+    if volumes:
+        w.write(0, "Volumes:\n")
+        for volume in volumes:
+            w.write(1, f"{volume.get('name')}:\n")
+            claim = volume.get("persistentVolumeClaim")
+            if claim:
+                what = "a reference to a PersistentVolumeClaim in the same namespace"
+                w.write(2, f"Type:\tPersistentVolumeClaim ({what})\n")
+                w.write(2, f"ClaimName:\t{claim.get('claimName', '')}\n")
+                w.write(2, f"ReadOnly:\t{'true' if claim.get('readOnly') else 'false'}\n")
+            else:
+                w.write(2, "<unknown>\n")
+    else:
+        w.write(0, "Volumes:\t<none>\n")
+    w.write(0, f"QoS Class:\t{qos_class(pod)}\n")
+    write_multiline(w, "Node-Selectors", label_lines(spec.get("nodeSelector")))
+    tolerations = sorted(spec.get("tolerations") or (), key=lambda t: str(t.get("key") or ""))
+    write_multiline(w, "Tolerations", [toleration_text(t) for t in tolerations])
+    write_events(w, pod_events(pod, explanation, now))
+    return w.value()
+
+
+# --- describe node -----------------------------------------------------------------------
+
+
+def _percent(amount: int, of: int) -> int:
+    return int(amount / of * 100) if of else 0
+
+
+def describe_node(node: Obj, pods: Iterable[Obj], now: float) -> str:
+    meta, spec, status = node["metadata"], node.get("spec") or {}, node.get("status") or {}
+    w = Writer()
+    w.write(0, f"Name:\t{meta['name']}\n")
+    w.write(0, f"Roles:\t{','.join(observed.node_roles(node)) or '<none>'}\n")
+    write_multiline(w, "Labels", label_lines(meta.get("labels")))
+    write_multiline(w, "Annotations", label_lines(meta.get("annotations")))
+    w.write(0, f"CreationTimestamp:\t{rfc1123z(meta.get('creationTimestamp'))}\n")
+    taints = sorted(
+        spec.get("taints") or (), key=lambda t: f"{t.get('effect', '')},{t.get('key', '')}"
+    )
+    write_multiline(w, "Taints", [observed.format_taint(t) for t in taints])
+    w.write(0, f"Unschedulable:\t{'true' if spec.get('unschedulable') else 'false'}\n")
+    conditions = status.get("conditions") or ()
+    if conditions:
+        w.write(
+            0,
+            "Conditions:\n  Type\tStatus\tLastHeartbeatTime\tLastTransitionTime\tReason\tMessage\n",
+        )
+        w.write(1, "----\t------\t-----------------\t------------------\t------\t-------\n")
+        for c in conditions:
+            w.write(
+                1,
+                f"{c.get('type')} \t{c.get('status')} \t{rfc1123z(c.get('lastHeartbeatTime'))} \t"
+                f"{rfc1123z(c.get('lastTransitionTime'))} \t{c.get('reason', '')} \t"
+                f"{c.get('message', '')}\n",
+            )
+    w.write(0, "Addresses:\n")
+    for address in status.get("addresses") or ():
+        w.write(1, f"{address.get('type')}:\t{address.get('address')}\n")
+    for title, key in (("Capacity", "capacity"), ("Allocatable", "allocatable")):
+        resources = status.get(key) or {}
+        if resources:
+            w.write(0, f"{title}:\n")
+            for name in sorted(resources):
+                w.write(0, f"  {name}:\t{resources[name]}\n")
+    if spec.get("providerID"):
+        w.write(0, f"ProviderID:\t{spec['providerID']}\n")
+    on_node = [p for p in pods if not observed.pod_finished(p)]
+    allocatable = _amounts(status.get("allocatable") or status.get("capacity"))
+    w.write(0, f"Non-terminated Pods:\t({len(on_node)} in total)\n")
+    w.write(1, "Namespace\tName\t\tCPU Requests\tCPU Limits\tMemory Requests\tMemory Limits\tAge\n")
+    w.write(1, "---------\t----\t\t------------\t----------\t---------------\t-------------\t---\n")
+    total_requests: dict[str, int] = {}
+    total_limits: dict[str, int] = {}
+    for pod in on_node:
+        requests, limits = pod_requests_and_limits(pod)
+        for name, amount in requests.items():
+            total_requests[name] = total_requests.get(name, 0) + amount
+        for name, amount in limits.items():
+            total_limits[name] = total_limits.get(name, 0) + amount
+        cells = []
+        for resource in (CPU, MEMORY):
+            for amounts in (requests, limits):
+                amount = amounts.get(resource, 0)
+                share = _percent(amount, allocatable.get(resource, 0))
+                cells.append(f"{quantity(amount, resource)} ({share}%)")
+        pod_meta = pod["metadata"]
+        age = observed.age(pod, now)
+        w.write(
+            1,
+            f"{pod_meta.get('namespace', '')}\t{pod_meta['name']}\t\t"
+            + "\t".join(cells)
+            + f"\t{age}\n",
+        )
+    w.write(
+        0, "Allocated resources:\n  (Total limits may be over 100 percent, i.e., overcommitted.)\n"
+    )
+    w.write(1, "Resource\tRequests\tLimits\n")
+    w.write(1, "--------\t--------\t------\n")
+    for resource in (CPU, MEMORY, EPHEMERAL_STORAGE):
+        of = allocatable.get(resource, 0)
+        req, lim = total_requests.get(resource, 0), total_limits.get(resource, 0)
+        w.write(
+            1,
+            f"{resource}\t{quantity(req, resource)} ({_percent(req, of)}%)\t"
+            f"{quantity(lim, resource)} ({_percent(lim, of)}%)\n",
+        )
+    extended = sorted(r for r in allocatable if r not in STANDARD_RESOURCES)
+    for resource in (r for r in extended if r.startswith("hugepages-")):
+        of, req, lim = (
+            allocatable[resource],
+            total_requests.get(resource, 0),
+            total_limits.get(resource, 0),
+        )
+        w.write(
+            1,
+            f"{resource}\t{quantity(req, resource)} ({_percent(req, of)}%)\t"
+            f"{quantity(lim, resource)} ({_percent(lim, of)}%)\n",
+        )
+    for resource in (r for r in extended if not r.startswith("hugepages-")):
+        req, lim = total_requests.get(resource, 0), total_limits.get(resource, 0)
+        w.write(1, f"{resource}\t{quantity(req, resource)}\t{quantity(lim, resource)}\n")
+    write_events(w, [])
+    return w.value()
+
+
+@click.command()
+@click.argument("kind")
+@click.argument("names", nargs=-1)
+@namespace_option
+@redis_options
+def describe(kind: str, names: tuple[str, ...], namespace: str | None, **kwargs: Any) -> None:
+    """Show a pod or a node in detail, as kubectl describe does (`describe pod web-1`,
+    `describe node node-a`, `describe pod/web-1`). A pending pod's events hold the
+    scheduler's "0/N nodes are available: ..." of its last attempt; a node's
+    "Allocated resources" sum the requests of the pods bound to it."""
+    from distsched.explain_record import read_explanation
+    from distsched.store import Store
+
+    ctx = make_context(kwargs)
+    store = Store(ctx.client(), ctx.keys)
+    kinds = KindNames(lambda: store)
+    if "/" in kind:
+        kind, _, first = kind.partition("/")
+        names = (first, *names)
+    if not names:
+        bad_input("give the name of the object to describe: describe KIND NAME or KIND/NAME")
+    try:
+        store_kind = kinds.resolve(kind)
+    except ValueError as exc:
+        bad_input(str(exc))
+    if store_kind not in ("Pod", "Node"):
+        bad_input(f"describe takes pods and nodes, not {printers.resource_name(store_kind)}")
+    ns = current_namespace(namespace)
+    now = observed.wall_clock()
+    outputs: list[str] = []
+    missing = False
+    for name in names:
+        key = f"{ns}/{name}" if store_kind == "Pod" else name
+        obj = store.get(store_kind, key)
+        if obj is None:
+            print(not_found(store_kind, name), file=sys.stderr)
+            missing = True
+            continue
+        if store_kind == "Pod":
+            outputs.append(describe_pod(obj, read_explanation(ctx.client(), ctx.keys, key), now))
+        else:
+            bound = [p for p in store.list("Pod")[0] if observed.pod_node(p) == name]
+            outputs.append(describe_node(obj, bound, now))
+    if outputs:
+        print("\n\n".join(o.rstrip("\n") for o in outputs))
+    if missing:
+        sys.exit(EXIT_RUNTIME)
