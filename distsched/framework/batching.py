@@ -292,7 +292,7 @@ class BatchScheduler:
         if scores is None:
             return None
         fw.next_start_node_index = next_start
-        index = select_host(feasible, scores, fw.rng.randrange)
+        index = select_host(feasible, scores, fw.rng.randrange, snapshot.tie_preference)
         return ScheduleResult(snapshot.node_name(index), index, evaluated, int(feasible.size))
 
     def _pre_filter(self, state: CycleState, pod: Pod, snapshot: Snapshot) -> _PreFilter:

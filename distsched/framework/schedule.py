@@ -52,7 +52,7 @@ def schedule_pod(fw: Framework, state: CycleState, pod: Pod, snapshot: Snapshot)
         index = int(feasible[0])
         return ScheduleResult(snapshot.node_name(index), index, evaluated, 1)
     scores = prioritize_nodes(fw, state, pod, snapshot, feasible)
-    index = select_host(feasible, scores, fw.rng.randrange)
+    index = select_host(feasible, scores, fw.rng.randrange, snapshot.tie_preference)
     return ScheduleResult(snapshot.node_name(index), index, evaluated, int(feasible.size))
 
 
@@ -223,9 +223,20 @@ def prioritize_nodes(
     return fw.run_score_plugins(state, pod, snapshot, feasible)
 
 
-def select_host(feasible: np.ndarray, scores: np.ndarray, randrange) -> int:  # type: ignore[no-untyped-def]
-    """A node with the highest score, uniformly at random among ties (kube's reservoir)."""
+def select_host(  # type: ignore[no-untyped-def]
+    feasible: np.ndarray, scores: np.ndarray, randrange, prefer: np.ndarray | None = None
+) -> int:
+    """A node with the highest score, uniformly at random among ties (kube's reservoir).
+    ``prefer`` (a bool per snapshot slot, or None) narrows the ties to the preferred nodes
+    when any of them is among the best: several workers, each preferring its own share of
+    the nodes, then rarely pick the same one of equally good nodes."""
     best = (scores == np.maximum.reduce(scores)).nonzero()[0]
     if best.size == 1:
         return int(feasible[best[0]])
+    if prefer is not None:
+        slots = feasible[best]
+        inside = slots < prefer.size
+        mine = best[inside][prefer[slots[inside]]]
+        if mine.size:
+            best = mine
     return int(feasible[best[randrange(best.size)]])

@@ -34,11 +34,13 @@ import contextlib
 import logging
 import time
 import uuid
+import zlib
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import redis
 
 from distsched import metrics
@@ -64,9 +66,11 @@ from distsched.model.objects import DEFAULT_SCHEDULER_NAME
 from distsched.model.podgroups import PodGroup, group_of
 from distsched.queue_redis import RedisQueue
 from distsched.queue_types import QueueConfig, QueuedPod, backoff_config
+from distsched.redis_text import as_text
 from distsched.store import Store, StoreError, object_key
 from distsched.store.writer import StoreWriter
 from distsched.workers.eventhandlers import (
+    GROUP,
     EventConsumer,
     NodeOccupancy,
     QueueEventHandlers,
@@ -107,6 +111,13 @@ class WorkerConfig:
     lazy_pods: bool = True
     # How often one of the workers runs the consistency sweep (maintenance.ConsistencySweep).
     sweep_interval_s: float = 60.0
+    # With several workers, each prefers its own share of the nodes among equally scored
+    # ones (schedule.select_host), so that they rarely pick the same node: the live
+    # workers (consumers of q:events active within share_idle_ms), re-read every
+    # share_refresh_s. False: ties are broken uniformly at random, as kube does.
+    share_ties: bool = True
+    share_refresh_s: float = 5.0
+    share_idle_ms: int = 15_000
     # Refuse a reservation on a node another worker put pods on since this worker's view
     # (Decision.seen_pods), and decide the pod again: several workers then spread pods as
     # evenly as one does, at the cost of those conflicts (BENCHMARKS.md, issue 23).
@@ -277,6 +288,10 @@ class SchedulingWorker:
         self.scheduled = 0
         self.conflicts = 0
         self.pop_size = self.config.batch
+        # This worker's share of the nodes among ties: (its index, live workers, node
+        # count) it was computed for, and when to look at the live workers again.
+        self._share: tuple[int, int, int] = (0, 1, 0)
+        self._share_due = 0.0
 
     # ------------------------------------------------------------------ start-up
     def _setup_periodic(self) -> None:
@@ -293,6 +308,38 @@ class SchedulingWorker:
         self.periodic.every(
             "trim-events", 10.0, lambda: trim_event_streams(self.client, self.keys, now())
         )
+
+    def _refresh_share(self) -> None:
+        """Which nodes this worker prefers among equally scored ones: those whose name
+        hashes to its index among the live workers (every worker computes the same split;
+        one that joins or leaves changes it within share_refresh_s)."""
+        if not self.config.share_ties:
+            return
+        now = time.monotonic()
+        nodes = self.snapshot.num_nodes
+        if now < self._share_due and nodes == self._share[2]:
+            return
+        if now >= self._share_due:
+            self._share_due = now + self.config.share_refresh_s
+            consumers = self.client.xinfo_consumers(self.keys.queue_events, GROUP)
+            live = {
+                as_text(c["name"]) for c in consumers if int(c["idle"]) < self.config.share_idle_ms
+            }
+            ordered = sorted(live | {self.name})
+            index, count = ordered.index(self.name), len(ordered)
+        else:
+            index, count = self._share[0], self._share[1]
+        if (index, count, nodes) == self._share and self.snapshot.tie_preference is not None:
+            return
+        self._share = (index, count, nodes)
+        if count <= 1:
+            self.snapshot.tie_preference = None
+            return
+        slots = self.snapshot.node_indices()
+        mask = np.zeros(int(slots.max()) + 1 if slots.size else 0, dtype=bool)
+        for slot in slots.tolist():
+            mask[slot] = zlib.crc32(self.snapshot.node_name(slot).encode()) % count == index
+        self.snapshot.tie_preference = mask
 
     def _reclaim_leases(self) -> int:
         keys = self.queue.reclaim_expired_leases(now_ms=self.clock.now_ms())
@@ -463,6 +510,7 @@ class SchedulingWorker:
         self._notice_reset()
         self.view.refresh_from_ledger()
         self.periodic.tick()
+        self._refresh_share()
         popped = self.queue.pop(
             self.pop_size, now_ms=self.clock.now_ms(), unacknowledged=self._not_attempted
         )

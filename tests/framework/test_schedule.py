@@ -223,3 +223,25 @@ def test_schedule_batch_assumes_each_placement():
         default_framework(), [make_pod("q", requests={"cpu": 100})], snapshot, assume=False
     )
     assert dry[0].result is not None and snapshot.pod_node_index("default/q") is None
+
+
+def test_select_host_prefers_its_share_of_the_ties_only_among_the_best() -> None:
+    import random
+
+    import numpy as np
+
+    from distsched.framework.schedule import select_host
+
+    feasible = np.array([0, 1, 2, 3, 4])
+    scores = np.array([90, 100, 100, 100, 80])
+    rng = random.Random(7)
+    prefer = np.array([True, False, False, True, True])
+    # Among the best (slots 1, 2, 3) only slot 3 is preferred.
+    assert {select_host(feasible, scores, rng.randrange, prefer) for _ in range(50)} == {3}
+    # No preferred node among the best: any of them, never a worse one.
+    prefer = np.array([True, False, False, False, True])
+    picked = {select_host(feasible, scores, rng.randrange, prefer) for _ in range(200)}
+    assert picked == {1, 2, 3}
+    # A slot beyond the mask (a node added since it was computed) counts as not preferred.
+    short = np.array([False, False, True])
+    assert {select_host(feasible, scores, rng.randrange, short) for _ in range(50)} == {2}

@@ -91,6 +91,9 @@ class InProcessCluster:
                 idle_wait_s=0.01,
                 queueing_hints=self.queueing_hints,
                 lazy_pods=self.lazy_pods,
+                # Ties broken as kube breaks them (uniformly; seeded): a worker's share of
+                # the nodes hangs on its random name and which workers are live.
+                share_ties=False,
             ),
             scheduler_config=self.config,
             writer=self.writer,

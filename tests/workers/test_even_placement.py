@@ -48,3 +48,29 @@ def test_with_it_the_ledger_refuses_and_the_pod_is_decided_again(
     a, b, conflicts = race(r, keys, clock, even=True)
     assert conflicts == 1  # "node usage changed": decided again on the refreshed view
     assert (a, b) == ("n1", "n2")
+
+
+def test_workers_split_the_nodes_they_prefer_among_ties(
+    r: redis.Redis, keys: Keys, clock: FakeClock
+) -> None:
+    """Every live worker prefers a share of the nodes (by name hash): the shares of two
+    workers are disjoint and cover every node."""
+    cluster = InProcessCluster(r, keys, clock)
+    second = cluster.add_worker()
+    cluster.create(*(node(f"n{i}") for i in range(40)))
+    for worker in cluster.workers:
+        worker.config.share_ties = True
+        worker.run_once()  # informer, handlers (so each is a live consumer), share
+    for worker in cluster.workers:
+        worker._share_due = 0.0
+        worker.run_once()
+    shares = []
+    for worker in cluster.workers:
+        mask = worker.snapshot.tie_preference
+        assert mask is not None
+        slots = [int(s) for s in worker.snapshot.node_indices()]
+        shares.append({worker.snapshot.node_name(s) for s in slots if s < mask.size and mask[s]})
+    assert shares[0].isdisjoint(shares[1])
+    assert shares[0] | shares[1] == {f"n{i}" for i in range(40)}
+    assert 5 < len(shares[0]) < 35
+    assert second.conflicts == 0

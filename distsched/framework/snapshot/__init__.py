@@ -26,6 +26,8 @@ import weakref
 from operator import attrgetter
 from typing import Any
 
+import numpy as np
+
 from distsched.framework.snapshot.indexes import NodeIndexes
 from distsched.framework.snapshot.placement import DeferredPod, PodPlacement
 from distsched.framework.snapshot.table import (
@@ -63,6 +65,9 @@ class Snapshot:
         # In a scheduling worker the Redis ledger is the truth for what is in use on each
         # node (see usage.py): placed pods then only feed the pod lists.
         self.usage_from_ledger = usage_from_ledger
+        # Slots this worker prefers among equally scored nodes (None: no preference); see
+        # schedule.select_host and SchedulingWorker's share of the nodes.
+        self.tie_preference: np.ndarray | None = None
         owner = weakref.ref(self)  # the table must not keep the snapshot alive (a cycle)
 
         def rebind() -> None:
