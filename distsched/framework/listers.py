@@ -5,8 +5,7 @@ listers, in one object the Handle carries.
   (kube's PodNominator, which the framework's Handle embeds);
 - ``budgets``: PodDisruptionBudgets, for DefaultPreemption (kube's PDB lister);
 - ``namespaces``: Namespace objects' labels, for namespaceSelector (kube's namespace
-  lister, which InterPodAffinity and the queue's AssignedPodAdd rule read);
-- ``pod_groups``: PodGroups by "ns/name", for gang scheduling (kube's PodGroup lister).
+  lister, which InterPodAffinity and the queue's AssignedPodAdd rule read).
 
 Nothing here is module state: each scheduling worker's informer feeds the Listers its
 profiles' Handle carries (workers/local_cache.py), so in-process workers each see their
@@ -25,7 +24,6 @@ from typing import Any
 from distsched.framework.nominator import PodNominator
 from distsched.model.labels import NAMESPACE_NAME_LABEL
 from distsched.model.pdbs import Budget, budget_from_dict, pdb_key
-from distsched.model.podgroups import PodGroup
 
 
 class NamespaceLabels:
@@ -72,41 +70,8 @@ class DisruptionBudgets:
             return list(self._by_key.values())
 
 
-class PodGroups:
-    """The known PodGroups, by "ns/name"; thread-safe. One that does not decode (it reached
-    the store without ``apply``) is left out, as if it did not exist."""
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._by_key: dict[str, PodGroup] = {}
-
-    def set(self, obj: Mapping[str, Any]) -> None:
-        try:
-            group = PodGroup.from_dict(obj)
-        except ValueError:
-            self.delete(obj)
-            return
-        with self._lock:
-            self._by_key[group.key] = group
-
-    def delete(self, obj: Mapping[str, Any]) -> None:
-        meta = obj.get("metadata") or {}
-        key = f"{meta.get('namespace') or 'default'}/{meta.get('name')}"
-        with self._lock:
-            self._by_key.pop(key, None)
-
-    def get(self, key: str) -> PodGroup | None:
-        with self._lock:
-            return self._by_key.get(key)
-
-    def all(self) -> list[PodGroup]:
-        with self._lock:
-            return list(self._by_key.values())
-
-
 @dataclass(slots=True)
 class Listers:
     nominator: PodNominator = field(default_factory=PodNominator)
     budgets: DisruptionBudgets = field(default_factory=DisruptionBudgets)
     namespaces: NamespaceLabels = field(default_factory=NamespaceLabels)
-    pod_groups: PodGroups = field(default_factory=PodGroups)

@@ -37,7 +37,7 @@ import redis
 
 from distsched.cache.ledger import DomainGenerations, Ledger
 from distsched.cache.ledger_types import NodeState, NodeUsage
-from distsched.framework.listers import DisruptionBudgets, Listers, NamespaceLabels, PodGroups
+from distsched.framework.listers import DisruptionBudgets, Listers, NamespaceLabels
 from distsched.framework.snapshot import Snapshot
 from distsched.keys import Keys
 from distsched.model import LABEL_HOSTNAME, Node, Pod
@@ -98,15 +98,6 @@ def budget_handler(budgets: DisruptionBudgets) -> FuncHandler:
     )
 
 
-def pod_group_handler(groups: PodGroups) -> FuncHandler:
-    """PodGroups into ``groups``, for gang scheduling."""
-    return FuncHandler(
-        add=lambda obj, _initial: groups.set(obj),
-        update=lambda _old, new: groups.set(new),
-        delete=lambda obj, _unknown: groups.delete(obj),
-    )
-
-
 class ClusterView:
     def __init__(
         self,
@@ -132,6 +123,8 @@ class ClusterView:
         self.informer = Informer(
             informer_client or client,
             keys,
+            # PodGroups: the resync gives the queue their minimums (the queue, not a
+            # lister, holds them: eventhandlers keep them up to date).
             ("Pod", "Node", "Namespace", "PodDisruptionBudget", "PodGroup"),
             reader=reader,
             clock=store.clock,
@@ -147,7 +140,6 @@ class ClusterView:
         self.informer.add_handler("Pod", pod_handler, lazy=True)
         self.informer.add_handler("Namespace", namespace_handler(listers.namespaces))
         self.informer.add_handler("PodDisruptionBudget", budget_handler(listers.budgets))
-        self.informer.add_handler("PodGroup", pod_group_handler(listers.pod_groups))
         self._parsed: dict[str, tuple[str, Obj, Pod]] = {}
         self.node_states: dict[str, NodeState] = {}
         # node -> (what it was computed from, domains, values by key): node_topology
