@@ -22,8 +22,9 @@ from distsched.framework.snapshot import Snapshot
 from distsched.model import Pod
 from distsched.model.quantity import format_quantity
 
-Failure = FitError | tuple[str, str] | None
-"""What placing one member gave: None (placed), a FitError, or (message, reserved node)."""
+Outcome = FitError | tuple[str, str] | None
+"""What placing one pod gave: None (placed), a FitError, or (message, node its Reserve
+plugins ran for)."""
 
 
 @dataclass
@@ -43,7 +44,7 @@ class GangPlan:
         return max(0, self.minimum - self.placed)
 
 
-def gang_message(plan: GangPlan, outcomes: Sequence[Failure], never: str = "") -> str:
+def gang_message(plan: GangPlan, outcomes: Sequence[Outcome], never: str = "") -> str:
     """The explain line of a gang that did not fit, e.g. "gang ns/train: 6/8 members fit,
     minimum 8; 2 do not: 0/10 nodes are available: 10 Insufficient cpu." (members placed
     earlier count as fitting)."""

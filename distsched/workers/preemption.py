@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+from collections.abc import Sequence
 
 from distsched import metrics
 from distsched.framework.cluster_writer import ClusterWriter
@@ -48,6 +49,20 @@ def apply_post_filter(
     node = result.nominated_node_name
     victims = result.victims if isinstance(result, PreemptionResult) else ()
     clear = result.clear_nominations if isinstance(result, PreemptionResult) else ()
+    log.info("preempting %d pod(s) on %s for %s", len(victims), node, pod.key)
+    return node if carry_out(writer, pod, node, victims, clear) else ""
+
+
+def carry_out(
+    writer: ClusterWriter,
+    pod: Pod,
+    node: str,
+    victims: Sequence[Pod],
+    clear: Sequence[Pod] = (),
+) -> bool:
+    """kube's prepareCandidate for one preemptor: delete the victims, clear the lower-
+    priority nominations on the node, and nominate the preemptor to it. Returns whether
+    the nomination was recorded."""
     for victim in victims:
         try:
             writer.preempt(victim, preemptor=pod, node=node)
@@ -57,10 +72,9 @@ def apply_post_filter(
         with contextlib.suppress(StoreError):
             writer.set_nominated_node(PodRef(other.key), "")
     metrics.preemption_victims.observe(len(victims))
-    log.info("preempting %d pod(s) on %s for %s", len(victims), node, pod.key)
     try:
         writer.set_nominated_node(pod.ref(), node)
     except StoreError as exc:
         log.warning("cannot nominate %s for %s: %s", node, pod.key, exc)
-        return ""
-    return node
+        return False
+    return True

@@ -30,7 +30,6 @@ cluster (preemption's deletes and nominations, a failed pod's condition) go thro
 
 from __future__ import annotations
 
-import contextlib
 import logging
 import time
 import uuid
@@ -67,7 +66,7 @@ from distsched.model.podgroups import PodGroup, group_of
 from distsched.queue_redis import RedisQueue
 from distsched.queue_types import QueueConfig, QueuedPod, backoff_config
 from distsched.redis_text import as_text
-from distsched.store import Store, StoreError, object_key
+from distsched.store import Store, object_key
 from distsched.store.writer import StoreWriter
 from distsched.workers.eventhandlers import (
     GROUP,
@@ -77,10 +76,16 @@ from distsched.workers.eventhandlers import (
     pod_entry,
     record_bound_pod,
 )
-from distsched.workers.gang import GangPlan, gang_message, never_fits, plan_gang_preemption
+from distsched.workers.gang import (
+    GangPlan,
+    Outcome,
+    gang_message,
+    never_fits,
+    plan_gang_preemption,
+)
 from distsched.workers.local_cache import ClusterView
 from distsched.workers.maintenance import ConsistencySweep, Periodic, trim_event_streams
-from distsched.workers.preemption import apply_post_filter
+from distsched.workers.preemption import apply_post_filter, carry_out
 from distsched.workers.topology_lock import TopologyLocks
 
 log = logging.getLogger(__name__)
@@ -184,11 +189,6 @@ def constraint_topology_keys(pod: Pod) -> set[str]:
                 keys.update(t.topology_key for t in group.required)
                 keys.update(w.term.topology_key for w in group.preferred)
     return keys
-
-
-Outcome = FitError | tuple[str, str] | None
-"""What placing one pod gave: None (placed), a FitError, or (message, node its Reserve
-plugins ran for)."""
 
 
 def _chunks_of_decisions(
@@ -683,7 +683,7 @@ class SchedulingWorker:
         self._fail_member(attempt, failure)
         return False
 
-    def _place(self, attempt: Attempt) -> FitError | tuple[str, str] | None:
+    def _place(self, attempt: Attempt) -> Outcome:
         """Run the scheduling algorithm and the Reserve plugins, and assume the result
         locally: None, or why not (a FitError, or an error's message and the node its
         Reserve plugins ran for). The caller handles the failure."""
@@ -744,7 +744,7 @@ class SchedulingWorker:
                 plans.append(plan)
         return singles, plans
 
-    def _place_safely(self, attempt: Attempt) -> FitError | tuple[str, str] | None:
+    def _place_safely(self, attempt: Attempt) -> Outcome:
         """A plugin that raises fails this pod's attempt (backoff), not the worker."""
         try:
             return self._place(attempt)
@@ -872,7 +872,7 @@ class SchedulingWorker:
     def _fail_gang(
         self,
         plan: GangPlan,
-        outcomes: Sequence[FitError | tuple[str, str] | None],
+        outcomes: Sequence[Outcome],
         started: float,
     ) -> None:
         """The gang does not fit: every member back to the queue together, with one
@@ -904,24 +904,9 @@ class SchedulingWorker:
         if not evictions:
             log.debug("no preemption for gang %s", plan.key)
             return
-        for eviction in evictions:
-            for victim in eviction.victims:
-                try:
-                    self.writer.preempt(victim, preemptor=eviction.pod, node=eviction.node)
-                except StoreError as exc:
-                    log.warning(
-                        "preemption of %s for %s failed: %s", victim.key, eviction.pod.key, exc
-                    )
-            for other in eviction.clear:
-                with contextlib.suppress(StoreError):
-                    self.writer.set_nominated_node(PodRef(other.key), "")
-            metrics.preemption_victims.observe(len(eviction.victims))
-            try:
-                self.writer.set_nominated_node(eviction.pod.ref(), eviction.node)
-            except StoreError as exc:
-                log.warning("cannot nominate %s for %s: %s", eviction.node, eviction.pod.key, exc)
-                continue
-            self.view.nominate(eviction.pod, eviction.node)
+        for e in evictions:
+            if carry_out(self.writer, e.pod, e.node, e.victims, e.clear):
+                self.view.nominate(e.pod, e.node)
         log.info(
             "preempting %d pod(s) for gang %s",
             sum(len(e.victims) for e in evictions),
