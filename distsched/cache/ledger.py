@@ -242,7 +242,6 @@ class Ledger:
         self,
         decisions: Sequence[Decision],
         *,
-        all_or_nothing: bool = False,
         groups: Sequence[int] | None = None,
     ) -> list[ReserveResult]:
         """Check and reserve the decisions in order, in one script call (see module doc).
@@ -251,14 +250,11 @@ class Ledger:
         ``groups`` (sizes of consecutive groups, adding up to the decisions) makes each
         group of more than one a gang: all of its decisions are reserved, or none is, and
         each one that would have passed is :class:`Rejected` with the first refusal's
-        reason; later decisions are checked as if a refused gang had not been there.
-        ``all_or_nothing`` is one group of all the decisions."""
+        reason; later decisions are checked as if a refused gang had not been there."""
         if not decisions:
             return []
         if len(decisions) > MAX_BATCH:
             raise ValueError(f"at most {MAX_BATCH} decisions per batch, got {len(decisions)}")
-        if all_or_nothing:
-            groups = [len(decisions)]
         sizes = list(groups) if groups is not None else [1] * len(decisions)
         if sum(sizes) != len(decisions) or min(sizes) < 1:
             raise ValueError(f"group sizes {sizes} do not divide {len(decisions)} decisions")

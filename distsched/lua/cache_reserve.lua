@@ -26,7 +26,7 @@ KEYS[9+3(i-1)], KEYS[10+3(i-1)], KEYS[11+3(i-1)] for node i of ARGV[4 .. 3+N]:
          hash cache:node:<name>, hash cache:ports:<name>, set cache:nodepods:<name>
 KEYS[n-2] hash  cache:usage, KEYS[n-1] zset cache:feed, KEYS[n] string cache:feedver
 ARGV[1]  int     assume deadline (ms since epoch) given to every reserved pod
-ARGV[2]  str     all or nothing: "0" none; "1" the whole call is one group; or
+ARGV[2]  str     all or nothing: "0" none; or
                  "g:<n1>,<n2>,..." the decisions in consecutive groups of those sizes (they
                  add up to the number of decisions). A group of more than one (a gang) is
                  reserved only if every one of its decisions passes; otherwise each of its
@@ -63,17 +63,15 @@ local deadline = tonumber(ARGV[1])
 local all_or_nothing = ARGV[2]
 local n_nodes = tonumber(ARGV[3])
 local group_sizes = nil
-if all_or_nothing == '0' or all_or_nothing == '1' then
-  group_sizes = nil
-elseif string.sub(all_or_nothing or '', 1, 2) == 'g:' then
+if string.sub(all_or_nothing or '', 1, 2) == 'g:' then
   group_sizes = {}
   for n in string.gmatch(string.sub(all_or_nothing, 3), '[^,]+') do
     local size = tonumber(n)
     if not is_count(size) or size < 1 then return fail('bad group size ' .. n) end
     group_sizes[#group_sizes + 1] = size
   end
-else
-  return fail('all_or_nothing must be 0, 1 or g:<sizes>')
+elseif all_or_nothing ~= '0' then
+  return fail('all_or_nothing must be 0 or g:<sizes>')
 end
 if not is_count(deadline) then return fail('deadline must be a non-negative integer') end
 if not is_count(n_nodes) or n_nodes < 1 then return fail('node count must be positive') end
@@ -141,7 +139,6 @@ while a <= #ARGV do
   a = a + 10 + 2 * n_checks
 end
 if #decisions < 1 or #decisions > 1000 then return fail('1 to 1000 decisions per call') end
-if all_or_nothing == '1' then group_sizes = { #decisions } end
 if not group_sizes then
   group_sizes = {}
   for d = 1, #decisions do group_sizes[d] = 1 end

@@ -510,7 +510,7 @@ def test_a_gang_is_reserved_all_or_nothing(
             decision("ns/g1", "n2", requests={"cpu": 600}),
             decision("ns/g2", "n1", requests={"cpu": 600}),
         ],
-        all_or_nothing=True,
+        groups=[3],
     )
     assert all(isinstance(x, Rejected) for x in results)
     assert results[0].reason == "gang member ns/g2: Insufficient cpu"
@@ -523,7 +523,7 @@ def test_a_gang_is_reserved_all_or_nothing(
             decision("ns/g1", "n2", requests={"cpu": 600}),
             decision("ns/g2", "n3", requests={"cpu": 600}),
         ],
-        all_or_nothing=True,
+        groups=[3],
     )
     assert all(isinstance(x, Reserved) for x in results)
     assert ledger.check_consistency() == []
@@ -538,7 +538,7 @@ def test_a_gang_member_beyond_what_the_ledger_accounts_refuses_the_gang(
             decision("ns/g0", "n1", requests={"cpu": 100}),
             decision("ns/g1", "n2", requests={"cpu": 1 << 60}),
         ],
-        all_or_nothing=True,
+        groups=[2],
     )
     assert isinstance(results[0], Rejected) and "gang member ns/g1" in results[0].reason
     assert isinstance(results[1], Invalid)
