@@ -182,6 +182,11 @@ class Keys:
         return self._k("q", "explain")
 
     @property
+    def recorded_events(self) -> str:
+        """The scheduler's events (distsched/event_log.py), not the store's watch stream."""
+        return self._k("events")
+
+    @property
     def gang_of(self) -> str:
         return self._k("q", "gang", "of")
 

@@ -45,6 +45,7 @@ from distsched import metrics
 from distsched.binder.jobs import BIND_FUNCTION, Binding
 from distsched.cache.ledger import Ledger, LedgerConfig
 from distsched.clock import SYSTEM_CLOCK, Clock
+from distsched.event_log import PodEvent
 from distsched.explain_record import forget_explanations
 from distsched.faults import pause_at
 from distsched.framework.cluster_writer import NORMAL, SCHEDULED, ClusterWriter
@@ -235,14 +236,20 @@ class Binder:
     def _scheduled_events(self, stored: list[Binding], outcome: BindOutcome) -> None:
         """kube's "Scheduled" event for each pod this job bound."""
         bound = set(outcome.bound)
-        for binding in stored:
-            if binding.pod_key in bound:
-                self.writer.record_event(
-                    PodRef(binding.pod_key, binding.uid),
-                    event_type=NORMAL,
-                    reason=SCHEDULED,
-                    message=f"Successfully assigned {binding.pod_key} to {binding.node}",
+        self.writer.record_events(
+            [
+                PodEvent(
+                    binding.pod_key,
+                    binding.uid,
+                    NORMAL,
+                    SCHEDULED,
+                    f"Successfully assigned {binding.pod_key} to {binding.node}",
+                    source=binding.profile,
                 )
+                for binding in stored
+                if binding.pod_key in bound
+            ]
+        )
 
     def _record(
         self, binding: Binding, result: str, outcome: BindOutcome, stored: list[Binding]

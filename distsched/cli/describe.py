@@ -19,6 +19,7 @@ from typing import Any
 
 import click
 
+from distsched import event_log
 from distsched.cli import observed, printers
 from distsched.cli.common import EXIT_RUNTIME, bad_input, make_context, redis_options
 from distsched.cli.get import current_namespace, namespace_option, not_found
@@ -212,6 +213,28 @@ def pod_events(pod: Obj, explanation: Any, now: float) -> list[tuple[float, list
     return sorted(events, key=lambda e: e[0])
 
 
+def event_rows(events: Iterable[Obj], now: float) -> list[tuple[float, list[str]]]:
+    """(time, [type, reason, age, from, message]) of stored or recorded events, their age
+    as kubectl describe writes a series: ``2m (x3 over 5m)``."""
+    rows = []
+    for event in events:
+        last = observed.parse_timestamp(observed.event_last_seen(event))
+        first = observed.since(observed.event_first_seen(event), now)
+        count = observed.event_count(event)
+        age = observed.since(observed.event_last_seen(event), now)
+        if count > 1:
+            age = f"{age} (x{count} over {first})"
+        cells = [
+            str(event.get("type") or ""),
+            str(event.get("reason") or ""),
+            age,
+            observed.event_source(event),
+            observed.event_message(event),
+        ]
+        rows.append((last or 0.0, cells))
+    return sorted(rows, key=lambda row: row[0])
+
+
 def write_events(w: Writer, events: Sequence[tuple[float, list[str]]]) -> None:
     """DescribeEvents."""
     if not events:
@@ -244,7 +267,11 @@ def _resources(w: Writer, resources: Mapping[str, Any] | None, level: int) -> No
             w.write(level + 1, f"{name}:\t{shown}\n")
 
 
-def describe_pod(pod: Obj, explanation: Any, now: float) -> str:
+def describe_pod(
+    pod: Obj, explanation: Any, now: float, recorded: Sequence[Obj] | None = None
+) -> str:
+    """kubectl's pod describer; its events are ``recorded`` (the scheduler's event log),
+    else what the pod and its explain record tell."""
     meta, spec, status = pod["metadata"], pod.get("spec") or {}, pod.get("status") or {}
     w = Writer()
     w.write(0, f"Name:\t{meta['name']}\n")
@@ -330,7 +357,10 @@ def describe_pod(pod: Obj, explanation: Any, now: float) -> str:
     write_multiline(w, "Node-Selectors", label_lines(spec.get("nodeSelector")))
     tolerations = sorted(spec.get("tolerations") or (), key=lambda t: str(t.get("key") or ""))
     write_multiline(w, "Tolerations", [toleration_text(t) for t in tolerations])
-    write_events(w, pod_events(pod, explanation, now))
+    if recorded is None:  # the scheduler recorded none (the bridge writes them elsewhere)
+        write_events(w, pod_events(pod, explanation, now))
+    else:
+        write_events(w, event_rows(recorded, now))
     return w.value()
 
 
@@ -438,6 +468,20 @@ def describe_node(node: Obj, pods: Iterable[Obj], now: float) -> str:
     return w.value()
 
 
+def events_of(pod: Obj, ctx: Any) -> list[Obj] | None:
+    """The recorded events of this incarnation of the pod; None when there are none."""
+    meta = pod["metadata"]
+    uid = meta.get("uid")
+    found = [
+        e
+        for e in event_log.read(
+            ctx.client(), ctx.keys, pod_key=f"{meta['namespace']}/{meta['name']}"
+        )
+        if not uid or e["involvedObject"].get("uid", uid) == uid
+    ]
+    return found or None
+
+
 @click.command()
 @click.argument("kind")
 @click.argument("names", nargs=-1)
@@ -477,7 +521,8 @@ def describe(kind: str, names: tuple[str, ...], namespace: str | None, **kwargs:
             missing = True
             continue
         if store_kind == "Pod":
-            outputs.append(describe_pod(obj, read_explanation(ctx.client(), ctx.keys, key), now))
+            explanation = read_explanation(ctx.client(), ctx.keys, key)
+            outputs.append(describe_pod(obj, explanation, now, events_of(obj, ctx)))
         else:
             bound = [p for p in store.list("Pod")[0] if observed.pod_node(p) == name]
             outputs.append(describe_node(obj, bound, now))

@@ -20,6 +20,7 @@ from typing import Any
 
 import click
 
+from distsched import event_log
 from distsched.cli import observed, printers
 from distsched.cli.common import EXIT_RUNTIME, bad_input, make_context, redis_options, warn
 from distsched.cli.kindnames import KindNames
@@ -35,6 +36,7 @@ from distsched.model.podgroups import PodGroup, group_of_object, podgroup_status
 from distsched.output import format_table, print_json, print_yaml
 
 Obj = dict[str, Any]
+Events = list[Obj]
 
 NAMESPACE_ENV = "DISTSCHED_NAMESPACE"
 DEFAULT_NAMESPACE = "default"
@@ -137,10 +139,19 @@ class Reader:
             items, rv = self.store.list(kind, namespace=ns, on_undecodable=self._skip)
             self.rv = rv if self.rv is None else min(self.rv, rv)
             items.sort(key=lambda o: (o["metadata"].get("namespace", ""), o["metadata"]["name"]))
+            if kind == "Event":  # the stored ones (applied), then the scheduler's own
+                items = merge_events(items, self.recorded_events(ns))
             self._lists[kind] = items
         return self._lists[kind]
 
+    def recorded_events(self, namespace: str | None) -> Events:
+        return event_log.read(self.store.client, self.store.keys, namespace=namespace)
+
     def get(self, kind: str, name: str, namespace: str) -> Obj | None:
+        if kind == "Event":
+            for event in self.recorded_events(namespace):
+                if event["metadata"]["name"] == name:
+                    return event
         scope = self.names.cluster_scoped(kind)
         keys = [name] if scope else [f"{namespace}/{name}"]
         if scope is None:  # a custom kind of unknown scope: either
@@ -150,6 +161,14 @@ class Reader:
             if obj is not None:
                 return obj  # type: ignore[no-any-return]
         return None
+
+
+def merge_events(stored: list[Obj], recorded: list[Obj]) -> list[Obj]:
+    """Events in the order of their last occurrence (``kubectl events``' order; names
+    would put a pod's events apart from the others of the moment)."""
+    every = [*stored, *recorded]
+    every.sort(key=lambda e: observed.parse_timestamp(observed.event_last_seen(e)) or 0.0)
+    return every
 
 
 def add_podgroup_status(groups: list[Obj], pods: list[Obj]) -> None:

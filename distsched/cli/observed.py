@@ -94,6 +94,59 @@ def age(obj: Obj, now: float) -> str:
     return since((obj.get("metadata") or {}).get("creationTimestamp"), now)
 
 
+# --- events -------------------------------------------------------------------------------
+# Read in both shapes: core/v1 (involvedObject, message, count, first/lastTimestamp) and
+# events.k8s.io/v1 (regarding, note, series, deprecated* fields), as kubectl reads either.
+
+
+def event_first_seen(event: Obj) -> Any:
+    return (
+        event.get("firstTimestamp")
+        or event.get("deprecatedFirstTimestamp")
+        or event.get("eventTime")
+    )
+
+
+def event_last_seen(event: Obj) -> Any:
+    series = event.get("series") or {}
+    return (
+        series.get("lastObservedTime")
+        or event.get("lastTimestamp")
+        or event.get("deprecatedLastTimestamp")
+        or event_first_seen(event)
+    )
+
+
+def event_count(event: Obj) -> int:
+    series = event.get("series") or {}
+    return int(series.get("count") or event.get("count") or event.get("deprecatedCount") or 1)
+
+
+def event_object(event: Obj) -> Mapping[str, Any]:
+    return event.get("involvedObject") or event.get("regarding") or {}
+
+
+def event_target(event: Obj) -> str:
+    """kubectl's OBJECT cell: ``pod/web-1`` (the kind lower-cased)."""
+    ref = event_object(event)
+    kind = str(ref.get("kind") or "").lower()
+    return f"{kind}/{ref['name']}" if ref.get("name") else kind
+
+
+def event_message(event: Obj) -> str:
+    return str(event.get("message") or event.get("note") or "").strip()
+
+
+def event_source(event: Obj) -> str:
+    """kubectl's formatEventSource: component (or reporting controller), then host (or
+    reporting instance) after a comma when there is one."""
+    source = event.get("source") or {}
+    component = source.get("component") or event.get("reportingController") or ""
+    component = component or event.get("reportingComponent") or ""
+    instance = source.get("host") or event.get("reportingInstance") or ""
+    return f"{component}, {instance}" if instance else str(component)
+
+
 # --- pods ---------------------------------------------------------------------------------
 
 

@@ -10,6 +10,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from distsched.cli import observed
 from distsched.cli.observed import (
     NONE,
     UNKNOWN,
@@ -28,6 +29,7 @@ from distsched.cli.observed import (
     pod_status_reason,
     readiness_gates_cell,
     replicas_of,
+    since,
     status_of,
 )
 from distsched.model.kinds import API_VERSIONS, group_of
@@ -86,6 +88,7 @@ class Printer:
     cells: Callable[[Obj, Related], Sequence[Any]]
     wide_columns: tuple[str, ...] = ()
     wide_cells: Callable[[Obj, Related], Sequence[Any]] = lambda _o, _r: ()
+    wide_is_whole_row: bool = False  # the wide columns replace the row (kubectl reorders)
 
 
 def _name(obj: Obj) -> str:
@@ -224,11 +227,41 @@ def _service(o: Obj, r: Related) -> list[Any]:
     ]
 
 
+def _event(o: Obj, r: Related) -> list[Any]:
+    last = since(observed.event_last_seen(o), r.now)
+    return [
+        last,
+        o.get("type", ""),
+        o.get("reason", ""),
+        observed.event_target(o),
+        observed.event_message(o),
+    ]
+
+
+def _event_wide(o: Obj, r: Related) -> list[Any]:
+    return [
+        since(observed.event_last_seen(o), r.now),
+        o.get("type", ""),
+        o.get("reason", ""),
+        observed.event_target(o),
+        observed.event_object(o).get("fieldPath", ""),
+        observed.event_source(o),
+        observed.event_message(o),
+        since(observed.event_first_seen(o), r.now),
+        observed.event_count(o),
+        _name(o),
+    ]
+
+
 def _generic(o: Obj, r: Related) -> list[Any]:
     return [_name(o), age(o, r.now)]
 
 
 _POD_TEMPLATE_WIDE = ("CONTAINERS", "IMAGES", "SELECTOR")
+_EVENT_WIDE = (
+    "LAST SEEN", "TYPE", "REASON", "OBJECT", "SUBOBJECT", "SOURCE", "MESSAGE",
+    "FIRST SEEN", "COUNT", "NAME",
+)  # fmt: skip
 
 PRINTERS: dict[str, Printer] = {
     "Pod": Printer(
@@ -311,6 +344,14 @@ PRINTERS: dict[str, Printer] = {
         ("NAME", "SECRETS", "AGE"),
         lambda o, r: [_name(o), len(o.get("secrets") or ()), age(o, r.now)],
     ),
+    # kubectl's event columns (-o wide: its order, not the table's plus extra columns)
+    "Event": Printer(
+        ("LAST SEEN", "TYPE", "REASON", "OBJECT", "MESSAGE"),
+        _event,
+        _EVENT_WIDE,
+        _event_wide,
+        wide_is_whole_row=True,
+    ),
     "NetworkPolicy": Printer(
         ("NAME", "POD-SELECTOR", "AGE"),
         lambda o, r: [
@@ -339,14 +380,19 @@ def printer_of(kind: str) -> Printer:
 
 def columns(kind: str, *, wide: bool = False) -> list[str]:
     printer = printer_of(kind)
+    if wide and printer.wide_is_whole_row:
+        return list(printer.wide_columns)
     return [*printer.columns, *(printer.wide_columns if wide else ())]
 
 
 def cells(kind: str, obj: Obj, related: Related, *, wide: bool = False) -> list[str]:
     printer = printer_of(kind)
-    row = list(printer.cells(obj, related))
-    if wide:
-        row += list(printer.wide_cells(obj, related))
+    if wide and printer.wide_is_whole_row:
+        row = list(printer.wide_cells(obj, related))
+    else:
+        row = list(printer.cells(obj, related))
+        if wide:
+            row += list(printer.wide_cells(obj, related))
     return ["" if c is None else str(c) for c in row]
 
 

@@ -10,7 +10,9 @@ Field selectors: comma-separated ``field=value``, ``field==value`` or ``field!=v
 over the fields the API server indexes for the kind: every kind ``metadata.name`` and
 ``metadata.namespace``; pods also ``spec.nodeName`` (empty: unbound), ``spec.schedulerName``,
 ``spec.serviceAccountName``, ``spec.restartPolicy``, ``spec.hostNetwork``, ``status.phase``,
-``status.nominatedNodeName``, ``status.podIP``; nodes ``spec.unschedulable``.
+``status.nominatedNodeName``, ``status.podIP``; nodes ``spec.unschedulable``; events
+``involvedObject.{kind,namespace,name,uid,apiVersion,fieldPath}``, ``reason``, ``type``,
+``source``, ``reportingComponent``.
 """
 
 from __future__ import annotations
@@ -176,6 +178,18 @@ FIELDS: dict[str, dict[str, Callable[[Obj], str]]] = {
         "status.phase": _pod_phase,
         "status.nominatedNodeName": _path("status", "nominatedNodeName"),
         "status.podIP": _path("status", "podIP"),
+    },
+    # the API server's field labels of core/v1 Events
+    "Event": {
+        **_COMMON_FIELDS,
+        **{
+            f"involvedObject.{f}": _path("involvedObject", f)
+            for f in ("kind", "namespace", "name", "uid", "apiVersion", "fieldPath")
+        },
+        "reason": _path("reason"),
+        "type": _path("type"),
+        "source": _path("source", "component"),
+        "reportingComponent": _path("reportingComponent"),
     },
     "Node": {
         **_COMMON_FIELDS,

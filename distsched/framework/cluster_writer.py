@@ -3,9 +3,10 @@ kube's clientset that kube-scheduler uses).
 
 The roles write a few things: bindings (the binder, DefaultBinder), preemption's victims
 and nominations (the worker's PostFilter), the PodScheduled=False condition of a pod
-whose attempt failed and kube-scheduler's events (Scheduled, FailedScheduling; the
-failure handler, the binder). Standalone, the Redis store is
-the cluster and :class:`distsched.store.writer.StoreWriter` writes into it; against a real
+whose attempt failed and kube-scheduler's events (Scheduled, FailedScheduling, Preempted; the
+failure handler, the binder, preemption). Standalone, the Redis store is
+the cluster and :class:`distsched.store.writer.StoreWriter` writes into it (the events
+into the stream of :mod:`distsched.event_log`); against a real
 cluster the API-server bridge implements the same interface (pods/binding, status
 patches, deletes, events) and the store records what the API server accepted.
 
@@ -19,6 +20,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Protocol
 
+from distsched.event_log import PodEvent
 from distsched.model import Pod, PodRef
 
 # kube's event types and the reasons kube-scheduler records.
@@ -26,6 +28,7 @@ NORMAL = "Normal"
 WARNING = "Warning"
 SCHEDULED = "Scheduled"
 FAILED_SCHEDULING = "FailedScheduling"
+PREEMPTED = "Preempted"
 
 # Reasons of the PodScheduled=False condition (kube's v1.PodReasonUnschedulable and
 # v1.PodReasonSchedulerError).
@@ -86,7 +89,8 @@ class ClusterWriter(Protocol):
         or bound meanwhile."""
         ...
 
-    def record_event(self, pod: PodRef, *, event_type: str, reason: str, message: str) -> None:
-        """Record an event about the pod (``event_type`` :data:`NORMAL` or :data:`WARNING`;
-        kube's EventRecorder.Eventf). Best effort, never raises a refusal."""
+    def record_events(self, events: Sequence[PodEvent]) -> None:
+        """Record events about pods (``event_type`` :data:`NORMAL` or :data:`WARNING`;
+        kube's EventRecorder.Eventf), all in one go. Best effort, never raises a refusal
+        (a Redis error propagates as for every write)."""
         ...

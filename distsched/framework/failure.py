@@ -10,7 +10,8 @@ through :meth:`FailureHandler.handle`, given what failed and why (:class:`Failur
    for an error; the queue counts the move itself (ScheduleAttemptFailure);
 3. the explain record (``distsched explain``), then, unless the pod belongs to a newer
    attempt by now, the PodScheduled=False condition and a FailedScheduling event through
-   the :class:`~distsched.framework.cluster_writer.ClusterWriter`;
+   the :class:`~distsched.framework.cluster_writer.ClusterWriter` (the events of a batch
+   of failures in one call);
 4. a scheduling attempt counts its result and duration (a binding failure was counted
    as scheduled by its worker, and as a failed binding by its binder);
 5. after binding failures, one move request (AssignedPodDelete): the room the released
@@ -32,6 +33,7 @@ import redis
 
 from distsched import metrics
 from distsched.clock import Clock
+from distsched.event_log import PodEvent
 from distsched.explain_record import Explanation, record_failure
 from distsched.framework.cluster_writer import (
     FAILED_SCHEDULING,
@@ -119,14 +121,16 @@ class FailureHandler:
         """End each failed cycle (see the module docstring); returns where each pod went
         (a sub-queue, or the queue's "stale"/"present")."""
         now = self.clock.now_ms()
-        where = [self._handle(failure, now) for failure in failures]
+        events: list[PodEvent] = []
+        where = [self._handle(failure, now, events) for failure in failures]
+        self.writer.record_events(events)
         if any(failure.cycle == BINDING for failure in failures):
             self.queue.move_all_to_active_or_backoff(
                 ASSIGNED_POD_DELETE.label, now_ms=now, interested_plugins=self.interested_on_delete
             )
         return where
 
-    def _handle(self, failure: Failure, now: int) -> str:
+    def _handle(self, failure: Failure, now: int, events: list[PodEvent]) -> str:
         key = failure.pod.key
         fw = self.profiles.get(failure.profile)
         if failure.reserved_on and fw is not None and failure.parsed is not None:
@@ -146,7 +150,7 @@ class FailureHandler:
             ),
         )
         if where != STALE:
-            self._tell_the_cluster(failure)
+            events.append(self._tell_the_cluster(failure))
         if failure.cycle == SCHEDULING:
             result = "error" if failure.error else "unschedulable"
             attempts, duration = metrics.attempt_series(result, failure.profile)
@@ -157,14 +161,17 @@ class FailureHandler:
             log.warning("pod %s: %s; requeued: %s", key, failure.message, where)
         return where
 
-    def _tell_the_cluster(self, failure: Failure) -> None:
-        """kube's failure handler: a FailedScheduling event and the pod's condition."""
+    def _tell_the_cluster(self, failure: Failure) -> PodEvent:
+        """kube's failure handler: the pod's condition, and the FailedScheduling event to
+        record (with the others of the batch)."""
         reason = failure.reason
-        self.writer.record_event(
-            failure.pod,
-            event_type=WARNING,
-            reason=FAILED_SCHEDULING,
-            message=event_message(failure.message),
-        )
         if not says_already(failure.parsed, reason, failure.message):
             self.writer.pod_unschedulable(failure.pod, reason=reason, message=failure.message)
+        return PodEvent(
+            failure.pod.key,
+            failure.pod.uid,
+            WARNING,
+            FAILED_SCHEDULING,
+            event_message(failure.message),
+            source=failure.profile,
+        )

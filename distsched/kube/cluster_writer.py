@@ -25,13 +25,12 @@ from __future__ import annotations
 import threading
 from collections.abc import Mapping, Sequence
 
-from distsched.framework.cluster_writer import FAILED_SCHEDULING, SCHEDULED
+from distsched.event_log import ACTIONS, PodEvent
 from distsched.kube.writer import ApiBinding, KubeWriter
 from distsched.model import Pod, PodRef
 from distsched.store import Store
 from distsched.store.writer import StoreWriter
 
-ACTIONS = {SCHEDULED: "Binding", FAILED_SCHEDULING: "Scheduling", "Preempted": "Preempting"}
 CONDITION_CACHE = 100_000
 
 
@@ -115,9 +114,18 @@ class KubeClusterWriter:
         self.api.condition(_reference(pod), reason=reason, message=message)
         return True
 
-    def record_event(self, pod: PodRef, *, event_type: str, reason: str, message: str) -> None:
-        action = ACTIONS.get(reason, "Scheduling")
-        self.api.events.eventf(_reference(pod), None, event_type, reason, action, message)
+    def record_events(self, events: Sequence[PodEvent]) -> None:
+        for event in events:
+            action = ACTIONS.get(event.reason, "Scheduling")
+            self.api.events.eventf(
+                _reference(PodRef(event.pod_key, event.uid)),
+                None,
+                event.event_type,
+                event.reason,
+                action,
+                event.message,
+                controller=event.source or None,
+            )
 
     def close(self) -> None:
         self.api.close()

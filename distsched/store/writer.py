@@ -2,10 +2,10 @@
 
 :class:`StoreWriter` is the standalone :class:`~distsched.framework.cluster_writer.ClusterWriter`
 (the binder's bindings, preemption's victims and nominations, the failure handler's
-PodScheduled=False condition). A victim is deleted without kube's DisruptionTarget
-condition first. Events are not kept: there is no ``get events`` yet, and
-a Redis write per bound pod would cost the hot path; a bridge to a real API server
-records them there.
+PodScheduled=False condition, the events). A victim is deleted without kube's
+DisruptionTarget condition first. Events go to the bounded stream of
+:mod:`distsched.event_log`, one pipeline per call (a binding job's Scheduled events
+together).
 """
 
 from __future__ import annotations
@@ -14,6 +14,9 @@ import builtins
 import logging
 from collections.abc import Mapping, Sequence
 
+from distsched import event_log
+from distsched.event_log import PodEvent
+from distsched.framework.cluster_writer import NORMAL, PREEMPTED
 from distsched.model import Pod, PodRef
 from distsched.store.codec import node_name_of
 from distsched.store.errors import NotFound, StoreError
@@ -45,6 +48,16 @@ class StoreWriter:
         except NotFound:
             return  # gone already: what preemption wanted
         log.debug("preempted %s for %s on %s", victim.key, preemptor.key, node)
+        event = PodEvent(
+            victim.key,
+            victim.metadata.uid,
+            NORMAL,
+            PREEMPTED,
+            f"Preempted by pod {preemptor.metadata.uid} on node {node}",
+            source=preemptor.spec.scheduler_name,
+            related=preemptor.key,
+        )
+        self.record_events([event])
 
     def set_nominated_node(self, pod: PodRef, node: str) -> None:
         self.store.update_pod_status(pod.key, nominated_node_name=node, uid=pod.uid or None)
@@ -65,5 +78,5 @@ class StoreWriter:
             return False
         return not node_name_of(stored)
 
-    def record_event(self, pod: PodRef, *, event_type: str, reason: str, message: str) -> None:
-        log.debug("event %s %s on %s: %s", event_type, reason, pod.key, message)
+    def record_events(self, events: Sequence[PodEvent]) -> None:
+        event_log.record(self.store.client, self.store.keys, events)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import redis
 
+from distsched import event_log
 from distsched.bench.procs import ProcessGroup
 from distsched.keys import Keys
 from distsched.store import Store
@@ -37,3 +38,21 @@ def test_high_priority_pod_preempts_the_lowest_priority_pod(
         20,
     )
     assert store.get("Pod", "default/low") is not None
+
+    # What kube-scheduler would have written as Events, read back as `get events` does.
+    wait_for(
+        "the polite pod's FailedScheduling event",
+        lambda: any(
+            e["involvedObject"]["name"] == "polite" for e in event_log.read(private_client, keys)
+        ),
+        20,
+    )
+    seen = {
+        (e["involvedObject"]["name"], e["reason"]): e for e in event_log.read(private_client, keys)
+    }
+    assert {"low", "urgent"} <= {name for name, reason in seen if reason == "Scheduled"}
+    urgent_uid = store.get("Pod", "default/urgent")["metadata"]["uid"]
+    preempted = seen["lowest", "Preempted"]
+    assert preempted["message"] == f"Preempted by pod {urgent_uid} on node only"
+    assert seen["urgent", "FailedScheduling"]["message"].startswith("0/1 nodes are available")
+    assert seen["polite", "FailedScheduling"]["type"] == "Warning"

@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from distsched.event_log import PodEvent
 from distsched.framework.cycle_state import CycleState
 from distsched.framework.events import ClusterEvent
 from distsched.framework.interface import (
@@ -155,5 +156,6 @@ class RecordingWriter(StoreWriter):
         self.calls.append(("pod_unschedulable", pod.key, reason))
         return super().pod_unschedulable(pod, reason=reason, message=message)
 
-    def record_event(self, pod: PodRef, *, event_type: str, reason: str, message: str) -> None:
-        self.events.append((pod.key, event_type, reason, message))
+    def record_events(self, events: Sequence[PodEvent]) -> None:
+        self.events += [(e.pod_key, e.event_type, e.reason, e.message) for e in events]
+        super().record_events(events)

@@ -10,7 +10,10 @@ import redis
 
 from distsched.bench.binder_pool import node_manifest, pod_manifest
 from distsched.clock import FakeClock
+from distsched import event_log
+from distsched.event_log import PodEvent
 from distsched.framework.cluster_writer import (
+    FAILED_SCHEDULING,
     SCHEDULER_ERROR,
     UNSCHEDULABLE,
     WARNING,
@@ -124,8 +127,31 @@ def test_the_unschedulable_condition_never_lands_on_a_bound_or_other_pod(
     assert r.xlen(keys.events) == events
 
 
-def test_events_are_not_kept(store: Store, writer: ClusterWriter, r: redis.Redis) -> None:
+def test_events_go_to_the_bounded_event_log(
+    store: Store, writer: ClusterWriter, r: redis.Redis, keys: Keys
+) -> None:
     pod = created(store, "a")
     size = r.dbsize()
-    writer.record_event(pod, event_type=WARNING, reason="FailedScheduling", message="no fit")
-    assert r.dbsize() == size
+    writer.record_events(
+        [PodEvent(pod.key, pod.uid, WARNING, FAILED_SCHEDULING, "no fit", source="custom")] * 2
+    )
+    assert r.dbsize() == size + 1  # one stream, nothing else
+    [event] = event_log.read(r, keys)
+    assert (event["reason"], event["count"], event["source"]) == (
+        FAILED_SCHEDULING,
+        2,
+        {"component": "custom"},
+    )
+    assert event["involvedObject"]["uid"] == pod.uid
+
+
+def test_a_preempted_victim_gets_its_event(store: Store, writer: ClusterWriter, keys: Keys) -> None:
+    victim = Pod.from_dict(store.create(pod_manifest("victim")))
+    preemptor = Pod.from_dict(store.create(pod_manifest("preemptor")))
+    writer.preempt(victim, preemptor=preemptor, node="n1")
+    writer.preempt(victim, preemptor=preemptor, node="n1")  # gone already: no second event
+    [event] = event_log.read(store.client, keys)
+    assert event["reason"] == "Preempted" and event["type"] == "Normal"
+    assert event["message"] == f"Preempted by pod {preemptor.metadata.uid} on node n1"
+    assert event["involvedObject"]["name"] == "victim"
+    assert event["related"]["name"] == "preemptor"
