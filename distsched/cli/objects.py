@@ -20,6 +20,7 @@ from distsched.cli.get import (
 )
 from distsched.cli.kindnames import KindNames, crd_reader
 from distsched.cli.selectors import SelectorError, parse_label_selector
+from distsched.model.manifest import Namespacing
 from distsched.output import progress_bar
 
 APPLY_CHUNK = 500
@@ -40,14 +41,17 @@ APPLY_CHUNK = 500
     is_flag=True,
     help="Refuse kinds distsched does not act on instead of storing them.",
 )
+@namespace_option
 @redis_options
-def apply(paths: tuple[str, ...], strict: bool, **kwargs: Any) -> None:
+def apply(paths: tuple[str, ...], strict: bool, namespace: str | None, **kwargs: Any) -> None:
     """Create or update objects from Kubernetes YAML/JSON manifests. distsched acts on
     Pod, Node, Namespace, PriorityClass, PodDisruptionBudget, Deployment, ReplicaSet,
     StatefulSet, DaemonSet, Job (the controller role makes the workloads' pods) and
     PodGroup (scheduling.x-k8s.io/v1alpha1 or scheduling.k8s.io/v1alpha2); every other
     kind (Service, ConfigMap, RBAC, PersistentVolumeClaim, CRDs, custom resources...) is
     stored as given and reported "stored (not scheduled)", or refused with --strict.
+    Namespaced objects that name no namespace go to -n's, else the current namespace
+    ($DISTSCHED_NAMESPACE, else default); with -n, one that names another is refused.
 
     Everything is read, validated and admitted (priority classes) before the first
     write: on bad input nothing is written and the exit code is 2. That includes an
@@ -75,7 +79,13 @@ def apply(paths: tuple[str, ...], strict: bool, **kwargs: Any) -> None:
     store = Store(ctx.client(), ctx.keys)
     locations: list[Location] = []
     try:
-        objects = load_paths(paths, locations=locations, strict=strict, crds=crd_reader(store))
+        objects = load_paths(
+            paths,
+            locations=locations,
+            strict=strict,
+            crds=crd_reader(store),
+            namespace=namespacing(namespace),
+        )
     except ManifestError as exc:
         bad_input(str(exc))
     except OSError as exc:
@@ -172,7 +182,9 @@ def delete(
         if args or selector:
             bad_input("give either -f or KIND [NAME...], not both")
         try:
-            for loaded in load_paths(paths, crds=crd_reader(store)):
+            for loaded in load_paths(
+                paths, crds=crd_reader(store), namespace=namespacing(namespace)
+            ):
                 targets.append((loaded.kind, loaded.key, loaded.metadata.name))
         except ManifestError as exc:
             bad_input(str(exc))
@@ -222,6 +234,11 @@ def delete(
         print(f'{printers.kind_prefix(kind, gone)} "{name}" deleted')
     if missing:
         sys.exit(EXIT_RUNTIME)
+
+
+def namespacing(namespace: str | None) -> Namespacing:
+    """-n's namespace (enforced) or the current one, for the objects of a file."""
+    return Namespacing(current_namespace(namespace), enforced=namespace is not None)
 
 
 def _key(obj: dict[str, Any]) -> str:

@@ -32,6 +32,7 @@ import json
 import os
 import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -120,6 +121,17 @@ StoredCrds = Callable[[], Iterable[Any]]
 """The CustomResourceDefinitions a store holds (raw dicts), read when first needed."""
 
 Skip = Callable[[str, dict[str, Any]], bool]
+
+
+@dataclass(frozen=True, slots=True)
+class Namespacing:
+    """kubectl's namespace for the objects of a file: ``name`` for those that give none;
+    ``enforced`` (-n was given): one that gives another is refused."""
+
+    name: str
+    enforced: bool = False
+
+
 """Whether to leave out an object (its store kind, its data): see :func:`load_sources`.
 It may also remove from the data what the caller knows the API server owns."""
 
@@ -141,6 +153,7 @@ def load_paths(
     locations: list[Location] | None = None,
     strict: bool = False,
     crds: StoredCrds | None = None,
+    namespace: Namespacing | None = None,
 ) -> list[KubeObject]:
     """Every object in each path, in order: a file, a directory's ``*.yaml``/``*.yml``/
     ``*.json`` files (sorted by name, not recursive), or stdin for ``"-"``. Everything is
@@ -164,7 +177,7 @@ def load_paths(
             files = [target]
         for file in files:
             sources.append((str(file), parse_documents(str(file), _read_file(file))))
-    return load_sources(sources, locations=locations, strict=strict, crds=crds)
+    return load_sources(sources, locations=locations, strict=strict, crds=crds, namespace=namespace)
 
 
 def load_sources(
@@ -174,11 +187,15 @@ def load_sources(
     strict: bool = False,
     crds: StoredCrds | None = None,
     skip: Skip | None = None,
+    namespace: Namespacing | None = None,
 ) -> list[KubeObject]:
     """:func:`load_paths` of documents already parsed (:func:`parse_documents`), by
     source. ``skip(store_kind, data)``, when given, is asked about every object whose
-    header is valid; one it answers True for is left out (not decoded, not located)."""
-    return _Loader(locations, strict=strict, crds=crds, skip=skip).load(sources)
+    header is valid; one it answers True for is left out (not decoded, not located).
+    ``namespace``: where namespaced objects that name none go (else ``default``), and
+    whether one that names another is refused (kubectl's ``-n``)."""
+    loader = _Loader(locations, strict=strict, crds=crds, skip=skip, namespace=namespace)
+    return loader.load(sources)
 
 
 def parse_documents(
@@ -209,7 +226,9 @@ class _Loader:
         strict: bool = False,
         crds: StoredCrds | None = None,
         skip: Skip | None = None,
+        namespace: Namespacing | None = None,
     ) -> None:
+        self._namespace = namespace
         self._skip = skip
         self._seen: dict[tuple[str, str], str] = {}
         self._locations = locations
@@ -275,6 +294,9 @@ class _Loader:
         except ManifestError as exc:
             raise exc.located(kind=kind, name=_describe(kind, data)) from None
         stored = store_kind(kind, api_version)
+        if self._namespace is not None:
+            data = self._namespaced(root, kind, stored, data, self._namespace)
+            root = Fields(data)
         if self._skip is not None and self._skip(stored, data):
             return None
         obj: KubeObject
@@ -329,6 +351,30 @@ class _Loader:
             return stored_from_dict(data, stored, cluster_scoped=cluster)
         except ManifestError as exc:
             raise exc.located(kind=kind, name=name) from None
+
+    def _namespaced(
+        self, root: Fields, kind: str, stored: str, data: dict[str, Any], ns: Namespacing
+    ) -> dict[str, Any]:
+        """``data`` in ``ns``'s namespace when it is namespaced and names none; refused
+        when it names another and ``ns`` was asked for (kubectl's -n)."""
+        cluster = stored in CLUSTER_SCOPED if "." not in stored else self._custom_scope(stored)
+        meta = data.get("metadata")
+        if cluster or not isinstance(meta, dict):
+            return data
+        given = meta.get("namespace")
+        if not given:
+            return {**data, "metadata": {**meta, "namespace": ns.name}}
+        if ns.enforced and given != ns.name:
+            try:
+                root.fail(
+                    "metadata.namespace",
+                    f"the namespace from the provided object {quote(str(given))} does not "
+                    f"match the namespace {quote(ns.name)}. You must pass "
+                    f"'--namespace={given}' to perform this operation.",
+                )
+            except ManifestError as exc:
+                raise exc.located(kind=kind, name=_describe(kind, data)) from None
+        return data
 
     def _custom_scope(self, stored: str) -> bool:
         """Whether custom kind ``stored`` is cluster-scoped: its definition's scope (in

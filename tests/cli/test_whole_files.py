@@ -284,3 +284,61 @@ def test_a_custom_resource_takes_its_scope_from_the_stored_definition(
     assert store.get("Certificate.cert-manager.io", "default/tls") is not None
     # Stored kinds stay away from the queue's handlers (storeevent.lua's queue_kind).
     assert r.xlen(Keys("test").queue_events) == 0
+
+
+def test_namespaces_as_kubectl_applies_them(
+    r: redis.Redis, redis_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Objects that name no namespace go to -n's, else the current namespace; with -n, one
+    that names another refuses the file (kubectl's message); cluster-scoped kinds and
+    custom resources of a cluster-scoped definition stay without one."""
+    monkeypatch.delenv("DISTSCHED_NAMESPACE", raising=False)
+    docs = [
+        {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "settings"}},
+        {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "web"},
+         "spec": {"containers": [{"name": "c", "image": "nginx"}]}},
+        {"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "api"},
+         "spec": {"replicas": 1, "selector": {"matchLabels": {"app": "api"}},
+                  "template": {"metadata": {"labels": {"app": "api"}},
+                               "spec": {"containers": [{"name": "c", "image": "api"}]}}}},
+        {"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+         "metadata": {"name": "reader"}, "rules": []},
+        {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "n1"}},
+    ]  # fmt: skip
+    file = tmp_path / "app.yaml"
+    file.write_text(yaml.safe_dump_all(docs))
+    store = Store(r, Keys("test"))
+
+    result = invoke(redis_url, "apply", "-f", str(file), "-n", "shop")
+    assert result.exit_code == 0, result.output
+    for kind, key in (
+        ("ConfigMap", "shop/settings"),
+        ("Pod", "shop/web"),
+        ("Deployment", "shop/api"),
+    ):
+        assert store.get(kind, key) is not None, key
+    assert store.get("ClusterRole", "reader")["metadata"].get("namespace") in (None, "")
+    assert store.get("Pod", "default/web") is None
+
+    monkeypatch.setenv("DISTSCHED_NAMESPACE", "staging")
+    assert invoke(redis_url, "apply", "-f", str(file)).exit_code == 0
+    assert store.get("Pod", "staging/web") is not None
+
+    elsewhere = tmp_path / "elsewhere.yaml"
+    docs[1]["metadata"]["namespace"] = "prod"
+    elsewhere.write_text(yaml.safe_dump_all(docs))
+    refused = invoke(redis_url, "apply", "-f", str(elsewhere), "-n", "shop")
+    assert refused.exit_code == 2
+    assert refused.stderr.strip() == (
+        f"error: {elsewhere}: document 2 (Pod prod/web): metadata.namespace: the namespace "
+        'from the provided object "prod" does not match the namespace "shop". You must pass '
+        "'--namespace=prod' to perform this operation."
+    )
+    assert store.get("Pod", "prod/web") is None  # nothing of the file written
+    # without -n, a namespace in the file wins over the current one
+    assert invoke(redis_url, "apply", "-f", str(elsewhere)).exit_code == 0
+    assert store.get("Pod", "prod/web") is not None
+
+    deleted = invoke(redis_url, "delete", "-f", str(file), "-n", "shop")
+    assert deleted.exit_code == 0, deleted.output
+    assert store.get("Pod", "shop/web") is None and store.get("Pod", "staging/web") is not None
