@@ -39,7 +39,9 @@ def test_occurrences_of_one_event_read_as_one_series(r: redis.Redis, keys: Keys)
 
 def test_an_incarnation_of_the_same_name_is_another_series(r: redis.Redis, keys: Keys) -> None:
     event_log.record(r, keys, [failed("default/a")])
-    event_log.record(r, keys, [PodEvent("default/a", "new-uid", "Warning", "FailedScheduling", "x")])
+    event_log.record(
+        r, keys, [PodEvent("default/a", "new-uid", "Warning", "FailedScheduling", "x")]
+    )
     assert len(event_log.read(r, keys)) == 2
 
 

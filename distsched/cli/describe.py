@@ -1,10 +1,13 @@
-"""``distsched describe pod|node NAME``: kubectl describe's sections for what the store
+"""``distsched describe KIND NAME``: kubectl describe's sections for what the store
 holds (k8s.io/kubectl pkg/describe/describe.go: describePod, describeNode,
-describeNodeResource), laid out by the same tabwriter.
+describeNodeResource), laid out by the same tabwriter; every other kind is described by
+:mod:`distsched.cli.describe_kinds`.
 
-A pod's events are the scheduler's: ``FailedScheduling`` with kube's "0/N nodes are
-available: ..." message of its last failed attempt (the worker's explain record) and
-``Scheduled`` ("Successfully assigned NS/NAME to NODE") once bound. A node's
+A pod's events are the scheduler's (distsched/event_log.py): ``FailedScheduling`` with
+kube's "0/N nodes are available: ..." message, ``Scheduled`` ("Successfully assigned
+NS/NAME to NODE"), ``Preempted``; when it has none recorded (a store written before
+events were kept, or a pod whose events went to an API server), what its explain record
+and its PodScheduled condition tell. A node's
 "Non-terminated Pods" and "Allocated resources" are the pods the store has bound to it.
 Sections about what only a kubelet knows (System Info, Lease, container state,
 environment, mounts) are left out.
@@ -22,7 +25,7 @@ import click
 from distsched import event_log
 from distsched.cli import observed, printers
 from distsched.cli.common import EXIT_RUNTIME, bad_input, make_context, redis_options
-from distsched.cli.get import current_namespace, namespace_option, not_found
+from distsched.cli.get import Reader, current_namespace, namespace_option, not_found
 from distsched.cli.kindnames import KindNames
 from distsched.model.quantity import CPU, MEMORY, is_byte_resource, parse_quantity
 from distsched.output import DESCRIBE_MINWIDTH, DESCRIBE_PADDING, tabwrite
@@ -181,6 +184,49 @@ def qos_class(pod: Obj) -> str:
     return "Guaranteed" if guaranteed else "Burstable"
 
 
+def write_containers(w: Writer, spec: Mapping[str, Any], space: str = "") -> None:
+    """describeContainers of a pod (``space`` "") or a pod template (``space`` "  ": the
+    titles indented, names by one more space)."""
+    name_indent = " " if space else ""
+    for title, key in (("Init Containers", "initContainers"), ("Containers", "containers")):
+        containers = spec.get(key) or ()
+        if key == "initContainers" and not containers:
+            continue
+        w.write(0, f"{space}{title}:{'' if containers else ' <none>'}\n")
+        for c in containers:
+            w.write(1, f"{name_indent}{c.get('name')}:\n")
+            w.write(2, f"Image:\t{c.get('image', '')}\n")
+            ports, host_ports = _ports(c, "containerPort"), _ports(c, "hostPort")
+            w.write(2, f"Ports:\t{ports}\n" if "," in ports else f"Port:\t{ports or '<none>'}\n")
+            w.write(
+                2,
+                f"Host Ports:\t{host_ports}\n"
+                if "," in host_ports
+                else f"Host Port:\t{host_ports or '<none>'}\n",
+            )
+            _resources(w, c.get("resources"), 2)
+
+
+def write_volumes(w: Writer, spec: Mapping[str, Any], space: str = "") -> None:
+    """describeVolumes (only a claim's details; other sources by name)."""
+    volumes = spec.get("volumes") or ()
+    if not volumes:
+        w.write(0, f"{space}Volumes:\t<none>\n")
+        return
+    name_indent = " " if space else ""
+    w.write(0, f"{space}Volumes:\n")
+    for volume in volumes:
+        w.write(1, f"{name_indent}{volume.get('name')}:\n")
+        claim = volume.get("persistentVolumeClaim")
+        if claim:
+            what = "a reference to a PersistentVolumeClaim in the same namespace"
+            w.write(2, f"Type:\tPersistentVolumeClaim ({what})\n")
+            w.write(2, f"ClaimName:\t{claim.get('claimName', '')}\n")
+            w.write(2, f"ReadOnly:\t{'true' if claim.get('readOnly') else 'false'}\n")
+        else:
+            w.write(2, "<unknown>\n")
+
+
 # --- describe pod ------------------------------------------------------------------------
 
 
@@ -306,23 +352,7 @@ def describe_pod(
             w.write(0, f"Controlled By:\t{ref.get('kind')}/{ref.get('name')}\n")
     if status.get("nominatedNodeName"):
         w.write(0, f"NominatedNodeName:\t{status['nominatedNodeName']}\n")
-    for title, key in (("Init Containers", "initContainers"), ("Containers", "containers")):
-        containers = spec.get(key) or ()
-        if key == "initContainers" and not containers:
-            continue
-        w.write(0, f"{title}:{'' if containers else ' <none>'}\n")
-        for c in containers:
-            w.write(1, f"{c.get('name')}:\n")
-            w.write(2, f"Image:\t{c.get('image', '')}\n")
-            ports, host_ports = _ports(c, "containerPort"), _ports(c, "hostPort")
-            w.write(2, f"Ports:\t{ports}\n" if "," in ports else f"Port:\t{ports or '<none>'}\n")
-            w.write(
-                2,
-                f"Host Ports:\t{host_ports}\n"
-                if "," in host_ports
-                else f"Host Port:\t{host_ports or '<none>'}\n",
-            )
-            _resources(w, c.get("resources"), 2)
+    write_containers(w, spec)
     gates = spec.get("readinessGates") or ()
     conditions = status.get("conditions") or ()
     if gates:
@@ -338,21 +368,7 @@ def describe_pod(
         w.write(0, "Conditions:\n  Type\tStatus\n")
         for c in conditions:
             w.write(1, f"{c.get('type')} \t{c.get('status')} \n")
-    volumes = spec.get("volumes") or ()
-    if volumes:
-        w.write(0, "Volumes:\n")
-        for volume in volumes:
-            w.write(1, f"{volume.get('name')}:\n")
-            claim = volume.get("persistentVolumeClaim")
-            if claim:
-                what = "a reference to a PersistentVolumeClaim in the same namespace"
-                w.write(2, f"Type:\tPersistentVolumeClaim ({what})\n")
-                w.write(2, f"ClaimName:\t{claim.get('claimName', '')}\n")
-                w.write(2, f"ReadOnly:\t{'true' if claim.get('readOnly') else 'false'}\n")
-            else:
-                w.write(2, "<unknown>\n")
-    else:
-        w.write(0, "Volumes:\t<none>\n")
+    write_volumes(w, spec)
     w.write(0, f"QoS Class:\t{qos_class(pod)}\n")
     write_multiline(w, "Node-Selectors", label_lines(spec.get("nodeSelector")))
     tolerations = sorted(spec.get("tolerations") or (), key=lambda t: str(t.get("key") or ""))
@@ -482,16 +498,30 @@ def events_of(pod: Obj, ctx: Any) -> list[Obj] | None:
     return found or None
 
 
+def events_about(obj: Obj, reader: Any) -> list[Obj]:
+    """Events (stored or recorded) whose object is ``obj`` (kind, namespace, name)."""
+    meta = obj.get("metadata") or {}
+    namespace = meta.get("namespace") or None
+    return [
+        e
+        for e in reader.list("Event")
+        if observed.event_object(e).get("kind") == obj.get("kind")
+        and observed.event_object(e).get("name") == meta.get("name")
+        and (observed.event_object(e).get("namespace") or None) == namespace
+    ]
+
+
 @click.command()
 @click.argument("kind")
 @click.argument("names", nargs=-1)
 @namespace_option
 @redis_options
 def describe(kind: str, names: tuple[str, ...], namespace: str | None, **kwargs: Any) -> None:
-    """Show a pod or a node in detail, as kubectl describe does (`describe pod web-1`,
-    `describe node node-a`, `describe pod/web-1`). A pending pod's events hold the
-    scheduler's "0/N nodes are available: ..." of its last attempt; a node's
-    "Allocated resources" sum the requests of the pods bound to it."""
+    """Show objects in detail, as kubectl describe does (`describe pod web-1`, `describe
+    node node-a`, `describe deploy/web`, `describe pdb web`, any stored kind). A pod's
+    events are the scheduler's (FailedScheduling with "0/N nodes are available: ...",
+    Scheduled, Preempted); a node's "Allocated resources" sum the requests of the pods
+    bound to it; a workload's counts are its pods in the store."""
     from distsched.explain_record import read_explanation
     from distsched.store import Store
 
@@ -507,15 +537,16 @@ def describe(kind: str, names: tuple[str, ...], namespace: str | None, **kwargs:
         store_kind = kinds.resolve(kind)
     except ValueError as exc:
         bad_input(str(exc))
-    if store_kind not in ("Pod", "Node"):
-        bad_input(f"describe takes pods and nodes, not {printers.resource_name(store_kind)}")
     ns = current_namespace(namespace)
     now = observed.wall_clock()
     outputs: list[str] = []
     missing = False
+    reader = Reader(store, kinds, ns)
     for name in names:
         key = f"{ns}/{name}" if store_kind == "Pod" else name
-        obj = store.get(store_kind, key)
+        obj = store.get(store_kind, key) if store_kind in ("Pod", "Node") else None
+        if store_kind not in ("Pod", "Node"):
+            obj = reader.get(store_kind, name, ns)
         if obj is None:
             print(not_found(store_kind, name), file=sys.stderr)
             missing = True
@@ -523,9 +554,17 @@ def describe(kind: str, names: tuple[str, ...], namespace: str | None, **kwargs:
         if store_kind == "Pod":
             explanation = read_explanation(ctx.client(), ctx.keys, key)
             outputs.append(describe_pod(obj, explanation, now, events_of(obj, ctx)))
-        else:
+        elif store_kind == "Node":
             bound = [p for p in store.list("Pod")[0] if observed.pod_node(p) == name]
             outputs.append(describe_node(obj, bound, now))
+        else:
+            from distsched.cli.describe_kinds import describe_object
+
+            related = observed.Related.of(
+                (o for k in printers.RELATED_KINDS.get(store_kind, ()) for o in reader.list(k)),
+                now,
+            )
+            outputs.append(describe_object(store_kind, obj, related, events_about(obj, reader)))
     if outputs:
         print("\n\n".join(o.rstrip("\n") for o in outputs))
     if missing:

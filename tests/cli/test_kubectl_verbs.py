@@ -417,7 +417,7 @@ def test_describe_a_node_shows_its_pods_and_allocated_resources(
     result = invoke(redis_url, "describe", "node", "n1")
     assert result.exit_code == 0, result.output
     assert result.stdout == (DATA / "describe-node.txt").read_text().format(created=created)
-    assert invoke(redis_url, "describe", "deploy", "web").exit_code == 2
+    assert invoke(redis_url, "describe", "deploy", "web").exit_code == 1  # not found
 
 
 # --------------------------------------------------------------------------------- watch

@@ -8,9 +8,9 @@ from typing import Any
 import pytest
 import redis
 
+from distsched import event_log
 from distsched.bench.binder_pool import node_manifest, pod_manifest
 from distsched.clock import FakeClock
-from distsched import event_log
 from distsched.event_log import PodEvent
 from distsched.framework.cluster_writer import (
     FAILED_SCHEDULING,
