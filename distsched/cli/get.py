@@ -14,6 +14,7 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -123,6 +124,7 @@ class Reader:
         self.names = names
         self.namespace = namespace  # None: every namespace
         self.rv: int | None = None  # the oldest resourceVersion a list was read at
+        self.events_seen: Any = None  # the event log's last id at its last read
         self._lists: dict[str, list[Obj]] = {}
 
         def skip(error: Undecodable) -> None:
@@ -145,7 +147,14 @@ class Reader:
         return self._lists[kind]
 
     def recorded_events(self, namespace: str | None) -> Events:
+        """The event log's events; ``events_seen`` becomes its last entry's id as of
+        before the read (a watch goes on from there)."""
+        self.events_seen = self.last_event_id()
         return event_log.read(self.store.client, self.store.keys, namespace=namespace)
+
+    def last_event_id(self) -> Any:
+        newest = self.store.client.xrevrange(self.store.keys.recorded_events, "+", "-", count=1)
+        return newest[0][0] if newest else None
 
     def get(self, kind: str, name: str, namespace: str) -> Obj | None:
         if kind == "Event":
@@ -357,7 +366,10 @@ def get(
             print(f"No resources found{where}.", file=sys.stderr)
     for line in missing:
         print(line, file=sys.stderr)
-    if watch:
+    if watch and queries[0].kind == "Event":
+        sys.stdout.flush()
+        follow_events(reader, queries[0], blocks[0][1], (labels, fields), output, layout, timeout_s)
+    elif watch:
         sys.stdout.flush()
         follow_changes(
             store, reader, queries[0], blocks[0][1], (labels, fields), output, layout, timeout_s
@@ -378,6 +390,62 @@ def parse_duration(text: str) -> float:
     if value < 0:
         raise ValueError(f"--request-timeout: must not be negative: {text!r}")
     return value
+
+
+def follow_events(
+    reader: Reader,
+    query: Query,
+    listed: list[Obj],
+    selectors: tuple[LabelSelector, FieldSelector],
+    output: str,
+    layout: Layout,
+    timeout_s: float,
+) -> None:
+    """``get events --watch``: a row each time an event is recorded again or anew (the
+    scheduler's event log is read again whenever its last entry changed)."""
+    from distsched.cli.watch import POLL_S, aligned, widths_of
+
+    labels, fields = selectors
+
+    def cells(event: Obj, now: float) -> list[str]:
+        return layout.row("Event", event, observed.Related(now=now))
+
+    def name(event: Obj) -> str:
+        return f"{event['metadata'].get('namespace', '')}/{event['metadata']['name']}"
+
+    header = layout.header("Event")
+    now = observed.wall_clock()
+    widths = widths_of([header, *(cells(e, now) for e in listed)])
+    printed_header = bool(listed)
+    shown = {name(e): cells(e, 0.0) for e in listed}
+    seen = reader.events_seen
+    deadline = time.monotonic() + timeout_s if timeout_s > 0 else None
+    with contextlib.suppress(KeyboardInterrupt):
+        while deadline is None or time.monotonic() < deadline:
+            newest = reader.last_event_id()
+            if newest == seen:
+                time.sleep(POLL_S)
+                continue
+            now = observed.wall_clock()
+            for event in reader.recorded_events(reader.namespace):
+                meta = event["metadata"]
+                wanted = not query.names or meta["name"] in query.names
+                if not (wanted and labels.matches(meta.get("labels"))):
+                    continue
+                if not fields.matches("Event", event) or shown.get(name(event)) == cells(
+                    event, 0.0
+                ):
+                    continue
+                shown[name(event)] = cells(event, 0.0)
+                if output == "name":
+                    print(f"event/{meta['name']}", flush=True)
+                    continue
+                if not printed_header:
+                    widths = widths_of([header, cells(event, now)])
+                    print(aligned(header, widths), flush=True)
+                    printed_header = True
+                print(aligned(cells(event, now), widths), flush=True)
+            seen = reader.events_seen
 
 
 def follow_changes(

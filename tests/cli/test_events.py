@@ -7,6 +7,8 @@ of a scheduler run at T0 + 60/100/120/150 s; the CLI's clock reads T0 + 182 s.""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 
 import pytest
 import redis
@@ -14,7 +16,7 @@ import redis
 from distsched.event_log import PodEvent
 from distsched.store import Store
 from tests.cli.conftest import KEYS, T0_MS
-from tests.cli.manifests import invoke
+from tests.cli.manifests import cli_env, invoke
 from tests.support.objects import node, pod
 
 pytestmark = pytest.mark.usefixtures("frozen_clock")
@@ -136,3 +138,32 @@ def test_another_incarnation_does_not_inherit_the_events(
     store.create(pod("web-1"))
     out = invoke(redis_url, "describe", "pod", "web-1").stdout.splitlines()
     assert out[-1].split() == ["Events:", "<none>"]
+
+
+def test_watch_prints_an_event_each_time_it_is_recorded(r: redis.Redis, redis_url: str) -> None:
+    from distsched import event_log
+
+    event_log.record(r, KEYS, [PodEvent("default/a", "u", "Warning", "FailedScheduling", NO_FIT)])
+    watcher = subprocess.Popen(
+        [sys.executable, "-m", "distsched", "get", "events", "-w", "--request-timeout", "4s",
+         "--redis-url", redis_url, "--scheduler", "test"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=cli_env(),
+    )  # fmt: skip
+    try:
+        assert watcher.stdout is not None
+        first = [watcher.stdout.readline() for _ in range(2)]  # the table: it is watching
+        later = [
+            PodEvent("default/a", "u", "Normal", "Scheduled", "Successfully assigned default/a"),
+            PodEvent("prod/b", "v", "Normal", "Scheduled", "another namespace: not shown"),
+        ]
+        event_log.record(r, KEYS, later)
+        out, err = watcher.communicate(timeout=30)
+    finally:
+        watcher.kill()
+    assert watcher.returncode == 0, err
+    rows = [line.split(None, 3) for line in first + out.splitlines()]
+    assert [row[1:3] for row in rows] == [
+        ["SEEN", "TYPE"],
+        ["Warning", "FailedScheduling"],
+        ["Normal", "Scheduled"],
+    ]
