@@ -137,6 +137,7 @@ class Binder:
             results = self.writer.bind_many(
                 [(b.pod_key, b.uid, b.node) for b in batched],
                 reservations={b.pod_key: b.token for b in batched},
+                scheduled_by={b.pod_key: b.profile for b in batched},
             )
             for binding, result in zip(batched, results, strict=True):
                 self._record(binding, str(result), outcome, stored)
@@ -159,7 +160,7 @@ class Binder:
                 if not ok:  # only after a stall longer than the claim; the bind event adds it
                     log.warning("reservation of %s vanished before its confirm", binding.pod_key)
         forget_explanations(self.client, self.keys, [b.pod_key for b in stored])
-        self._scheduled_events(stored, outcome)
+        self._scheduled_events(plugin_bound, outcome)  # the batch's came with its binding
         failed = [b for b in claimed if b.pod_key in outcome.failed]
         if failed:
             self.failures.handle(

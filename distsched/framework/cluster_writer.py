@@ -59,11 +59,14 @@ class ClusterWriter(Protocol):
         bindings: Sequence[tuple[str, str, str]],
         *,
         reservations: Mapping[str, str] | None = None,
+        scheduled_by: Mapping[str, str] | None = None,
     ) -> Sequence[str]:
         """Bind each (pod key, uid, node); one answer per binding, in order: "bound",
         "already-bound" (to that node: nothing written), "conflict" (bound elsewhere),
         "not-found", "uid-mismatch", or, with ``reservations`` (pod key -> the ledger's
-        token: bind only while the ledger holds it, and confirm it), "unreserved"."""
+        token: bind only while the ledger holds it, and confirm it), "unreserved". With
+        ``scheduled_by`` (pod key -> its scheduler name), each pod bound gets kube's
+        Scheduled event (the store's script records them with the binding)."""
         ...
 
     def bind(self, pod: PodRef, node: str) -> str:

@@ -26,6 +26,7 @@ import threading
 from collections.abc import Mapping, Sequence
 
 from distsched.event_log import ACTIONS, PodEvent
+from distsched.framework.cluster_writer import NORMAL, SCHEDULED
 from distsched.kube.writer import ApiBinding, KubeWriter
 from distsched.model import Pod, PodRef
 from distsched.store import Store
@@ -63,6 +64,7 @@ class KubeClusterWriter:
         bindings: Sequence[tuple[str, str, str]],
         *,
         reservations: Mapping[str, str] | None = None,
+        scheduled_by: Mapping[str, str] | None = None,
     ) -> list[str]:
         calls = []
         for key, uid, node in bindings:
@@ -87,6 +89,21 @@ class KubeClusterWriter:
                 # the store before we did ("already-bound"); it is still ours.
                 ours = results[i].status == "bound"
                 answers[i] = "bound" if ours and str(answer) == "already-bound" else str(answer)
+        if scheduled_by is not None:
+            self.record_events(
+                [
+                    PodEvent(
+                        key,
+                        uid,
+                        NORMAL,
+                        SCHEDULED,
+                        f"Successfully assigned {key} to {node}",
+                        source=scheduled_by.get(key, ""),
+                    )
+                    for (key, uid, node), answer in zip(bindings, answers, strict=True)
+                    if answer == "bound"
+                ]
+            )
         return answers
 
     def bind(self, pod: PodRef, node: str) -> str:

@@ -13,6 +13,11 @@
 -- KEYS[10] string  queue move_cycle (set to the cycle: every binding is a move request)
 -- KEYS[11] zset    queue unschedulable
 --
+-- With the scheduler's event log as the last KEY (KEYS[6], or KEYS[12] in reservation
+-- mode), each pod this call binds also gets kube's Scheduled event there
+-- (distsched/event_log.py): each binding then carries its source (the pod's scheduler
+-- name) as its last ARGV, and the log's cap follows the last binding.
+--
 -- ARGV[1]  int     stream cap (XADD MAXLEN ~)
 -- ARGV[2]  string  epoch candidate (a fresh random id; used only if KEYS[3] is missing)
 -- ARGV[3]  string  the bindings' time (RFC 3339): PodScheduled's lastTransitionTime
@@ -22,6 +27,8 @@
 --   uid          string  uid precondition ("" = none)
 --   node         string  target node name (non-empty, no '|')
 --   token        string  (reservation mode) the reservation token the binding carries
+--   source       string  (with the event log) the pod's scheduler name
+-- then, with the event log, its cap (XADD MAXLEN ~)
 --
 -- A bind writes the meta alone, "<rv>|<node>|<time>|<uid>": the pod's blob is left as it
 -- was, and readers apply spec.nodeName, the rv and PodScheduled=True at <time> to it (the
@@ -54,8 +61,10 @@
 local at = ARGV[3]
 local n = tonumber(ARGV[4])
 local out = {}
-local reserving = #KEYS == 11
-local stride = reserving and 4 or 3
+local reserving = #KEYS >= 11
+local event_log = nil
+if #KEYS == 6 or #KEYS == 12 then event_log = KEYS[#KEYS] end
+local stride = 3 + (reserving and 1 or 0) + (event_log and 1 or 0)
 local to_queue = true
 if reserving and redis.call('ZCARD', KEYS[11]) == 0 then to_queue = false end
 
@@ -133,6 +142,16 @@ if #to_bind > 0 then
     out[2 * b.i] = rv
   end
   in_slices('HSET', KEYS[5], fields)
+  if event_log then
+    local cap = ARGV[5 + stride * n]
+    for _, b in ipairs(to_bind) do
+      local ns, name = string.match(b.key, '^([^/]*)/(.*)$')
+      redis.call('XADD', event_log, 'MAXLEN', '~', cap, '*',
+        'type', 'Normal', 'reason', 'Scheduled', 'action', 'Binding', 'ns', ns, 'name', name,
+        'uid', b.uid or '', 'message', 'Successfully assigned ' .. b.key .. ' to ' .. b.node,
+        'source', ARGV[5 + stride * (b.i - 1) + stride - 1], 'related', '')
+    end
+  end
   if not to_queue then
     redis.call('SET', KEYS[10], redis.call('GET', KEYS[9]) or '0')
   end

@@ -43,6 +43,7 @@ from typing import Any, Literal, NamedTuple, cast
 
 import redis
 
+from distsched import event_log
 from distsched.clock import SYSTEM_CLOCK, Clock
 from distsched.keys import Keys
 from distsched.lua import ScriptSet
@@ -717,6 +718,7 @@ class Store:
         bindings: Sequence[BindRequest | tuple[str, str | None, str]],
         *,
         reservations: Mapping[str, str] | None = None,
+        scheduled_by: Mapping[str, str] | None = None,
     ) -> builtins.list[BindResult]:
         """Bind a batch in one script call; one :class:`BindResult` per binding, in order.
         The script checks each pod's uid and node against its meta and writes the meta
@@ -726,7 +728,10 @@ class Store:
         the ledger still holds that reservation on that node ("unreserved" otherwise), and
         the reservation is confirmed in the same script (also for a pod already bound
         there: a killed job's leftover). :class:`InvalidObject` (nothing written) for an
-        empty node name or one holding ``|``."""
+        empty node name or one holding ``|``.
+
+        ``scheduled_by`` (pod key -> its scheduler name): each pod bound gets kube's
+        Scheduled event in the scheduler's event log, in the same script."""
         items = [BindRequest(*b) for b in bindings]
         if not items:
             return []
@@ -743,11 +748,16 @@ class Store:
             argv += [b.pod_key, b.uid or "", b.node_name]
             if reservations is not None:
                 argv.append(reservations.get(b.pod_key, ""))
+            if scheduled_by is not None:
+                argv.append(scheduled_by.get(b.pod_key) or event_log.DEFAULT_SOURCE)
         k = self._keys
         keys = [*self._write_keys(), k.store_meta("Pod")]
         if reservations is not None:
             keys += [k.ledger_pods, k.ledger_assumed, k.info, k.cycle, k.move_cycle]
             keys.append(k.unschedulable)
+        if scheduled_by is not None:
+            keys.append(k.recorded_events)
+            argv.append(event_log.HISTORY)
         reply = self._scripts.get("store_bind")(keys=keys, args=argv)
         results: builtins.list[BindResult] = []
         for n, b in enumerate(items):

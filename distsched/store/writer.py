@@ -4,8 +4,8 @@
 (the binder's bindings, preemption's victims and nominations, the failure handler's
 PodScheduled=False condition, the events). A victim is deleted without kube's
 DisruptionTarget condition first. Events go to the bounded stream of
-:mod:`distsched.event_log`, one pipeline per call (a binding job's Scheduled events
-together).
+:mod:`distsched.event_log`: a batch binding's Scheduled events in its own script, the
+others one pipeline per call.
 """
 
 from __future__ import annotations
@@ -36,8 +36,11 @@ class StoreWriter:
         bindings: Sequence[tuple[str, str, str]],
         *,
         reservations: Mapping[str, str] | None = None,
+        scheduled_by: Mapping[str, str] | None = None,
     ) -> builtins.list[BindResult]:
-        return self.store.bind_many(bindings, reservations=reservations)
+        return self.store.bind_many(
+            bindings, reservations=reservations, scheduled_by=scheduled_by
+        )
 
     def bind(self, pod: PodRef, node: str) -> str:
         return self.store.bind(pod.key, pod.uid or None, node)

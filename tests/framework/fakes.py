@@ -140,9 +140,19 @@ class RecordingWriter(StoreWriter):
         bindings: Sequence[tuple[str, str, str]],
         *,
         reservations: Mapping[str, str] | None = None,
+        scheduled_by: Mapping[str, str] | None = None,
     ) -> list[BindResult]:
         self.calls += [("bind_many", key, node) for key, _uid, node in bindings]
-        return super().bind_many(bindings, reservations=reservations)
+        results = super().bind_many(
+            bindings, reservations=reservations, scheduled_by=scheduled_by
+        )
+        if scheduled_by is not None:
+            self.events += [
+                (key, "Normal", "Scheduled", f"Successfully assigned {key} to {node}")
+                for (key, _uid, node), result in zip(bindings, results, strict=True)
+                if str(result) == "bound"
+            ]
+        return results
 
     def preempt(self, victim: Pod, *, preemptor: Pod, node: str) -> None:
         self.calls.append(("preempt", victim.key, f"for {preemptor.key} on {node}"))

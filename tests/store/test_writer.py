@@ -155,3 +155,27 @@ def test_a_preempted_victim_gets_its_event(store: Store, writer: ClusterWriter, 
     assert event["message"] == f"Preempted by pod {preemptor.metadata.uid} on node n1"
     assert event["involvedObject"]["name"] == "victim"
     assert event["related"]["name"] == "preemptor"
+
+
+def test_a_batch_binding_records_the_scheduled_events_in_its_script(
+    store: Store, writer: ClusterWriter, keys: Keys
+) -> None:
+    store.create_many([node_manifest("n1"), node_manifest("n2")])
+    a, b = created(store, "a"), created(store, "b")
+    store.bind(b.key, b.uid, "n2")
+    results = writer.bind_many(
+        [(a.key, a.uid, "n1"), (b.key, b.uid, "n2"), ("default/gone", "", "n1")],
+        scheduled_by={a.key: "custom-scheduler"},
+    )
+    assert [str(r) for r in results] == ["bound", "already-bound", "not-found"]
+    [event] = event_log.read(store.client, keys)  # only the pod this call bound
+    assert (event["reason"], event["message"], event["source"]) == (
+        "Scheduled",
+        "Successfully assigned default/a to n1",
+        {"component": "custom-scheduler"},
+    )
+    assert event["involvedObject"]["uid"] == a.uid
+    # without scheduled_by (the kube bridge's copy of an API binding) nothing is recorded
+    c = created(store, "c")
+    writer.bind_many([(c.key, c.uid, "n1")])
+    assert len(event_log.read(store.client, keys)) == 1
