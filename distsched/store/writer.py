@@ -38,9 +38,7 @@ class StoreWriter:
         reservations: Mapping[str, str] | None = None,
         scheduled_by: Mapping[str, str] | None = None,
     ) -> builtins.list[BindResult]:
-        return self.store.bind_many(
-            bindings, reservations=reservations, scheduled_by=scheduled_by
-        )
+        return self.store.bind_many(bindings, reservations=reservations, scheduled_by=scheduled_by)
 
     def bind(self, pod: PodRef, node: str) -> str:
         return self.store.bind(pod.key, pod.uid or None, node)

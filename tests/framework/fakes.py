@@ -143,9 +143,7 @@ class RecordingWriter(StoreWriter):
         scheduled_by: Mapping[str, str] | None = None,
     ) -> list[BindResult]:
         self.calls += [("bind_many", key, node) for key, _uid, node in bindings]
-        results = super().bind_many(
-            bindings, reservations=reservations, scheduled_by=scheduled_by
-        )
+        results = super().bind_many(bindings, reservations=reservations, scheduled_by=scheduled_by)
         if scheduled_by is not None:
             self.events += [
                 (key, "Normal", "Scheduled", f"Successfully assigned {key} to {node}")
