@@ -161,6 +161,22 @@ class Unavailable(Exception):
     """Containers cannot run here; the message says what is missing or what failed."""
 
 
+def run_tool(
+    argv: list[str], env: dict[str, str], timeout: float, cwd: Path | None = None
+) -> subprocess.CompletedProcess[str]:
+    """A command's outcome, its output captured as text (never raises on its exit code)."""
+    return subprocess.run(
+        argv,
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        errors="replace",
+        timeout=timeout,
+        check=False,
+    )
+
+
 @dataclass
 class Podman:
     """``podman`` with the environment every call of the test uses."""
@@ -171,15 +187,7 @@ class Podman:
     def run(
         self, *args: str, timeout: float = 120, check: bool = True
     ) -> subprocess.CompletedProcess[str]:
-        proc = subprocess.run(
-            ["podman", *args],
-            env=self.env,
-            capture_output=True,
-            text=True,
-            errors="replace",
-            timeout=timeout,
-            check=False,
-        )
+        proc = run_tool(["podman", *args], self.env, timeout)
         if check and proc.returncode != 0:
             raise Unavailable(
                 f"`podman {' '.join(args)}` failed ({proc.returncode}): {proc.stderr}"

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tests.compose.images import run_tool
+
 ROOT = Path(__file__).resolve().parents[2]
 
 # Grafana is left out: no Debian package stands in for its image.
@@ -70,16 +72,7 @@ class Stack:
         return f"redis://127.0.0.1:{self.redis_port}/0"
 
     def compose(self, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            ["podman-compose", "-p", self.project, *args],
-            cwd=ROOT,
-            env=self.env,
-            capture_output=True,
-            text=True,
-            errors="replace",
-            timeout=timeout,
-            check=False,
-        )
+        return run_tool(["podman-compose", "-p", self.project, *args], self.env, timeout, ROOT)
 
     def distsched(self, *args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
         env = {k: v for k, v in os.environ.items() if not k.startswith("DISTSCHED_")}
@@ -95,15 +88,7 @@ class Stack:
         )
 
     def podman(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            ["podman", *args],
-            env=self.env,
-            capture_output=True,
-            text=True,
-            errors="replace",
-            timeout=timeout,
-            check=False,
-        )
+        return run_tool(["podman", *args], self.env, timeout)
 
     @property
     def label(self) -> str:
