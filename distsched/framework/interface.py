@@ -227,6 +227,10 @@ class FilterPlugin(Plugin):
     # ports and its own pods): pods added to or taken off other nodes cannot change it,
     # so what-if edits on many nodes may be judged in one run (framework/what_if.py).
     reads_only_its_node: bool = False
+    # True when, besides, a node's pods matter to its verdict only through the node's free
+    # resources (``snapshot.free``), never through which pods they are: a dry run may then
+    # change the free resources alone instead of moving pods (DefaultPreemption).
+    reads_only_its_node_usage: bool = False
 
     def filter(
         self, state: CycleState, pod: Pod, snapshot: Snapshot, indices: np.ndarray

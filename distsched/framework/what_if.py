@@ -186,6 +186,14 @@ def nodes_are_independent(fw: Framework, state: CycleState) -> bool:
     return all(p.reads_only_its_node or p.name in skip for p in fw.filter_plugins)
 
 
+def usage_decides(fw: Framework, state: CycleState) -> bool:
+    """Whether, on independent nodes (:func:`nodes_are_independent`), every live filter
+    sees a node's pods only through its free resources (``reads_only_its_node_usage``):
+    a what-if of pods added or taken off may then change ``snapshot.free`` alone."""
+    skip = state.skip_filter_plugins
+    return all(p.reads_only_its_node_usage or p.name in skip for p in fw.filter_plugins)
+
+
 def fits_together(
     fw: Framework,
     state: CycleState,
@@ -209,8 +217,24 @@ def fits_together(
     if rest:
         slots = np.array([edits[k].node_index for k in rest], dtype=np.int64)
         outcome = fw.run_filter_plugins(state, pod, snapshot, slots)
-        for position, verdict in _one_node_verdicts(outcome).items():
-            statuses[rest[position]] = _status_of(verdict)
+        for position, status in enumerate(one_node_statuses(outcome, len(rest))):
+            statuses[rest[position]] = status
+    return statuses
+
+
+def rejected_positions(outcome: FilterOutcome) -> set[int]:
+    """The candidates some filter rejected."""
+    rejected: set[int] = set()
+    for verdict in outcome.verdicts:
+        rejected.update(verdict.failed.tolist())
+    return rejected
+
+
+def one_node_statuses(outcome: FilterOutcome, count: int) -> list[Status | None]:
+    """The status of each of ``count`` candidates as if filtered alone (None: passed)."""
+    statuses: list[Status | None] = [None] * count
+    for position, verdict in _one_node_verdicts(outcome).items():
+        statuses[position] = _status_of(verdict)
     return statuses
 
 
@@ -297,7 +321,10 @@ def run_filter_plugins_with_nominated_pods(
         if pods:
             todo.append((position, node_index, pods))
     overrides: dict[int, FilterOutcome] = {}
-    if len(todo) > 1 and nodes_are_independent(fw, state):
+    independent = bool(todo) and nodes_are_independent(fw, state)
+    if independent and usage_decides(fw, state):
+        overrides = _first_pass_by_usage(fw, state, pod, snapshot, todo)
+    elif independent and len(todo) > 1:
         overrides = _first_pass_together(fw, state, pod, snapshot, todo)
     else:
         for position, node_index, pods in todo:
@@ -323,6 +350,40 @@ def _first_pass_together(
     rejected = _rejected_with_nominated(
         fw, shared, pod, snapshot, edits, [pods for _, _, pods in todo]
     )
+    return {todo[k][0]: FilterOutcome(_NONE, [verdict]) for k, verdict in rejected.items()}
+
+
+def _first_pass_by_usage(
+    fw: Framework,
+    state: CycleState,
+    pod: Pod,
+    snapshot: Snapshot,
+    todo: list[tuple[int, int, list[PodInfo]]],
+) -> dict[int, FilterOutcome]:
+    """:func:`_first_pass_together` when only free resources matter to the filters
+    (:func:`usage_decides`): the nodes' ``free`` rows lowered by their nominated pods'
+    requests for one filter run, instead of the pods moved on and off."""
+    lowered = []
+    for _, node_index, pods in todo:
+        rows = [
+            snapshot.usage.requested_row(info)
+            for info in pods
+            if snapshot.pod_node_index(info.key) is None  # assumed: counted already
+        ]
+        lowered.append((node_index, rows))
+    slots = np.array([node_index for node_index, _ in lowered], dtype=np.int64)
+    free = snapshot.free  # read after the rows: a new resource grows the table
+    saved = free[slots].copy()
+    trial = saved.copy()
+    for k, (_, rows) in enumerate(lowered):
+        for row in rows:
+            trial[k] -= row
+    try:
+        free[slots] = trial
+        outcome = fw.run_filter_plugins(state, pod, snapshot, slots)
+    finally:
+        free[slots] = saved
+    rejected = _one_node_verdicts(outcome)
     return {todo[k][0]: FilterOutcome(_NONE, [verdict]) for k, verdict in rejected.items()}
 
 

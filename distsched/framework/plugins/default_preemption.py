@@ -32,6 +32,7 @@ Args (kube's DefaultPreemptionArgs): ``minCandidateNodesPercentage`` (0..100, de
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import random
 from collections.abc import Callable
@@ -60,12 +61,15 @@ from distsched.framework.what_if import (
     fits_together,
     node_edit,
     nodes_are_independent,
+    one_node_statuses,
+    rejected_positions,
+    usage_decides,
 )
 from distsched.model.objects import Pod
 from distsched.model.pdbs import Budget
 
 if TYPE_CHECKING:
-    from distsched.framework.runtime import Framework
+    from distsched.framework.runtime import FilterOutcome, Framework
 
 NAME = "DefaultPreemption"
 EVENTS: tuple[ClusterEvent, ...] = ()
@@ -133,7 +137,12 @@ def filter_pods_with_pdb_violation(
 def start_time(info: PodInfo) -> float:
     """When the pod started, for ordering: its creationTimestamp (distsched keeps no
     status.startTime); unknown counts as now, i.e. later than any known time."""
-    text = info.pod.metadata.creation_timestamp
+    return _timestamp(info.pod.metadata.creation_timestamp)
+
+
+@functools.lru_cache(maxsize=65536)
+def _timestamp(text: str) -> float:
+    """Seconds of an RFC 3339 time (a dry run sorts the same pods again and again)."""
     if not text:
         return math.inf
     try:
@@ -208,6 +217,9 @@ class DefaultPreemption(PostFilterPlugin):
     # False: dry-run one node at a time even when nodes are independent (the reference
     # the lockstep dry run is tested against).
     lockstep = True
+    # False: move pods in lockstep dry runs even when only the nodes' free resources
+    # matter to the filters (the reference the usage-only dry run is tested against).
+    by_usage = True
 
     def __init__(
         self, *, min_percentage: int, min_absolute: int, handle: Handle, rng: random.Random
@@ -332,6 +344,9 @@ class DefaultPreemption(PostFilterPlugin):
                 results[node_index] = (None, Status.unresolvable(NO_VICTIMS))
             else:
                 plans.append(plan)
+        if plans and self.by_usage and usage_decides(fw, state):
+            results.update(self._dry_run_by_usage(state, pod, snapshot, plans))
+            return [results[n] for n in nodes]
         shared = state.clone()  # told nothing: every extension is skipped
         edits = [NodeEdit(fw, shared, pod, snapshot, p.candidate.node_index) for p in plans]
         try:
@@ -363,6 +378,72 @@ class DefaultPreemption(PostFilterPlugin):
             if plan.candidate.node_index not in results:
                 results[plan.candidate.node_index] = (plan.result(), None)
         return [results[n] for n in nodes]
+
+    def _dry_run_by_usage(
+        self, state: CycleState, pod: Pod, snapshot: Snapshot, plans: list[_DryRun]
+    ) -> dict[int, tuple[Candidate | None, Status | None]]:
+        """The lockstep dry run when only the nodes' free resources matter to the filters
+        (:func:`usage_decides`): no pod is moved; each step sets the nodes' ``free`` rows
+        to what they would be with the potential victims off, the reprieved ones back and
+        the nominated pods on (kube's first pass, the stricter of its two when usage alone
+        decides), runs the filters once over them, and the rows are restored after."""
+        fw = self.framework
+        assert fw is not None
+        rows: dict[str, np.ndarray] = {}
+
+        def row(info: PodInfo) -> np.ndarray:
+            found = rows.get(info.key)
+            if found is None:
+                found = rows[info.key] = snapshot.usage.requested_row(info)
+            return found
+
+        for plan in plans:  # first: a pod may bring a new resource column
+            for info in (*plan.potential, *plan.nominated):
+                row(info)
+        slots = np.array([plan.candidate.node_index for plan in plans], dtype=np.int64)
+        free = snapshot.free
+        saved = free[slots].copy()
+        base = saved.copy()  # each node's free resources as the dry run stands
+        for i, plan in enumerate(plans):
+            for info in plan.potential:
+                base[i] += row(info)
+            for info in plan.nominated:
+                if snapshot.pod_node_index(info.key) is None:  # assumed: counted already
+                    base[i] -= row(info)
+        shared = state.clone()
+        results: dict[int, tuple[Candidate | None, Status | None]] = {}
+
+        def judge(live: list[int], trial: np.ndarray) -> FilterOutcome:
+            at = slots[live]
+            free[at] = trial
+            return fw.run_filter_plugins(shared, pod, snapshot, at)
+
+        try:
+            live = list(range(len(plans)))
+            statuses = one_node_statuses(judge(live, base), len(live))
+            for i, status in zip(live, statuses, strict=True):
+                if status is not None:
+                    results[plans[i].candidate.node_index] = (None, status)
+            live = [i for i in live if plans[i].candidate.node_index not in results]
+            step = 0
+            while live:
+                live = [i for i in live if step < len(plans[i].order)]
+                if not live:
+                    break
+                trial = np.stack([base[i] - row(plans[i].order[step][0]) for i in live])
+                rejected = rejected_positions(judge(live, trial))
+                for position, (i, back) in enumerate(zip(live, trial, strict=True)):
+                    info, counts = plans[i].order[step]
+                    fits = position not in rejected
+                    if fits:
+                        base[i] = back
+                    plans[i].settle(info, counts, fits=fits)
+                step += 1
+        finally:
+            free[slots] = saved
+        for plan in plans:
+            results.setdefault(plan.candidate.node_index, (plan.result(), None))
+        return results
 
     def _fit(
         self,

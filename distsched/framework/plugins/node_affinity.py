@@ -48,6 +48,7 @@ ERR_REASON_CONFLICT = "pod affinity terms conflict"
 class NodeAffinity(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin, SignPlugin):
     name = NAME
     reads_only_its_node = True
+    reads_only_its_node_usage = True
     scores_in_range = True
 
     def __init__(

@@ -24,6 +24,7 @@ ERR_REASON = "node(s) didn't match the requested node name"
 class NodeName(FilterPlugin, SignPlugin):
     name = NAME
     reads_only_its_node = True
+    reads_only_its_node_usage = True
 
     def sign_pod(self, pod: Pod, info: PodInfo, snapshot: Snapshot) -> Hashable | None:
         return pod.spec.node_name

@@ -85,6 +85,7 @@ class _FitRequest:
 class NodeResourcesFit(PreFilterPlugin, FilterPlugin, PreScorePlugin, ScorePlugin, SignPlugin):
     name = NAME
     reads_only_its_node = True
+    reads_only_its_node_usage = True
     scores_in_range = True
 
     def __init__(

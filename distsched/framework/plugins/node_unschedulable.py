@@ -32,6 +32,7 @@ _UNSCHEDULABLE_TAINT = Taint(TAINT_NODE_UNSCHEDULABLE, NO_SCHEDULE)
 class NodeUnschedulable(FilterPlugin, SignPlugin):
     name = NAME
     reads_only_its_node = True
+    reads_only_its_node_usage = True
 
     def sign_pod(self, pod: Pod, info: PodInfo, snapshot: Snapshot) -> Hashable | None:
         return tolerations_tolerate(pod.spec.tolerations, _UNSCHEDULABLE_TAINT)

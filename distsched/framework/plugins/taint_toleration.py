@@ -53,6 +53,7 @@ class _Untolerated:
 class TaintToleration(FilterPlugin, PreScorePlugin, ScorePlugin, SignPlugin):
     name = NAME
     reads_only_its_node = True
+    reads_only_its_node_usage = True
     scores_in_range = True
 
     def __init__(self) -> None:

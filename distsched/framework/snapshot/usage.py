@@ -23,6 +23,8 @@ from distsched.framework.podinfo import PodInfo
 from distsched.framework.snapshot.table import CPU_COL, MEMORY_COL, PODS_COL, NodeTable
 from distsched.model import HostPort
 
+_ROW_CACHE = 100_000
+
 
 class Usage:
     def __init__(self, table: NodeTable) -> None:
@@ -30,6 +32,7 @@ class Usage:
         self._ports: list[dict[HostPort, int]] = [{} for _ in range(table.capacity)]
         self._port_any_ip: dict[tuple[str, int], set[int]] = {}
         self._port_exact: dict[HostPort, set[int]] = {}
+        self._rows: dict[str, tuple[PodInfo, np.ndarray]] = {}  # requested_row's
 
     def host_ports(self, index: int) -> dict[HostPort, int]:
         """Host ports in use on the node, with the number of pods holding each."""
@@ -66,6 +69,35 @@ class Usage:
         table.free[index, PODS_COL] -= sign
         if info.host_ports:
             self._account_ports(index, info.host_ports, sign)
+
+    def requested_row(self, info: PodInfo) -> np.ndarray:
+        """What :meth:`charge` adds to a node's ``requested`` row for the pod (a row of the
+        table's columns: its requests, and 1 pod). Read-only; kept for the same PodInfo
+        while the table has the same columns (preemption's dry runs ask again and again)."""
+        table = self._table
+        known = self._rows.get(info.key)
+        if known is not None and known[0] is info and len(known[1]) == len(table.resource_names):
+            return known[1]
+        row = self._requested_row(info)
+        row.flags.writeable = False
+        if len(self._rows) >= _ROW_CACHE:
+            self._rows.clear()
+        self._rows[info.key] = (info, row)
+        return row
+
+    def _requested_row(self, info: PodInfo) -> np.ndarray:
+        table = self._table
+        columns = [table.resource_index.get(r) for r in info.requests]
+        if any(col is None for col in columns):
+            for resource in info.requests:
+                table.column(resource)  # new columns first: the row has them all
+        row = np.zeros(len(table.resource_names), dtype=np.int64)
+        for resource, amount in info.requests.items():
+            col = table.resource_index[resource]
+            if col != PODS_COL:
+                row[col] += amount
+        row[PODS_COL] += 1
+        return row
 
     def add_usage(self, index: int, info: PodInfo, sign: int = 1) -> None:
         """Charge (or with ``sign=-1`` refund) a pod this worker is placing, before the

@@ -130,7 +130,7 @@ def clusters(draw: st.DrawFn) -> dict[str, Any]:
     }
 
 
-def dry_run(cluster: dict[str, Any], *, lockstep: bool) -> Any:
+def dry_run(cluster: dict[str, Any], *, lockstep: bool, by_usage: bool = True) -> Any:
     snapshot = snapshot_of(cluster["nodes"], cluster["existing"])
     nominator = PodNominator()
     for p in cluster["nominated"]:
@@ -144,6 +144,7 @@ def dry_run(cluster: dict[str, Any], *, lockstep: bool) -> Any:
     assert isinstance(plugin, DefaultPreemption)
     plugin.rng = random.Random(cluster["seed"])
     plugin.lockstep = lockstep
+    plugin.by_usage = by_usage
     plugin.min_absolute = cluster["absolute"]
     state = CycleState()
     incoming = cluster["incoming"]
@@ -180,6 +181,14 @@ def test_lockstep_dry_run_equals_one_node_at_a_time(cluster: dict[str, Any]) -> 
     assert dry_run(cluster, lockstep=True) == dry_run(cluster, lockstep=False)
 
 
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(clusters())
+def test_usage_only_dry_run_equals_moving_the_pods(cluster: dict[str, Any]) -> None:
+    """When only free resources matter to the filters in play, changing them alone gives
+    what moving the pods gives (and leaves the snapshot as it was: dry_run checks)."""
+    assert dry_run(cluster, lockstep=True) == dry_run(cluster, lockstep=True, by_usage=False)
+
+
 def test_full_nodes_of_low_priority_pods_are_dry_run_together(monkeypatch: Any) -> None:
     """PreemptionBasic's shape: the lockstep path is the one taken, in one chunk."""
     nodes = [make_node(f"n{i}", cpu=4000, labels={HOST: f"n{i}"}) for i in range(40)]
@@ -200,9 +209,17 @@ def test_full_nodes_of_low_priority_pods_are_dry_run_together(monkeypatch: Any) 
         chunks.append(len(nodes))
         return original(self, state, pod, snapshot, nodes)
 
+    by_usage: list[int] = []
+    usage_only = DefaultPreemption._dry_run_by_usage
+
+    def usage_spy(self: DefaultPreemption, state: Any, pod: Any, snapshot: Any, plans: Any):
+        by_usage.append(len(plans))
+        return usage_only(self, state, pod, snapshot, plans)
+
     monkeypatch.setattr(DefaultPreemption, "select_victims_on_nodes", spy)
+    monkeypatch.setattr(DefaultPreemption, "_dry_run_by_usage", usage_spy)
     together = dry_run(cluster, lockstep=True)
-    assert chunks == [40]
+    assert chunks == [40] and by_usage == [40]  # no pod moved: only free resources matter
     assert together[0] is True and len(together[1]) == 40
     # Each node gives up two of its four pods for the 1.5-cpu pod.
     assert all(len(victims) == 2 for _, victims, *_ in together[1])
