@@ -9,8 +9,8 @@ NS/NAME to NODE"), ``Preempted``; when it has none recorded (a store written bef
 events were kept, or a pod whose events went to an API server), what its explain record
 and its PodScheduled condition tell. A node's
 "Non-terminated Pods" and "Allocated resources" are the pods the store has bound to it.
-Sections about what only a kubelet knows (System Info, Lease, container state,
-environment, mounts) are left out.
+Sections about what only a kubelet knows (System Info, Lease, container state and
+restarts) are left out, and so are the containers' probes.
 """
 
 from __future__ import annotations
@@ -184,9 +184,12 @@ def qos_class(pod: Obj) -> str:
     return "Guaranteed" if guaranteed else "Burstable"
 
 
-def write_containers(w: Writer, spec: Mapping[str, Any], space: str = "") -> None:
-    """describeContainers of a pod (``space`` "") or a pod template (``space`` "  ": the
-    titles indented, names by one more space)."""
+def write_containers(
+    w: Writer, spec: Mapping[str, Any], space: str = "", pod: Obj | None = None
+) -> None:
+    """describeContainers of a pod (``space`` "", ``pod`` for its field references) or a
+    pod template (``space`` "  ": the titles indented, names by one more space). What only
+    a kubelet reports (container state, restarts, probes' results) is left out."""
     name_indent = " " if space else ""
     for title, key in (("Init Containers", "initContainers"), ("Containers", "containers")):
         containers = spec.get(key) or ()
@@ -204,7 +207,86 @@ def write_containers(w: Writer, spec: Mapping[str, Any], space: str = "") -> Non
                 if "," in host_ports
                 else f"Host Port:\t{host_ports or '<none>'}\n",
             )
+            _command(w, c)
             _resources(w, c.get("resources"), 2)
+            _environment(w, c, pod)
+            _mounts(w, c)
+
+
+def _command(w: Writer, container: Mapping[str, Any]) -> None:
+    """describeContainerCommand: Command and Args, one line each (split at newlines)."""
+    for title, key in (("Command", "command"), ("Args", "args")):
+        if container.get(key):
+            w.write(2, f"{title}:\n")
+            for item in container[key]:
+                for line in str(item).split("\n"):
+                    w.write(3, f"{line}\n")
+
+
+_POD_FIELDS = {
+    "metadata.name": lambda p: p["metadata"].get("name", ""),
+    "metadata.namespace": lambda p: p["metadata"].get("namespace", ""),
+    "metadata.uid": lambda p: p["metadata"].get("uid", ""),
+    "spec.nodeName": lambda p: (p.get("spec") or {}).get("nodeName", ""),
+    "spec.serviceAccountName": lambda p: (p.get("spec") or {}).get("serviceAccountName", ""),
+    "status.podIP": lambda p: (p.get("status") or {}).get("podIP", ""),
+    "status.hostIP": lambda p: (p.get("status") or {}).get("hostIP", ""),
+}
+
+
+def _environment(w: Writer, container: Mapping[str, Any], pod: Obj | None) -> None:
+    """describeContainerEnvFrom and describeContainerEnvVars (a pod template resolves no
+    field reference, as kubectl's)."""
+    sources = container.get("envFrom") or ()
+    if sources:
+        w.write(2, "Environment Variables from:\n")
+        for source in sources:
+            kind, ref = (
+                ("ConfigMap", source.get("configMapRef"))
+                if source.get("configMapRef")
+                else ("Secret", source.get("secretRef") or {})
+            )
+            optional = "true" if (ref or {}).get("optional") else "false"
+            prefix = f" with prefix '{source['prefix']}'" if source.get("prefix") else ""
+            w.write(3, f"{(ref or {}).get('name', '')}\t{kind}{prefix}\tOptional: {optional}\n")
+    env = container.get("env") or ()
+    w.write(2, "Environment:\n" if env else "Environment:\t<none>\n")
+    for var in env:
+        name, source = var.get("name", ""), var.get("valueFrom")
+        if not source:
+            for i, line in enumerate(str(var.get("value", "")).split("\n")):
+                w.write(3, f"{name}:\t{line}\n" if i == 0 else f"\t{line}\n")
+        elif source.get("fieldRef"):
+            ref = source["fieldRef"]
+            path = ref.get("fieldPath", "")
+            value = _POD_FIELDS.get(path, lambda _p: "")(pod) if pod is not None else ""
+            w.write(3, f"{name}:\t{value} ({ref.get('apiVersion', 'v1')}:{path})\n")
+        elif source.get("resourceFieldRef"):
+            w.write(3, f"{name}:\t ({source['resourceFieldRef'].get('resource', '')})\n")
+        elif source.get("secretKeyRef") or source.get("configMapKeyRef"):
+            secret = source.get("secretKeyRef")
+            ref = secret or source["configMapKeyRef"]
+            where = (
+                f"in secret '{ref.get('name', '')}'"
+                if secret
+                else (f"of config map '{ref.get('name', '')}'")
+            )
+            optional = "true" if ref.get("optional") else "false"
+            w.write(
+                3,
+                f"{name}:\t<set to the key '{ref.get('key', '')}' {where}>\tOptional: {optional}\n",
+            )
+
+
+def _mounts(w: Writer, container: Mapping[str, Any]) -> None:
+    """describeContainerVolumes: the volume mounts, sorted by mount path."""
+    mounts = sorted(container.get("volumeMounts") or (), key=lambda m: str(m.get("mountPath")))
+    w.write(2, "Mounts:\n" if mounts else "Mounts:\t<none>\n")
+    for mount in mounts:
+        flags = ["ro" if mount.get("readOnly") else "rw"]
+        if mount.get("subPath"):
+            flags.append(f'path="{mount["subPath"]}"')
+        w.write(3, f"{mount.get('mountPath')} from {mount.get('name')} ({','.join(flags)})\n")
 
 
 def write_volumes(w: Writer, spec: Mapping[str, Any], space: str = "") -> None:
@@ -352,7 +434,7 @@ def describe_pod(
             w.write(0, f"Controlled By:\t{ref.get('kind')}/{ref.get('name')}\n")
     if status.get("nominatedNodeName"):
         w.write(0, f"NominatedNodeName:\t{status['nominatedNodeName']}\n")
-    write_containers(w, spec)
+    write_containers(w, spec, pod=pod)
     gates = spec.get("readinessGates") or ()
     conditions = status.get("conditions") or ()
     if gates:

@@ -50,6 +50,8 @@ def test_describe_deployment(r: redis.Redis, redis_url: str, store: Store) -> No
         "    Image:         nginx:1.27\n"
         "    Port:          <none>\n"
         "    Host Port:     <none>\n"
+        "    Environment:   <none>\n"
+        "    Mounts:        <none>\n"
         "  Volumes:         <none>\n"
         "  Node-Selectors:  <none>\n"
         "  Tolerations:     <none>\n"
@@ -198,3 +200,61 @@ def test_every_other_kind_is_described_by_its_fields(
 )  # fmt: skip
 def test_smart_labels_split_camel_case_as_kubectl(field: str, label: str) -> None:
     assert smart_label(field) == label
+
+
+def test_containers_show_command_environment_and_mounts_as_kubectl(
+    r: redis.Redis, redis_url: str, store: Store
+) -> None:
+    web = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "metadata": {"name": "web", "namespace": "default"},
+        "spec": {
+            "containers": [
+                {
+                    "name": "app",
+                    "image": "app:2",
+                    "command": ["/bin/app"],
+                    "args": ["--port", "80"],
+                    "envFrom": [{"configMapRef": {"name": "settings"}, "prefix": "APP_"}],
+                    "env": [
+                        {"name": "MODE", "value": "prod"},
+                        {"name": "POD", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+                        {
+                            "name": "TOKEN",
+                            "valueFrom": {"secretKeyRef": {"name": "creds", "key": "token"}},
+                        },
+                    ],
+                    "volumeMounts": [
+                        {"name": "data", "mountPath": "/data"},
+                        {"name": "conf", "mountPath": "/etc/app", "readOnly": True, "subPath": "a"},
+                    ],
+                }
+            ],
+            "volumes": [{"name": "data", "persistentVolumeClaim": {"claimName": "data-web"}}],
+        },
+    }
+    store.create(web)
+    out = describe(redis_url, "pod", "web").splitlines()
+    start = out.index("Containers:")
+    assert out[start : start + 19] == [
+        "Containers:",
+        "  app:",
+        "    Image:      app:2",
+        "    Port:       <none>",
+        "    Host Port:  <none>",
+        "    Command:",
+        "      /bin/app",
+        "    Args:",
+        "      --port",
+        "      80",
+        "    Environment Variables from:",
+        "      settings  ConfigMap with prefix 'APP_'  Optional: false",
+        "    Environment:",
+        "      MODE:   prod",
+        "      POD:    web (v1:metadata.name)",
+        "      TOKEN:  <set to the key 'token' in secret 'creds'>  Optional: false",
+        "    Mounts:",
+        "      /data from data (rw)",
+        '      /etc/app from conf (ro,path="a")',
+    ]
