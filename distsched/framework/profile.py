@@ -43,7 +43,7 @@ log = logging.getLogger(__name__)
 DEFAULTS_SOURCE = "<defaults>"
 
 # kube's v1 default multiPoint plugins, in order (volume plugins left out: distsched
-# models no volumes).
+# models no volumes; DynamicResources only refuses pods with resource claims).
 DEFAULT_MULTI_POINT: tuple[PluginRef, ...] = (
     PluginRef("SchedulingGates"),
     PluginRef("PrioritySort"),
@@ -55,6 +55,7 @@ DEFAULT_MULTI_POINT: tuple[PluginRef, ...] = (
     PluginRef("NodeResourcesFit", 1),
     PluginRef("PodTopologySpread", 2),
     PluginRef("InterPodAffinity", 2),
+    PluginRef("DynamicResources"),
     PluginRef("DefaultPreemption"),
     PluginRef("NodeResourcesBalancedAllocation", 1),
     PluginRef("ImageLocality", 1),

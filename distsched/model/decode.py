@@ -235,6 +235,7 @@ def _decode_pod_spec(f: Fields) -> PodSpec:
         scheduling_gates=_decode_scheduling_gates(f),
         resources=_decode_pod_resources(f, containers, init_containers),
         pod_group_name=_decode_scheduling_group(f),
+        resource_claims=_decode_resource_claims(f),
     )
     _check_total_requests(f, spec)
     return spec
@@ -430,6 +431,17 @@ def _decode_scheduling_gates(spec: Fields) -> tuple[str, ...]:
             f.fail("name", f"duplicate scheduling gate {quote(name)}")
         gates.append(name)
     return tuple(gates)
+
+
+def _decode_resource_claims(spec: Fields) -> tuple[str, ...]:
+    claims: list[str] = []
+    for f in spec.get_objs("resourceClaims"):
+        name = f.get_str("name", required=True)
+        f.check_str("name", name, names.dns1123_label)
+        if name in claims:
+            f.fail("name", f"duplicate resource claim {quote(name)}")
+        claims.append(name)
+    return tuple(claims)
 
 
 def _decode_scheduling_group(spec: Fields) -> str:

@@ -169,6 +169,9 @@ class PodSpec:
     # pod's namespace it belongs to ("" when none); immutable. model/podgroups.py reads it
     # and, failing it, scheduler-plugins' label.
     pod_group_name: str = ""
+    # spec.resourceClaims' names (DynamicResources, which distsched does not model: such a
+    # pod is not scheduled, see framework/plugins/dynamic_resources.py).
+    resource_claims: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -382,6 +382,7 @@ def test_default_profile_loads_every_default_plugin_with_kube_weights():
             "NodeResourcesFit",
             "PodTopologySpread",
             "InterPodAffinity",
+            "DynamicResources",
             "DefaultPreemption",
             "NodeResourcesBalancedAllocation",
             "ImageLocality",
