@@ -253,6 +253,30 @@ def _event_wide(o: Obj, r: Related) -> list[Any]:
     ]
 
 
+_ACCESS_MODES = (
+    ("ReadWriteOnce", "RWO"), ("ReadOnlyMany", "ROX"), ("ReadWriteMany", "RWX"),
+    ("ReadWriteOncePod", "RWOP"),
+)  # fmt: skip
+
+
+def _claim(o: Obj, r: Related) -> list[Any]:
+    """printPersistentVolumeClaim: capacity and access modes once bound to a volume."""
+    spec, status = o.get("spec") or {}, status_of(o)
+    volume = spec.get("volumeName") or ""
+    capacity = modes = ""
+    if volume:
+        capacity = str((status.get("capacity") or {}).get("storage") or "")
+        held = set(status.get("accessModes") or ())
+        modes = ",".join(short for mode, short in _ACCESS_MODES if mode in held)
+    annotations = (o.get("metadata") or {}).get("annotations") or {}
+    storage_class = spec.get("storageClassName")
+    if storage_class is None:
+        storage_class = annotations.get("volume.beta.kubernetes.io/storage-class", "")
+    attributes = spec.get("volumeAttributesClassName") or "<unset>"
+    phase = status.get("phase") or ""
+    return [_name(o), phase, volume, capacity, modes, storage_class, attributes, age(o, r.now)]
+
+
 def _generic(o: Obj, r: Related) -> list[Any]:
     return [_name(o), age(o, r.now)]
 
@@ -351,6 +375,21 @@ PRINTERS: dict[str, Printer] = {
         _EVENT_WIDE,
         _event_wide,
         wide_is_whole_row=True,
+    ),
+    "PersistentVolumeClaim": Printer(
+        (
+            "NAME",
+            "STATUS",
+            "VOLUME",
+            "CAPACITY",
+            "ACCESS MODES",
+            "STORAGECLASS",
+            "VOLUMEATTRIBUTESCLASS",
+            "AGE",
+        ),
+        _claim,
+        ("VOLUMEMODE",),
+        lambda o, _r: [(o.get("spec") or {}).get("volumeMode") or "<unset>"],
     ),
     "NetworkPolicy": Printer(
         ("NAME", "POD-SELECTOR", "AGE"),

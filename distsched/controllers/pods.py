@@ -8,7 +8,9 @@ true`` (controller.NewControllerRef). Per kind:
   the label ``pod-template-hash`` on itself, its selector and its template.
 - StatefulSet pods: labels ``statefulset.kubernetes.io/pod-name``,
   ``apps.kubernetes.io/pod-index`` and ``controller-revision-hash``; ``spec.hostname``
-  (the pod's name) and ``spec.subdomain`` (the serviceName).
+  (the pod's name) and ``spec.subdomain`` (the serviceName); a volume per
+  ``volumeClaimTemplates`` entry naming the ordinal's PersistentVolumeClaim
+  ``<template>-<set>-<ordinal>``, which is made first and kept when the pod goes.
 - DaemonSet pods: the required node affinity replaced by the one term the DaemonSet
   controller uses (util.ReplaceDaemonSetPodNodeNameNodeAffinity: ``matchFields
   metadata.name In [node]``, preferred terms kept) and the tolerations it adds
@@ -121,7 +123,50 @@ def stateful_pod(sts: Obj, ordinal: int, revision: str) -> Obj:
     service = sts["spec"].get("serviceName")
     if service:
         pod["spec"]["subdomain"] = service
+    claims = stateful_claims(sts, ordinal)
+    if claims:  # kube's updateStorage: each template's volume names the ordinal's claim
+        by_template = {
+            str(t["metadata"]["name"]): c["metadata"]["name"]
+            for t, c in zip(sts["spec"]["volumeClaimTemplates"], claims, strict=True)
+        }
+        volumes = [
+            v for v in pod["spec"].get("volumes") or () if v.get("name") not in by_template
+        ]
+        volumes += [
+            {"name": template, "persistentVolumeClaim": {"claimName": claim}}
+            for template, claim in by_template.items()
+        ]
+        pod["spec"]["volumes"] = volumes
     return pod
+
+
+def stateful_claims(sts: Obj, ordinal: int) -> list[Obj]:
+    """The PersistentVolumeClaims of one ordinal, as kube's StatefulSet controller makes
+    them from ``volumeClaimTemplates``: ``<template>-<set>-<ordinal>`` in the set's
+    namespace, the template's labels plus the set's selector matchLabels. No owner: kube's
+    default retention (Retain when scaled down or deleted) keeps them."""
+    spec = sts["spec"]
+    selector_labels = (spec.get("selector") or {}).get("matchLabels") or {}
+    claims = []
+    for template in spec.get("volumeClaimTemplates") or ():
+        tmeta = template.get("metadata") or {}
+        meta: dict[str, Any] = {
+            "name": f"{tmeta.get('name')}-{sts['metadata']['name']}-{ordinal}",
+            "namespace": sts["metadata"]["namespace"],
+            "labels": {**(tmeta.get("labels") or {}), **selector_labels},
+        }
+        if tmeta.get("annotations"):
+            meta["annotations"] = dict(tmeta["annotations"])
+        claims.append(
+            {
+                "apiVersion": "v1",
+                "kind": "PersistentVolumeClaim",
+                "metadata": meta,
+                "spec": copy.deepcopy(template.get("spec") or {}),
+                "status": {"phase": "Pending"},
+            }
+        )
+    return claims
 
 
 def daemon_pod(ds: Obj, name: str, node_name: str) -> Obj:

@@ -412,6 +412,9 @@ class WorkloadController:
             if match:
                 by_ordinal[int(match.group(1))] = pod
         missing = [i for i in range(want) if i not in by_ordinal]
+        # Claims first, as kube's controller: one that exists already (kept from an
+        # earlier replica) is the pod's again.
+        self._create(c for i in missing for c in make.stateful_claims(sts, i))
         self._create(make.stateful_pod(sts, i, revision) for i in missing)
         for ordinal in sorted((i for i in by_ordinal if i >= want), reverse=True):
             self._delete(by_ordinal[ordinal])

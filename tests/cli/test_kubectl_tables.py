@@ -454,6 +454,53 @@ def test_kinds_only_stored_print_kubectls_columns(
     assert lines(redis_url, "widgets") == ["NAME   AGE", "w1     3m2s"]
 
 
+def test_claims_as_kubectl_get_pvc(r: redis.Redis, redis_url: str, store: Store) -> None:
+    """printPersistentVolumeClaim: capacity and access modes only once bound to a volume;
+    the class from spec.storageClassName, else the beta annotation."""
+    store.create_many(
+        [
+            {
+                "apiVersion": "v1",
+                "kind": "PersistentVolumeClaim",
+                "metadata": {"name": "datadir-zk-0"},
+                "spec": {
+                    "accessModes": ["ReadWriteOnce"],
+                    "resources": {"requests": {"storage": "10Gi"}},
+                    "storageClassName": "standard",
+                },
+                "status": {"phase": "Pending"},
+            },
+            {
+                "apiVersion": "v1",
+                "kind": "PersistentVolumeClaim",
+                "metadata": {
+                    "name": "logs",
+                    "annotations": {"volume.beta.kubernetes.io/storage-class": "slow"},
+                },
+                "spec": {
+                    "accessModes": ["ReadWriteOnce", "ReadOnlyMany"],
+                    "resources": {"requests": {"storage": "1Gi"}},
+                    "volumeName": "pv-7",
+                    "volumeMode": "Filesystem",
+                },
+                "status": {
+                    "phase": "Bound",
+                    "accessModes": ["ReadWriteOnce", "ReadOnlyMany"],
+                    "capacity": {"storage": "2Gi"},
+                },
+            },
+        ]
+    )
+    assert lines(redis_url, "pvc", "-o", "wide") == [
+        "NAME           STATUS    VOLUME   CAPACITY   ACCESS MODES   STORAGECLASS   "
+        "VOLUMEATTRIBUTESCLASS   AGE    VOLUMEMODE",
+        "datadir-zk-0   Pending                                      standard       "
+        "<unset>                 3m2s   <unset>",
+        "logs           Bound     pv-7     2Gi        RWO,ROX        slow           "
+        "<unset>                 3m2s   Filesystem",
+    ]
+
+
 # --------------------------------------------------------------------- logs and the demo
 
 

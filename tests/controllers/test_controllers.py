@@ -170,6 +170,46 @@ def test_statefulset_scales_down_from_the_highest_ordinal(
     assert sorted(p["metadata"]["name"] for p in pods_of(store, "zk-")) == ["zk-0", "zk-1"]
 
 
+def test_statefulset_claims_are_made_from_its_templates_and_kept(
+    r: redis.Redis, keys: Keys, clock: FakeClock
+) -> None:
+    """kube's StatefulSet controller: one PersistentVolumeClaim per template and ordinal,
+    ``<template>-<set>-<ordinal>``, the pod's volume naming it; kept when the set scales
+    down (default retention), the same claim again when it scales back up."""
+    store = Store(r, keys, clock)
+    ctl = controller(r, keys, clock)
+    text = (MANIFESTS / "zookeeper.yaml").read_text()
+    apply_text(store, text)
+    ctl.sync()
+
+    def claims() -> dict[str, dict]:
+        listed = store.list("PersistentVolumeClaim")[0]
+        return {c["metadata"]["name"]: c for c in listed}
+
+    made = claims()
+    assert sorted(made) == ["datadir-zk-0", "datadir-zk-1", "datadir-zk-2"]
+    claim = made["datadir-zk-1"]
+    assert claim["metadata"]["namespace"] == "default"
+    assert claim["metadata"]["labels"] == {"app": "zk"}  # the set's selector matchLabels
+    assert claim["spec"]["resources"]["requests"]["storage"] == "10Gi"
+    assert claim["spec"]["accessModes"] == ["ReadWriteOnce"]
+    assert claim["status"] == {"phase": "Pending"}
+    assert "ownerReferences" not in claim["metadata"]
+    pod = store.get("Pod", "default/zk-1")
+    assert {"name": "datadir", "persistentVolumeClaim": {"claimName": "datadir-zk-1"}} in pod[
+        "spec"
+    ]["volumes"]
+
+    apply_text(store, text.replace("replicas: 3", "replicas: 1"))
+    ctl.sync()
+    assert sorted(claims()) == ["datadir-zk-0", "datadir-zk-1", "datadir-zk-2"]
+    uid = claims()["datadir-zk-2"]["metadata"]["uid"]
+    apply_text(store, text)
+    ctl.sync()
+    assert claims()["datadir-zk-2"]["metadata"]["uid"] == uid  # the same claim, not a new one
+    assert len(pods_of(store, "zk-")) == 3
+
+
 DAEMON = """
 apiVersion: apps/v1
 kind: DaemonSet
