@@ -129,9 +129,7 @@ def stateful_pod(sts: Obj, ordinal: int, revision: str) -> Obj:
             str(t["metadata"]["name"]): c["metadata"]["name"]
             for t, c in zip(sts["spec"]["volumeClaimTemplates"], claims, strict=True)
         }
-        volumes = [
-            v for v in pod["spec"].get("volumes") or () if v.get("name") not in by_template
-        ]
+        volumes = [v for v in pod["spec"].get("volumes") or () if v.get("name") not in by_template]
         volumes += [
             {"name": template, "persistentVolumeClaim": {"claimName": claim}}
             for template, claim in by_template.items()
