@@ -392,6 +392,55 @@ def parse_duration(text: str) -> float:
     return value
 
 
+@dataclass
+class WatchPrinter:
+    """The rows a watch prints after its table: aligned with the table's columns (a
+    wider cell pushes the rest right), the header first when the table was empty."""
+
+    kind: str
+    output: str
+    layout: Layout
+    listed: list[Obj]
+    now: observed.Related
+    widths: list[int] = field(init=False)
+    printed_header: bool = field(init=False)
+
+    def __post_init__(self) -> None:
+        from distsched.cli.watch import widths_of
+
+        rows = [self.layout.row(self.kind, o, self.now) for o in self.listed]
+        self.widths = widths_of([self.layout.header(self.kind), *rows])
+        self.printed_header = bool(self.listed)
+
+    def emit(self, obj: Obj, related: observed.Related) -> None:
+        from distsched.cli.watch import aligned, widths_of
+
+        if self.output == "name":
+            print(f"{printers.kind_prefix(self.kind, obj)}/{obj['metadata']['name']}", flush=True)
+            return
+        cells = self.layout.row(self.kind, obj, related)
+        if not self.printed_header:
+            header = self.layout.header(self.kind)
+            self.widths = widths_of([header, cells])
+            print(aligned(header, self.widths), flush=True)
+            self.printed_header = True
+        print(aligned(cells, self.widths), flush=True)
+
+
+def watch_selector(
+    query: Query, selectors: tuple[LabelSelector, FieldSelector]
+) -> Callable[[Obj], bool]:
+    """Whether a watched object is one the query asks for (its names, -l, --field-selector)."""
+    labels, fields = selectors
+
+    def selected(obj: Obj) -> bool:
+        meta = obj["metadata"]
+        wanted = not query.names or meta["name"] in query.names
+        return wanted and labels.matches(meta.get("labels")) and fields.matches(query.kind, obj)
+
+    return selected
+
+
 def follow_events(
     reader: Reader,
     query: Query,
@@ -403,48 +452,29 @@ def follow_events(
 ) -> None:
     """``get events --watch``: a row each time an event is recorded again or anew (the
     scheduler's event log is read again whenever its last entry changed)."""
-    from distsched.cli.watch import POLL_S, aligned, widths_of
+    from distsched.cli.watch import POLL_S
 
-    labels, fields = selectors
+    selected = watch_selector(query, selectors)
+    out = WatchPrinter("Event", output, layout, listed, observed.Related())
+    ageless = observed.Related(now=0.0)
 
-    def cells(event: Obj, now: float) -> list[str]:
-        return layout.row("Event", event, observed.Related(now=now))
-
-    def name(event: Obj) -> str:
+    def key(event: Obj) -> str:
         return f"{event['metadata'].get('namespace', '')}/{event['metadata']['name']}"
 
-    header = layout.header("Event")
-    now = observed.wall_clock()
-    widths = widths_of([header, *(cells(e, now) for e in listed)])
-    printed_header = bool(listed)
-    shown = {name(e): cells(e, 0.0) for e in listed}
+    shown = {key(e): layout.row("Event", e, ageless) for e in listed}
     seen = reader.events_seen
     deadline = time.monotonic() + timeout_s if timeout_s > 0 else None
     with contextlib.suppress(KeyboardInterrupt):
         while deadline is None or time.monotonic() < deadline:
-            newest = reader.last_event_id()
-            if newest == seen:
+            if reader.last_event_id() == seen:
                 time.sleep(POLL_S)
                 continue
-            now = observed.wall_clock()
+            now = observed.Related()
             for event in reader.recorded_events(reader.namespace):
-                meta = event["metadata"]
-                wanted = not query.names or meta["name"] in query.names
-                if not (wanted and labels.matches(meta.get("labels"))):
-                    continue
-                if not fields.matches("Event", event) or shown.get(name(event)) == cells(
-                    event, 0.0
-                ):
-                    continue
-                shown[name(event)] = cells(event, 0.0)
-                if output == "name":
-                    print(f"event/{meta['name']}", flush=True)
-                    continue
-                if not printed_header:
-                    widths = widths_of([header, cells(event, now)])
-                    print(aligned(header, widths), flush=True)
-                    printed_header = True
-                print(aligned(cells(event, now), widths), flush=True)
+                cells = layout.row("Event", event, ageless)
+                if selected(event) and shown.get(key(event)) != cells:
+                    shown[key(event)] = cells
+                    out.emit(event, now)
             seen = reader.events_seen
 
 
@@ -460,10 +490,9 @@ def follow_changes(
 ) -> None:
     """``--watch``: the rows :mod:`distsched.cli.watch` finds changed, aligned with the
     table above them (the header comes with the first row if the table was empty)."""
-    from distsched.cli.watch import Watch, aligned, follow, widths_of
+    from distsched.cli.watch import Watch, follow
 
     kind = query.kind
-    labels, fields = selectors
     related_kinds = printers.RELATED_KINDS.get(kind, ())
     lists = {k: reader.list(k) for k in (kind, *related_kinds)}
     start = reader.rv if reader.rv is not None else store.resource_version()
@@ -472,30 +501,11 @@ def follow_changes(
     for listed_kind, objects in lists.items():
         state.load(listed_kind, objects)
     ageless = state.related(0.0)
-    now = state.related(observed.wall_clock())
-    header = layout.header(kind)
-    widths = widths_of([header, *(layout.row(kind, o, now) for o in listed)])
-    printed_header = bool(listed)
+    out = WatchPrinter(kind, output, layout, listed, state.related(observed.wall_clock()))
     for obj in listed:
         meta = obj["metadata"]
         state.shown[f"{meta.get('namespace', '')}/{meta['name']}"] = layout.row(kind, obj, ageless)
-
-    def selected(obj: Obj) -> bool:
-        meta = obj["metadata"]
-        wanted = not query.names or meta["name"] in query.names
-        return wanted and labels.matches(meta.get("labels")) and fields.matches(kind, obj)
-
-    def emit(obj: Obj, related: observed.Related) -> None:
-        nonlocal printed_header, widths
-        if output == "name":
-            print(f"{printers.kind_prefix(kind, obj)}/{obj['metadata']['name']}", flush=True)
-            return
-        cells = layout.row(kind, obj, related)
-        if not printed_header:
-            widths = widths_of([header, cells])
-            print(aligned(header, widths), flush=True)
-            printed_header = True
-        print(aligned(cells, widths), flush=True)
+    selected = watch_selector(query, selectors)
 
     with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C ends a watch, as kubectl's
-        follow(state, lambda o, r: layout.row(kind, o, r), selected, emit, timeout_s=timeout_s)
+        follow(state, lambda o, r: layout.row(kind, o, r), selected, out.emit, timeout_s=timeout_s)
