@@ -353,6 +353,29 @@ def _first_pass_together(
     return {todo[k][0]: FilterOutcome(_NONE, [verdict]) for k, verdict in rejected.items()}
 
 
+def unplaced_rows(snapshot: Snapshot, pods: Sequence[PodInfo]) -> list[np.ndarray]:
+    """The requested rows (``Usage.requested_row``) of ``pods`` the snapshot does not hold
+    yet: nominated pods to count on their node (an assumed one is counted already)."""
+    return [
+        snapshot.usage.requested_row(info)
+        for info in pods
+        if snapshot.pod_node_index(info.key) is None
+    ]
+
+
+@contextmanager
+def overridden_free(snapshot: Snapshot, slots: np.ndarray) -> Iterator[np.ndarray]:
+    """The snapshot's ``free`` array, whose rows ``slots`` the caller may set for what-if
+    filter runs; they are restored on exit, exceptions included. Take it after computing
+    any requested row: a pod with a new resource grows the table's arrays."""
+    free = snapshot.free
+    saved = free[slots].copy()
+    try:
+        yield free
+    finally:
+        free[slots] = saved
+
+
 def _first_pass_by_usage(
     fw: Framework,
     state: CycleState,
@@ -363,26 +386,15 @@ def _first_pass_by_usage(
     """:func:`_first_pass_together` when only free resources matter to the filters
     (:func:`usage_decides`): the nodes' ``free`` rows lowered by their nominated pods'
     requests for one filter run, instead of the pods moved on and off."""
-    lowered = []
-    for _, node_index, pods in todo:
-        rows = [
-            snapshot.usage.requested_row(info)
-            for info in pods
-            if snapshot.pod_node_index(info.key) is None  # assumed: counted already
-        ]
-        lowered.append((node_index, rows))
-    slots = np.array([node_index for node_index, _ in lowered], dtype=np.int64)
-    free = snapshot.free  # read after the rows: a new resource grows the table
-    saved = free[slots].copy()
-    trial = saved.copy()
-    for k, (_, rows) in enumerate(lowered):
-        for row in rows:
-            trial[k] -= row
-    try:
+    lowered = [unplaced_rows(snapshot, pods) for _, _, pods in todo]
+    slots = np.array([node_index for _, node_index, _ in todo], dtype=np.int64)
+    with overridden_free(snapshot, slots) as free:
+        trial = free[slots]  # a copy (fancy indexing)
+        for k, rows in enumerate(lowered):
+            for row in rows:
+                trial[k] -= row
         free[slots] = trial
         outcome = fw.run_filter_plugins(state, pod, snapshot, slots)
-    finally:
-        free[slots] = saved
     rejected = _one_node_verdicts(outcome)
     return {todo[k][0]: FilterOutcome(_NONE, [verdict]) for k, verdict in rejected.items()}
 

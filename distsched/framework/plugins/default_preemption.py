@@ -62,7 +62,9 @@ from distsched.framework.what_if import (
     node_edit,
     nodes_are_independent,
     one_node_statuses,
+    overridden_free,
     rejected_positions,
+    unplaced_rows,
     usage_decides,
 )
 from distsched.model.objects import Pod
@@ -389,36 +391,27 @@ class DefaultPreemption(PostFilterPlugin):
         decides), runs the filters once over them, and the rows are restored after."""
         fw = self.framework
         assert fw is not None
-        rows: dict[str, np.ndarray] = {}
-
-        def row(info: PodInfo) -> np.ndarray:
-            found = rows.get(info.key)
-            if found is None:
-                found = rows[info.key] = snapshot.usage.requested_row(info)
-            return found
-
-        for plan in plans:  # first: a pod may bring a new resource column
-            for info in (*plan.potential, *plan.nominated):
-                row(info)
-        slots = np.array([plan.candidate.node_index for plan in plans], dtype=np.int64)
-        free = snapshot.free
-        saved = free[slots].copy()
-        base = saved.copy()  # each node's free resources as the dry run stands
-        for i, plan in enumerate(plans):
+        row = snapshot.usage.requested_row
+        for plan in plans:  # rows first: a pod may bring a new resource column
             for info in plan.potential:
-                base[i] += row(info)
-            for info in plan.nominated:
-                if snapshot.pod_node_index(info.key) is None:  # assumed: counted already
-                    base[i] -= row(info)
+                row(info)
+        nominated = [unplaced_rows(snapshot, plan.nominated) for plan in plans]
+        slots = np.array([plan.candidate.node_index for plan in plans], dtype=np.int64)
         shared = state.clone()
         results: dict[int, tuple[Candidate | None, Status | None]] = {}
+        with overridden_free(snapshot, slots) as free:
+            base = free[slots]  # a copy: each node's free resources as the dry run stands
+            for i, plan in enumerate(plans):
+                for info in plan.potential:
+                    base[i] += row(info)
+                for nominated_row in nominated[i]:
+                    base[i] -= nominated_row
 
-        def judge(live: list[int], trial: np.ndarray) -> FilterOutcome:
-            at = slots[live]
-            free[at] = trial
-            return fw.run_filter_plugins(shared, pod, snapshot, at)
+            def judge(live: list[int], trial: np.ndarray) -> FilterOutcome:
+                at = slots[live]
+                free[at] = trial
+                return fw.run_filter_plugins(shared, pod, snapshot, at)
 
-        try:
             live = list(range(len(plans)))
             statuses = one_node_statuses(judge(live, base), len(live))
             for i, status in zip(live, statuses, strict=True):
@@ -439,8 +432,6 @@ class DefaultPreemption(PostFilterPlugin):
                         base[i] = back
                     plans[i].settle(info, counts, fits=fits)
                 step += 1
-        finally:
-            free[slots] = saved
         for plan in plans:
             results.setdefault(plan.candidate.node_index, (plan.result(), None))
         return results
