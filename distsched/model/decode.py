@@ -10,6 +10,7 @@ namespaces are cleared. Everything else keeps its zero value; pod priority stays
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import fields, replace
 from operator import attrgetter
 from typing import Any
@@ -423,25 +424,25 @@ def _decode_spread_constraints(spec: Fields) -> tuple[TopologySpreadConstraint, 
 
 
 def _decode_scheduling_gates(spec: Fields) -> tuple[str, ...]:
-    gates: list[str] = []
-    for f in spec.get_objs("schedulingGates"):
-        name = f.get_str("name", required=True)
-        f.check_str("name", name, names.qualified_name)
-        if name in gates:
-            f.fail("name", f"duplicate scheduling gate {quote(name)}")
-        gates.append(name)
-    return tuple(gates)
+    return _decode_names(spec, "schedulingGates", names.qualified_name, "scheduling gate")
 
 
 def _decode_resource_claims(spec: Fields) -> tuple[str, ...]:
-    claims: list[str] = []
-    for f in spec.get_objs("resourceClaims"):
+    return _decode_names(spec, "resourceClaims", names.dns1123_label, "resource claim")
+
+
+def _decode_names(
+    spec: Fields, field: str, syntax: Callable[[str], str | None], what: str
+) -> tuple[str, ...]:
+    """The ``name`` of each entry of the list ``field``: required, of ``syntax``, unique."""
+    found: list[str] = []
+    for f in spec.get_objs(field):
         name = f.get_str("name", required=True)
-        f.check_str("name", name, names.dns1123_label)
-        if name in claims:
-            f.fail("name", f"duplicate resource claim {quote(name)}")
-        claims.append(name)
-    return tuple(claims)
+        f.check_str("name", name, syntax)
+        if name in found:
+            f.fail("name", f"duplicate {what} {quote(name)}")
+        found.append(name)
+    return tuple(found)
 
 
 def _decode_scheduling_group(spec: Fields) -> str:
