@@ -73,22 +73,27 @@ class PodEvent:
         }
 
 
-def record(
-    client: redis.Redis | redis.client.Pipeline, keys: Keys, events: Sequence[PodEvent]
-) -> None:
-    """Append ``events`` (one round trip for all of them on a client; queued on a
-    pipeline). Events are best effort for kube too, but a Redis error propagates here:
-    the caller's retry policy applies, as for its other writes."""
+def scheduled(pod_key: str, uid: str, node: str, source: str) -> PodEvent:
+    """kube's Scheduled event of a pod bound to ``node`` (store_bind.lua writes the same)."""
+    return PodEvent(
+        pod_key, uid, "Normal", "Scheduled", scheduled_message(pod_key, node), source=source
+    )
+
+
+def scheduled_message(pod_key: str, node: str) -> str:
+    return f"Successfully assigned {pod_key} to {node}"
+
+
+def record(client: redis.Redis, keys: Keys, events: Sequence[PodEvent]) -> None:
+    """Append ``events``, one round trip for all of them. Events are best effort for kube
+    too, but a Redis error propagates here: the caller's retry policy applies, as for its
+    other writes."""
     if not events:
         return
-    if isinstance(client, redis.client.Pipeline):
-        pipe = client
-    else:
-        pipe = client.pipeline(transaction=False)
+    pipe = client.pipeline(transaction=False)
     for event in events:
         pipe.xadd(keys.recorded_events, event.fields(), maxlen=HISTORY, approximate=True)
-    if pipe is not client:
-        pipe.execute()
+    pipe.execute()
 
 
 @dataclass

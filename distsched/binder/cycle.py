@@ -45,10 +45,10 @@ from distsched import metrics
 from distsched.binder.jobs import BIND_FUNCTION, Binding
 from distsched.cache.ledger import Ledger, LedgerConfig
 from distsched.clock import SYSTEM_CLOCK, Clock
-from distsched.event_log import PodEvent
+from distsched.event_log import scheduled
 from distsched.explain_record import forget_explanations
 from distsched.faults import pause_at
-from distsched.framework.cluster_writer import NORMAL, SCHEDULED, ClusterWriter
+from distsched.framework.cluster_writer import ClusterWriter
 from distsched.framework.cycle_state import CycleState
 from distsched.framework.failure import BINDING, Failure, FailureHandler
 from distsched.framework.interface import Handle, PluginSpec
@@ -239,14 +239,7 @@ class Binder:
         bound = set(outcome.bound)
         self.writer.record_events(
             [
-                PodEvent(
-                    binding.pod_key,
-                    binding.uid,
-                    NORMAL,
-                    SCHEDULED,
-                    f"Successfully assigned {binding.pod_key} to {binding.node}",
-                    source=binding.profile,
-                )
+                scheduled(binding.pod_key, binding.uid, binding.node, binding.profile)
                 for binding in stored
                 if binding.pod_key in bound
             ]

@@ -333,9 +333,8 @@ def pod_events(pod: Obj, explanation: Any, now: float) -> list[tuple[float, list
             )
     if node:
         meta = pod.get("metadata") or {}
-        message = (
-            f"Successfully assigned {meta.get('namespace', 'default')}/{meta.get('name')} to {node}"
-        )
+        key = f"{meta.get('namespace', 'default')}/{meta.get('name')}"
+        message = event_log.scheduled_message(key, node)
         age = observed.UNKNOWN if bound_at is None else observed.human_duration(now - bound_at)
         events.append((bound_at or now, ["Normal", "Scheduled", age, source, message]))
     return sorted(events, key=lambda e: e[0])
@@ -566,31 +565,22 @@ def describe_node(node: Obj, pods: Iterable[Obj], now: float) -> str:
     return w.value()
 
 
-def events_of(pod: Obj, ctx: Any) -> list[Obj] | None:
-    """The recorded events of this incarnation of the pod; None when there are none."""
-    meta = pod["metadata"]
-    uid = meta.get("uid")
-    found = [
-        e
-        for e in event_log.read(
-            ctx.client(), ctx.keys, pod_key=f"{meta['namespace']}/{meta['name']}"
-        )
-        if not uid or e["involvedObject"].get("uid", uid) == uid
-    ]
-    return found or None
-
-
 def events_about(obj: Obj, reader: Any) -> list[Obj]:
-    """Events (stored or recorded) whose object is ``obj`` (kind, namespace, name)."""
+    """Events (stored or recorded) whose object is ``obj``: its kind, namespace and name,
+    and its uid where the event names one (another incarnation's are not its own)."""
     meta = obj.get("metadata") or {}
-    namespace = meta.get("namespace") or None
-    return [
-        e
-        for e in reader.list("Event")
-        if observed.event_object(e).get("kind") == obj.get("kind")
-        and observed.event_object(e).get("name") == meta.get("name")
-        and (observed.event_object(e).get("namespace") or None) == namespace
-    ]
+    namespace, uid = meta.get("namespace") or None, meta.get("uid")
+
+    def about(event: Obj) -> bool:
+        ref = observed.event_object(event)
+        return (
+            ref.get("kind") == obj.get("kind")
+            and ref.get("name") == meta.get("name")
+            and (ref.get("namespace") or None) == namespace
+            and not (uid and ref.get("uid") and ref["uid"] != uid)
+        )
+
+    return [e for e in reader.list("Event") if about(e)]
 
 
 @click.command()
@@ -635,7 +625,8 @@ def describe(kind: str, names: tuple[str, ...], namespace: str | None, **kwargs:
             continue
         if store_kind == "Pod":
             explanation = read_explanation(ctx.client(), ctx.keys, key)
-            outputs.append(describe_pod(obj, explanation, now, events_of(obj, ctx)))
+            recorded = events_about(obj, reader) or None  # none: what the pod tells
+            outputs.append(describe_pod(obj, explanation, now, recorded))
         elif store_kind == "Node":
             bound = [p for p in store.list("Pod")[0] if observed.pod_node(p) == name]
             outputs.append(describe_node(obj, bound, now))

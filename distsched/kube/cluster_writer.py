@@ -25,8 +25,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Mapping, Sequence
 
-from distsched.event_log import ACTIONS, PodEvent
-from distsched.framework.cluster_writer import NORMAL, SCHEDULED
+from distsched.event_log import ACTIONS, PodEvent, scheduled
 from distsched.kube.writer import ApiBinding, KubeWriter
 from distsched.model import Pod, PodRef
 from distsched.store import Store
@@ -92,14 +91,7 @@ class KubeClusterWriter:
         if scheduled_by is not None:
             self.record_events(
                 [
-                    PodEvent(
-                        key,
-                        uid,
-                        NORMAL,
-                        SCHEDULED,
-                        f"Successfully assigned {key} to {node}",
-                        source=scheduled_by.get(key, ""),
-                    )
+                    scheduled(key, uid, node, scheduled_by.get(key, ""))
                     for (key, uid, node), answer in zip(bindings, answers, strict=True)
                     if answer == "bound"
                 ]

@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from distsched.event_log import PodEvent
+from distsched.event_log import PodEvent, scheduled_message
 from distsched.framework.cycle_state import CycleState
 from distsched.framework.events import ClusterEvent
 from distsched.framework.interface import (
@@ -146,7 +146,7 @@ class RecordingWriter(StoreWriter):
         results = super().bind_many(bindings, reservations=reservations, scheduled_by=scheduled_by)
         if scheduled_by is not None:
             self.events += [
-                (key, "Normal", "Scheduled", f"Successfully assigned {key} to {node}")
+                (key, "Normal", "Scheduled", scheduled_message(key, node))
                 for (key, _uid, node), result in zip(bindings, results, strict=True)
                 if str(result) == "bound"
             ]
