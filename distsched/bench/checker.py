@@ -22,6 +22,10 @@ drained system (no pod in flight); what it checks:
 * gangs: no PodGroup has some but fewer than its minimum of members bound or reserved (a
   record in the ledger), unless a member bound before (the event stream shows it) was
   lost since: deleted, or replaced by a pod of the same name;
+* volumes: no ReadWriteOncePod claim used by two bound pods; a bound pod's claims' PVs
+  in the pod's node's zone and region (VolumeZone's labels) and admitting the node
+  (the PV's node affinity); per node, no more CSI volumes of a driver than its CSINode
+  allows (claims bound to CSI PVs, counted once per volume handle);
 * the ledger consistent with itself (``Ledger.check_consistency``) and with the store's
   bound pods; nothing left inflight or assumed; every pending default-scheduler pod in
   exactly one sub-queue and no bound pod in any.
@@ -32,9 +36,9 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import cast
+from typing import TypeVar, cast
 
 import redis
 
@@ -61,10 +65,27 @@ from distsched.model import (
     pod_host_ports,
     pod_requests,
 )
+from distsched.model.nodeaffinity import term_matches_node
 from distsched.model.podgroups import PodGroup, group_of, group_of_object
+from distsched.model.volumes import (
+    LABEL_REGION,
+    LABEL_REGION_BETA,
+    LABEL_ZONE,
+    LABEL_ZONE_BETA,
+    READ_WRITE_ONCE_POD,
+    ZONE_LABELS,
+    CSINode,
+    PersistentVolume,
+    PersistentVolumeClaim,
+    claim_from_dict,
+    csi_node_from_dict,
+    volume_from_dict,
+    zones_of_label,
+)
 from distsched.redis_text import as_text
 from distsched.store import ObjectRef, Store, decode_stream, trim
 
+T = TypeVar("T")
 MAX_PER_KIND = 20
 STREAM_PAGE = 2000
 QUEUE_PLACES = ("active", "backoff", "unschedulable", "gated", "inflight", "dead")
@@ -100,10 +121,23 @@ class Cluster:
     pending: dict[str, Pod]
     namespaces: dict[str, dict[str, str]] = field(default_factory=dict)  # name -> labels
     pod_groups: dict[str, PodGroup] = field(default_factory=dict)  # ns/name -> PodGroup
+    claims: dict[str, PersistentVolumeClaim] = field(default_factory=dict)  # ns/name
+    volumes: dict[str, PersistentVolume] = field(default_factory=dict)  # by name
+    csi_nodes: dict[str, CSINode] = field(default_factory=dict)  # by node name
 
 
 def read_cluster(client: redis.Redis, keys: Keys) -> Cluster:
-    snap = Store(client, keys).snapshot(["Node", "Pod", "Namespace", "PodGroup"])
+    snap = Store(client, keys).snapshot(
+        [
+            "Node",
+            "Pod",
+            "Namespace",
+            "PodGroup",
+            "PersistentVolumeClaim",
+            "PersistentVolume",
+            "CSINode",
+        ]
+    )
     nodes = {name: Node.from_dict(obj) for name, obj in snap.objects["Node"].items()}
     bound: dict[str, Pod] = {}
     pending: dict[str, Pod] = {}
@@ -118,7 +152,27 @@ def read_cluster(client: redis.Redis, keys: Keys) -> Cluster:
     for obj in snap.objects["PodGroup"].values():
         group = PodGroup.from_dict(obj)
         pod_groups[group.key] = group
-    return Cluster(nodes, bound, pending, namespaces, pod_groups)
+    return Cluster(
+        nodes,
+        bound,
+        pending,
+        namespaces,
+        pod_groups,
+        claims=_typed(snap.objects["PersistentVolumeClaim"].values(), claim_from_dict),
+        volumes=_typed(snap.objects["PersistentVolume"].values(), volume_from_dict),
+        csi_nodes=_typed(snap.objects["CSINode"].values(), csi_node_from_dict),
+    )
+
+
+def _typed(objs: Iterable[dict], decode: Callable[[dict], T]) -> dict[str, T]:  # type: ignore[type-arg]
+    """Storage objects by key; one that does not decode counts as absent (as for the
+    scheduler's listers)."""
+    out: dict[str, T] = {}
+    for obj in objs:
+        with contextlib.suppress(ValueError):
+            typed = decode(obj)
+            out[typed.key] = typed  # type: ignore[attr-defined]
+    return out
 
 
 # --------------------------------------------------------------------------- node-local
@@ -524,6 +578,65 @@ def check_gangs(
             )
 
 
+# --------------------------------------------------------------------------- volumes
+def check_volumes(cluster: Cluster, out: Violations) -> None:
+    users: dict[str, list[str]] = defaultdict(list)
+    attached: dict[str, dict[str, set[str]]] = defaultdict(lambda: defaultdict(set))
+    for key, pod in sorted(cluster.bound.items()):
+        node = cluster.nodes.get(pod.spec.node_name)
+        for volume in pod.spec.volumes:
+            name = volume.claim_for(pod.metadata.name)
+            claim = cluster.claims.get(f"{pod.metadata.namespace}/{name}") if name else None
+            if claim is None:
+                continue
+            if READ_WRITE_ONCE_POD in claim.access_modes:
+                users[claim.key].append(key)
+            pv = cluster.volumes.get(claim.volume_name) if claim.volume_name else None
+            if pv is None or node is None:
+                continue
+            if pv.csi is not None:
+                attached[node.metadata.name][pv.csi.driver].add(pv.csi.volume_handle)
+            wrong = _zone_mismatch(pv, node)
+            if wrong:
+                out.add("volume-zone", f"{key} on {node.metadata.name}: PV {pv.key} {wrong}")
+            if pv.node_affinity is not None and not any(
+                term_matches_node(t, node) for t in pv.node_affinity
+            ):
+                out.add(
+                    "volume-node-affinity",
+                    f"{key} on {node.metadata.name}: PV {pv.key}'s node affinity excludes it",
+                )
+    for claim_key, pods in users.items():
+        if len(pods) > 1:
+            out.add("read-write-once-pod", f"claim {claim_key} used by {', '.join(pods)}")
+    for node_name, drivers in sorted(attached.items()):
+        csi = cluster.csi_nodes.get(node_name)
+        limits = csi.limits() if csi is not None else {}
+        for driver, handles in sorted(drivers.items()):
+            if driver in limits and len(handles) > limits[driver]:
+                out.add(
+                    "volume-limit",
+                    f"{node_name}: {len(handles)} {driver} volumes, allocatable {limits[driver]}",
+                )
+
+
+def _zone_mismatch(pv: PersistentVolume, node: Node) -> str:
+    """Why the PV's zone/region labels exclude the node ("" when they do not)."""
+    labels = node.metadata.labels
+    if not any(key in labels for key in ZONE_LABELS):
+        return ""
+    for key in ZONE_LABELS:
+        value = pv.metadata.labels.get(key)
+        zones = zones_of_label(value) if value is not None else None
+        if zones is None:
+            continue
+        ga = {LABEL_ZONE_BETA: LABEL_ZONE, LABEL_REGION_BETA: LABEL_REGION}.get(key, key)
+        have = labels.get(key, labels.get(ga))
+        if have not in zones:
+            return f"is in {key}={value}, the node in {have or 'none'}"
+    return ""
+
+
 def check_expected(cluster: Cluster, expect_bound: Iterable[str], out: Violations) -> None:
     for key in sorted(expect_bound):
         if key in cluster.bound:
@@ -549,6 +662,7 @@ def check(
     check_nodes(cluster, out)
     check_inter_pod(cluster, out)
     check_topology_spread(cluster, out)
+    check_volumes(cluster, out)
     history = history or BindHistory(client, keys)
     check_history(history, out)
     check_queue(client, keys, cluster, out)

@@ -45,6 +45,7 @@ from distsched import metrics
 from distsched.binder.jobs import BIND_FUNCTION, Binding
 from distsched.cache.ledger import Ledger, LedgerConfig
 from distsched.clock import SYSTEM_CLOCK, Clock
+from distsched.connection import infrastructure_error
 from distsched.event_log import scheduled
 from distsched.explain_record import forget_explanations
 from distsched.faults import pause_at
@@ -56,6 +57,7 @@ from distsched.framework.permit import wait_on_permit
 from distsched.framework.plugins.default_binder import binding_answer
 from distsched.framework.profile import SchedulerConfig, build_profiles, default_config
 from distsched.framework.registry import IN_TREE_REGISTRY
+from distsched.framework.status import PluginError
 from distsched.keys import Keys
 from distsched.kube.mode import KubeMode
 from distsched.model import Pod, PodRef
@@ -102,7 +104,7 @@ class Binder:
         self.profiles = build_profiles(
             config,
             registry=registry,
-            handle=Handle(bind_pod=self._bind_pod),
+            handle=Handle(bind_pod=self._bind_pod, bind_volumes=self._bind_volumes),
         )
         self.failures = FailureHandler(
             client, keys, self.queue, self.ledger, self.writer, self.profiles, clock
@@ -225,7 +227,7 @@ class Binder:
     def _batch_bindable(self, binding: Binding) -> bool:
         fw = self.profiles.get(binding.profile)
         # An unknown profile: the store write is all a binding can be.
-        return fw is None or fw.batch_bindable()
+        return fw is None or fw.batch_bindable(CycleState.from_wire(binding.state))
 
     def _binds_in_one_step(self, binding: Binding) -> bool:
         return (
@@ -274,6 +276,18 @@ class Binder:
         """DefaultBinder's bind function: the writer's bind ("bound" or "already-bound";
         raises when refused)."""
         return self.writer.bind(pod.ref(), node)
+
+    def _bind_volumes(
+        self, pod: Pod, node: str, static: list[tuple[str, str]], provision: list[str]
+    ) -> None:
+        """VolumeBinding's PreBind: the writer binds the PVs and marks the claims to
+        provision (a refusal raises, and the binding fails)."""
+        try:
+            self.writer.bind_volumes(pod.ref(), node, static=static, provision=provision)
+        except Exception as exc:
+            if infrastructure_error(exc):
+                raise
+            raise PluginError(f"binding volumes of {pod.key} on {node}: {exc}") from exc
 
     def _bind_with_plugins(
         self,

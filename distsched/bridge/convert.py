@@ -1,7 +1,8 @@
 """What of the API server's objects the store keeps, and in what shape.
 
 Kinds: the ones the scheduler and its plugins read (nodes, pods, namespaces, priority
-classes, PodDisruptionBudgets). Objects are kept as the API server returns them, with
+classes, PodDisruptionBudgets, and the volume plugins' claims, volumes, storage classes
+and CSINodes). Objects are kept as the API server returns them, with
 ``kind`` and ``apiVersion`` set (list items carry neither), minus ``managedFields`` (the
 largest part of most objects, never read; kube-scheduler's informers strip it too) and
 the API server's ``resourceVersion`` (the store writes its own).
@@ -19,7 +20,18 @@ from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Any
 
-from distsched.kube.client import NAMESPACES, NODES, PDBS, PODS, PRIORITY_CLASSES, Resource
+from distsched.kube.client import (
+    CSI_NODES,
+    NAMESPACES,
+    NODES,
+    PDBS,
+    PODS,
+    PRIORITY_CLASSES,
+    PVCS,
+    PVS,
+    STORAGE_CLASSES,
+    Resource,
+)
 
 Obj = dict[str, Any]
 
@@ -39,9 +51,14 @@ MIRRORED = (
     Mirrored("Namespace", "v1", NAMESPACES),
     Mirrored("PriorityClass", "scheduling.k8s.io/v1", PRIORITY_CLASSES),
     Mirrored("PodDisruptionBudget", "policy/v1", PDBS),
+    Mirrored("StorageClass", "storage.k8s.io/v1", STORAGE_CLASSES),
+    Mirrored("CSINode", "storage.k8s.io/v1", CSI_NODES),
+    Mirrored("PersistentVolume", "v1", PVS),
+    Mirrored("PersistentVolumeClaim", "v1", PVCS),
     Mirrored("Pod", "v1", PODS, POD_FIELD_SELECTOR),
 )
-"""In the order a start lists them: nodes before the pods bound to them."""
+"""In the order a start lists them: nodes before the pods bound to them, the storage
+objects before the pods that use them."""
 
 
 def store_object(kind: str, api_version: str, obj: Obj) -> Obj:

@@ -49,7 +49,7 @@ from typing import Any
 import redis
 
 from distsched.clock import SYSTEM_CLOCK, Clock
-from distsched.controllers import naming
+from distsched.controllers import naming, volumes
 from distsched.controllers import pods as make
 from distsched.controllers.disruption import budget_status
 from distsched.keys import Keys
@@ -86,6 +86,9 @@ WATCHED_KINDS = (
     "StatefulSet",
     "DaemonSet",
     "Job",
+    "PersistentVolumeClaim",
+    "PersistentVolume",
+    "StorageClass",
 )
 FINISHED_PHASES = ("Succeeded", "Failed")
 _PHASE_RANK = {"Pending": 0, "Unknown": 1, "Running": 2}
@@ -128,6 +131,27 @@ class WorkloadController:
                 add=lambda o, _i: self._mark_kind("DaemonSet"),
                 update=lambda _o, _n: self._mark_kind("DaemonSet"),
                 delete=lambda o, _f: self._mark_kind("DaemonSet"),
+            ),
+        )
+        self.informer.add_handler(
+            "PersistentVolumeClaim",
+            FuncHandler(
+                add=lambda o, _i: self._dirty.add(object_key(o)),
+                update=lambda _o, n: self._dirty.add(object_key(n)),
+            ),
+        )
+        self.informer.add_handler(
+            "PersistentVolume",
+            FuncHandler(
+                add=lambda o, _i: self._volume_changed(o),
+                update=lambda _o, n: self._volume_changed(n),
+            ),
+        )
+        self.informer.add_handler(
+            "StorageClass",
+            FuncHandler(
+                add=lambda o, _i: self._mark_kind("PersistentVolumeClaim"),
+                update=lambda _o, _n: self._mark_kind("PersistentVolumeClaim"),
             ),
         )
         self.informer.add_handler(
@@ -419,6 +443,45 @@ class WorkloadController:
         for ordinal in sorted((i for i in by_ordinal if i >= want), reverse=True):
             self._delete(by_ordinal[ordinal])
 
+    def _volume_changed(self, pv: Obj) -> None:
+        """A PV to mark Available, and the claims that may wait for it."""
+        self._dirty.add(object_key(pv))
+        self._mark_kind("PersistentVolumeClaim")
+
+    def reconcile_volume(self, pv: Obj) -> None:
+        marked = volumes.available(pv)
+        if marked is not None:
+            self._write_update(marked)
+
+    def reconcile_claim(self, claim: Obj) -> None:
+        """Bind the claim (controllers/volumes.py): to the PV it names, or to one
+        provisioned for it (the PV first, then the claim: a claim changed since our read
+        is back here by its event; the PV's name is the claim's uid, so a retry finds
+        it)."""
+        name = (claim.get("spec") or {}).get("volumeName")
+        if name:
+            pair = volumes.complete_prebound(claim, self.informer.get("PersistentVolume", name))
+            # The claim only after its PV: a PV changed since our read leaves both as
+            # they are, and its event brings the claim back here.
+            if pair is not None and self._write_update(pair[0]):
+                self._write_update(pair[1])
+            return
+        classes = volumes.classes_of(self.informer.list("StorageClass"))
+        made = volumes.provision(claim, classes, {n.metadata.name: n for n in self._nodes()})
+        if made is None:
+            return
+        volume, bound = made
+        self._create([volume])
+        self._write_update(bound)
+
+    def _write_update(self, obj: Obj) -> bool:
+        try:
+            self.store.update(obj)
+        except (NotFound, Conflict):
+            return False  # changed since our read: its event brings it back
+        self.writes += 1
+        return True
+
     def reconcile_daemon_set(self, ds: Obj) -> None:
         template = self._workload(ds).template_pod
         host_network = bool((ds["spec"]["template"].get("spec") or {}).get("hostNetwork"))
@@ -488,6 +551,8 @@ class WorkloadController:
 
 RECONCILERS = {
     "PodDisruptionBudget": WorkloadController.reconcile_budget,
+    "PersistentVolumeClaim": WorkloadController.reconcile_claim,
+    "PersistentVolume": WorkloadController.reconcile_volume,
     "Deployment": WorkloadController.reconcile_deployment,
     "ReplicaSet": WorkloadController.reconcile_replica_set,
     "StatefulSet": WorkloadController.reconcile_stateful_set,

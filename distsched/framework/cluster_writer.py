@@ -92,6 +92,19 @@ class ClusterWriter(Protocol):
         or bound meanwhile."""
         ...
 
+    def bind_volumes(
+        self,
+        pod: PodRef,
+        node: str,
+        *,
+        static: Sequence[tuple[str, str]],
+        provision: Sequence[str],
+    ) -> None:
+        """VolumeBinding's PreBind: bind each (PV, claim name) of ``static`` both ways and
+        set the selected-node annotation to ``node`` on each claim of ``provision`` (the
+        claims are in the pod's namespace). A PV taken since raises ``Conflict``."""
+        ...
+
     def record_events(self, events: Sequence[PodEvent]) -> None:
         """Record events about pods (``event_type`` :data:`NORMAL` or :data:`WARNING`;
         kube's EventRecorder.Eventf), all in one go. Best effort, never raises a refusal

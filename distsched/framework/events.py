@@ -47,6 +47,10 @@ class EventResource:
     UNSCHEDULED_POD = "UnschedulablePod"
     NODE = "Node"
     POD_GROUP = "PodGroup"
+    PERSISTENT_VOLUME = "PersistentVolume"
+    PERSISTENT_VOLUME_CLAIM = "PersistentVolumeClaim"
+    STORAGE_CLASS = "storage.k8s.io/StorageClass"
+    CSI_NODE = "storage.k8s.io/CSINode"
     WILDCARD = "*"
 
 
@@ -155,4 +159,21 @@ BACKOFF_COMPLETE = "BackoffComplete"
 LEASE_EXPIRED = "LeaseExpired"
 # A PodGroup added or changed: the queue releases its held members (GangScheduling).
 POD_GROUP_ADD = ClusterEvent(EventResource.POD_GROUP, ActionType.ADD, "PodGroupAdd")
+# The store kinds of the storage objects the volume plugins read -> their EventResource.
+STORAGE_RESOURCES = {
+    "PersistentVolume": EventResource.PERSISTENT_VOLUME,
+    "PersistentVolumeClaim": EventResource.PERSISTENT_VOLUME_CLAIM,
+    "StorageClass": EventResource.STORAGE_CLASS,
+    "CSINode": EventResource.CSI_NODE,
+}
+
+
+def storage_event(kind: str, action: ActionType) -> ClusterEvent:
+    """A storage object's event, labelled as kube's ClusterEvent.Label ("<resource><action>":
+    "PersistentVolumeClaimAdd", "storage.k8s.io/CSINodeUpdate")."""
+    resource = STORAGE_RESOURCES[kind]
+    verb = {ActionType.ADD: "Add", ActionType.DELETE: "Delete"}.get(action, "Update")
+    return ClusterEvent(resource, action, f"{resource}{verb}")
+
+
 UNATTEMPTED = "Unattempted"

@@ -48,6 +48,9 @@ class Handle:
     # The cluster data plugins read besides the snapshot (kube's informer listers), the
     # same object for the Handle's whole life: a scheduling worker's informer feeds it.
     listers: Listers = field(default_factory=Listers)
+    # Binds a pod's volumes for its node (the binder's, VolumeBinding's PreBind): (pod,
+    # node, [(pv, claim name)] to bind, [claim name] to provision); raises when refused.
+    bind_volumes: Callable[[Pod, str, list[tuple[str, str]], list[str]], None] | None = None
 
 
 class QueueSortItem(Protocol):

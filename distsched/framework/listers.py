@@ -5,17 +5,20 @@ listers, in one object the Handle carries.
   (kube's PodNominator, which the framework's Handle embeds);
 - ``budgets``: PodDisruptionBudgets, for DefaultPreemption (kube's PDB lister);
 - ``namespaces``: Namespace objects' labels, for namespaceSelector (kube's namespace
-  lister, which InterPodAffinity and the queue's AssignedPodAdd rule read).
+  lister, which InterPodAffinity and the queue's AssignedPodAdd rule read);
+- ``volumes``: PersistentVolumeClaims, PersistentVolumes, StorageClasses and CSINodes,
+  typed (kube's PVC, PV, StorageClass and CSINode listers, which the volume plugins read).
 
 Nothing here is module state: each scheduling worker's informer feeds the Listers its
 profiles' Handle carries (workers/local_cache.py), so in-process workers each see their
 own; the binder, replay and the bench run plugins with a Handle whose Listers nobody
-feeds (their plugins read none). The API-server bridge will feed the same object from a
-real cluster, and the volume listers will join it here.
+feeds (their plugins read none). In the Kubernetes mode the bridge mirrors the cluster's
+objects into the store, so the same informer feeds them.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -24,6 +27,15 @@ from typing import Any
 from distsched.framework.nominator import PodNominator
 from distsched.model.labels import NAMESPACE_NAME_LABEL
 from distsched.model.pdbs import Budget, budget_from_dict, pdb_key
+from distsched.model.volumes import (
+    DECODERS,
+    CSINode,
+    PersistentVolume,
+    PersistentVolumeClaim,
+    StorageClass,
+)
+
+log = logging.getLogger(__name__)
 
 
 class NamespaceLabels:
@@ -70,8 +82,61 @@ class DisruptionBudgets:
             return list(self._by_key.values())
 
 
+class VolumeObjects:
+    """The storage objects the volume plugins read, typed, by key (claims by
+    ``namespace/name``, the cluster-scoped kinds by name). An object that does not decode
+    (written past ``apply``'s validation) counts as absent, logged. Thread-safe."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._by_kind: dict[str, dict[str, Any]] = {kind: {} for kind in DECODERS}
+
+    def set(self, kind: str, obj: Mapping[str, Any]) -> None:
+        try:
+            typed = DECODERS[kind](obj)
+        except ValueError as exc:
+            log.warning("%s %s is unusable: %s", kind, _key_of(obj), exc)
+            self.delete(kind, obj)
+            return
+        with self._lock:
+            self._by_kind[kind][typed.key] = typed
+
+    def delete(self, kind: str, obj: Mapping[str, Any]) -> None:
+        with self._lock:
+            self._by_kind[kind].pop(_key_of(obj), None)
+
+    def claim(self, namespace: str, name: str) -> PersistentVolumeClaim | None:
+        found: PersistentVolumeClaim | None = self._by_kind["PersistentVolumeClaim"].get(
+            f"{namespace}/{name}"
+        )
+        return found
+
+    def volume(self, name: str) -> PersistentVolume | None:
+        found: PersistentVolume | None = self._by_kind["PersistentVolume"].get(name)
+        return found
+
+    def storage_class(self, name: str) -> StorageClass | None:
+        found: StorageClass | None = self._by_kind["StorageClass"].get(name)
+        return found
+
+    def csi_node(self, name: str) -> CSINode | None:
+        found: CSINode | None = self._by_kind["CSINode"].get(name)
+        return found
+
+    def volumes(self) -> list[PersistentVolume]:
+        with self._lock:
+            return list(self._by_kind["PersistentVolume"].values())
+
+
+def _key_of(obj: Mapping[str, Any]) -> str:
+    meta = obj.get("metadata") or {}
+    namespace, name = meta.get("namespace"), meta.get("name")
+    return f"{namespace}/{name}" if namespace else str(name)
+
+
 @dataclass(slots=True)
 class Listers:
     nominator: PodNominator = field(default_factory=PodNominator)
     budgets: DisruptionBudgets = field(default_factory=DisruptionBudgets)
     namespaces: NamespaceLabels = field(default_factory=NamespaceLabels)
+    volumes: VolumeObjects = field(default_factory=VolumeObjects)

@@ -42,8 +42,8 @@ log = logging.getLogger(__name__)
 
 DEFAULTS_SOURCE = "<defaults>"
 
-# kube's v1 default multiPoint plugins, in order (volume plugins left out: distsched
-# models no volumes; DynamicResources only refuses pods with resource claims).
+# kube's v1 default multiPoint plugins, in order (DynamicResources only refuses pods
+# with resource claims).
 DEFAULT_MULTI_POINT: tuple[PluginRef, ...] = (
     PluginRef("SchedulingGates"),
     PluginRef("PrioritySort"),
@@ -53,6 +53,10 @@ DEFAULT_MULTI_POINT: tuple[PluginRef, ...] = (
     PluginRef("NodeAffinity", 2),
     PluginRef("NodePorts"),
     PluginRef("NodeResourcesFit", 1),
+    PluginRef("VolumeRestrictions"),
+    PluginRef("NodeVolumeLimits"),
+    PluginRef("VolumeBinding"),
+    PluginRef("VolumeZone"),
     PluginRef("PodTopologySpread", 2),
     PluginRef("InterPodAffinity", 2),
     PluginRef("DynamicResources"),

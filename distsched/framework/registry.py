@@ -20,10 +20,14 @@ from distsched.framework.plugins import (
     node_ports,
     node_resources_fit,
     node_unschedulable,
+    node_volume_limits,
     pod_topology_spread,
     priority_sort,
     scheduling_gates,
     taint_toleration,
+    volume_binding,
+    volume_restrictions,
+    volume_zone,
 )
 
 
@@ -46,6 +50,10 @@ IN_TREE_REGISTRY: dict[str, PluginSpec] = {
         spec(node_affinity),
         spec(node_ports),
         spec(node_resources_fit),
+        spec(volume_restrictions),
+        spec(node_volume_limits),
+        spec(volume_binding),
+        spec(volume_zone),
         spec(pod_topology_spread),
         spec(inter_pod_affinity),
         spec(dynamic_resources),

@@ -565,16 +565,20 @@ class Framework:
             return _wrap_error("Bind", plugin.name, status)
         return status if status is not None else Status.success()
 
-    def batch_bindable(self) -> bool:
+    def batch_bindable(self, state: CycleState | None = None) -> bool:
         """Whether binding with one store call is exactly what this profile's binding cycle
-        would do: DefaultBinder alone, and no Reserve, PreBind or PostBind plugin (then the
-        binder binds a batch in one call, and the cycle's state need not travel)."""
-        return (
-            [p.name for p in self.bind_plugins] == ["DefaultBinder"]
-            and not self.pre_bind_plugins
-            and not self.post_bind_plugins
-            and not self.reserve_plugins
-        )
+        would do: DefaultBinder alone, no PostBind plugin, and no Reserve or PreBind plugin
+        that needs this pod's binding cycle (then the binder binds a batch in one call,
+        and the cycle's state need not travel). A plugin may say, for a pod's ``state``,
+        that its binding cycle has nothing to do (``binding_needs_state``: kube's
+        PreBindPreFlight returning Skip); without a state, it is assumed to."""
+        if [p.name for p in self.bind_plugins] != ["DefaultBinder"] or self.post_bind_plugins:
+            return False
+        for plugin in (*self.pre_bind_plugins, *self.reserve_plugins):
+            needs = getattr(plugin, "binding_needs_state", None)
+            if needs is None or state is None or needs(state):
+                return False
+        return True
 
     @_timed("PostBind")
     def run_post_bind_plugins(self, state: CycleState, pod: Pod, node_name: str) -> None:

@@ -114,6 +114,10 @@ NAMESPACES = Resource("v1", "namespaces", False)
 PRIORITY_CLASSES = Resource("scheduling.k8s.io/v1", "priorityclasses", False)
 PDBS = Resource("policy/v1", "poddisruptionbudgets", True)
 EVENTS = Resource("events.k8s.io/v1", "events", True)
+PVCS = Resource("v1", "persistentvolumeclaims", True)
+PVS = Resource("v1", "persistentvolumes", False)
+STORAGE_CLASSES = Resource("storage.k8s.io/v1", "storageclasses", False)
+CSI_NODES = Resource("storage.k8s.io/v1", "csinodes", False)
 
 
 @dataclass(frozen=True, slots=True)

@@ -123,6 +123,17 @@ class KubeClusterWriter:
         self.api.condition(_reference(pod), reason=reason, message=message)
         return True
 
+    def bind_volumes(
+        self,
+        pod: PodRef,
+        node: str,
+        *,
+        static: Sequence[tuple[str, str]],
+        provision: Sequence[str],
+    ) -> None:
+        """Through the API server (the bridge brings the PVs and claims it changes)."""
+        self.api.bind_volumes(_split(pod.key)[0], node, static, provision)
+
     def record_events(self, events: Sequence[PodEvent]) -> None:
         for event in events:
             action = ACTIONS.get(event.reason, "Scheduling")

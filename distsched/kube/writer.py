@@ -27,8 +27,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from distsched.clock import SYSTEM_CLOCK, Clock
-from distsched.kube.client import PODS, ApiError, KubeClient, binding_request
+from distsched.kube.client import PODS, PVCS, PVS, ApiError, KubeClient, binding_request
 from distsched.kube.events import EventRecorder
+from distsched.model.volumes import SELECTED_NODE_ANNOTATION
 
 log = logging.getLogger(__name__)
 
@@ -98,6 +99,41 @@ class KubeWriter:
             else:
                 out.append(ApiBindResult("error", str(result)))
         return out
+
+    def bind_volumes(
+        self,
+        namespace: str,
+        node: str,
+        static: Sequence[tuple[str, str]],
+        provision: Sequence[str],
+    ) -> None:
+        """VolumeBinding's PreBind through the API server, as kube-scheduler's binder
+        writes it: each static PV gets the claim in its claimRef (an update carrying the
+        PV's resourceVersion: a PV bound by someone since is a 409), the PV controller
+        completes the claim's side; each claim to provision gets the selected-node
+        annotation its provisioner waits for. Raises :class:`ApiError` when refused."""
+        for pv_name, claim_name in static:
+            claim = self.client.get(PVCS, claim_name, namespace)
+            pv = self.client.get(PVS, pv_name)
+            pv.setdefault("spec", {})["claimRef"] = {
+                "kind": "PersistentVolumeClaim",
+                "apiVersion": "v1",
+                "namespace": namespace,
+                "name": claim_name,
+                "uid": (claim.get("metadata") or {}).get("uid", ""),
+                "resourceVersion": (claim.get("metadata") or {}).get("resourceVersion", ""),
+            }
+            self.client.request("PUT", PVS.path(None, pv_name), body=pv, what=PVS.describe(None))
+        for claim_name in provision:
+            claim = self.client.get(PVCS, claim_name, namespace)
+            meta = claim.setdefault("metadata", {})
+            meta.setdefault("annotations", {})[SELECTED_NODE_ANNOTATION] = node
+            self.client.request(
+                "PUT",
+                PVCS.path(namespace, claim_name),
+                body=claim,
+                what=PVCS.describe(namespace),
+            )
 
     def _node_of(self, binding: ApiBinding) -> str:
         """Where a pod whose binding conflicted is bound ("" if unknown)."""

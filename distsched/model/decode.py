@@ -47,6 +47,7 @@ from distsched.model.objects import (
 )
 from distsched.model.quantity import CPU, MAX_AMOUNT, MEMORY, amount_limit, format_quantity
 from distsched.model.resources import aggregate_container_requests, spec_requests
+from distsched.model.volumes import decode_pod_volumes
 
 API_VERSION = "v1"
 KINDS = ("Pod", "Node", "List")
@@ -237,6 +238,7 @@ def _decode_pod_spec(f: Fields) -> PodSpec:
         resources=_decode_pod_resources(f, containers, init_containers),
         pod_group_name=_decode_scheduling_group(f),
         resource_claims=_decode_resource_claims(f),
+        volumes=decode_pod_volumes(f),
     )
     _check_total_requests(f, spec)
     return spec

@@ -56,6 +56,7 @@ from distsched.model.kinds import (
 from distsched.model.objects import Node, Pod
 from distsched.model.podgroups import PodGroup, podgroup_from_dict
 from distsched.model.safe_yaml import describe_yaml_error, load_documents
+from distsched.model.volumes import DECODERS as VOLUME_DECODERS
 from distsched.model.workloads import KindObject
 from distsched.model.workloads import object_from_dict as kind_from_dict
 
@@ -348,7 +349,11 @@ class _Loader:
                     f"{quote(kind)} ({root.get_str('apiVersion')}) is a kind distsched does "
                     "not act on: --strict refuses it (without --strict it is stored as given)",
                 )
-            return stored_from_dict(data, stored, cluster_scoped=cluster)
+            stored_object = stored_from_dict(data, stored, cluster_scoped=cluster)
+            decode = VOLUME_DECODERS.get(stored)
+            if decode is not None:  # what the volume plugins read must decode
+                decode(stored_object.raw)
+            return stored_object
         except ManifestError as exc:
             raise exc.located(kind=kind, name=name) from None
 

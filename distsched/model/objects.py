@@ -10,7 +10,10 @@ ephemeral-storage in bytes, every other resource (pods, extended resources) in u
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from distsched.model.volumes import PodVolume
 
 ResourceList = dict[str, int]
 
@@ -172,6 +175,8 @@ class PodSpec:
     # spec.resourceClaims' names (DynamicResources, which distsched does not model: such a
     # pod is not scheduled, see framework/plugins/dynamic_resources.py).
     resource_claims: tuple[str, ...] = ()
+    # spec.volumes, as far as the volume plugins read them (model/volumes.py).
+    volumes: tuple[PodVolume, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -18,8 +18,9 @@ from distsched import event_log
 from distsched.event_log import PodEvent
 from distsched.framework.cluster_writer import NORMAL, PREEMPTED
 from distsched.model import Pod, PodRef
+from distsched.model.volumes import SELECTED_NODE_ANNOTATION, bound_pair
 from distsched.store.codec import node_name_of
-from distsched.store.errors import NotFound, StoreError
+from distsched.store.errors import Conflict, NotFound, StoreError
 from distsched.store.redis_store import BindResult, Store
 
 log = logging.getLogger(__name__)
@@ -81,3 +82,38 @@ class StoreWriter:
 
     def record_events(self, events: Sequence[PodEvent]) -> None:
         event_log.record(self.store.client, self.store.keys, events)
+
+    def bind_volumes(
+        self,
+        pod: PodRef,
+        node: str,
+        *,
+        static: Sequence[tuple[str, str]],
+        provision: Sequence[str],
+    ) -> None:
+        """VolumeBinding's PreBind, standalone: each static PV bound to its claim (the PV
+        first, conditional on its resourceVersion: a PV another binder took since is a
+        Conflict), each claim to provision marked with the node (the controller's
+        provisioner makes its PV there)."""
+        namespace = pod.key.split("/", 1)[0]
+        for pv_name, claim_name in static:
+            pv = self.store.get("PersistentVolume", pv_name)
+            claim = self.store.get("PersistentVolumeClaim", f"{namespace}/{claim_name}")
+            if pv is None:
+                raise NotFound("PersistentVolume", pv_name)
+            if claim is None:
+                raise NotFound("PersistentVolumeClaim", f"{namespace}/{claim_name}")
+            ref = (pv.get("spec") or {}).get("claimRef")
+            if ref and (ref.get("namespace"), ref.get("name")) != (namespace, claim_name):
+                raise Conflict("PersistentVolume", pv_name, "", "bound to another claim")
+            new_pv, new_claim = bound_pair(pv, claim)
+            self.store.update(new_pv)
+            self.store.update(new_claim)
+        for claim_name in provision:
+            key = f"{namespace}/{claim_name}"
+            claim = self.store.get("PersistentVolumeClaim", key)
+            if claim is None:
+                raise NotFound("PersistentVolumeClaim", key)
+            meta = claim.get("metadata") or {}
+            annotations = {**(meta.get("annotations") or {}), SELECTED_NODE_ANNOTATION: node}
+            self.store.update({**claim, "metadata": {**meta, "annotations": annotations}})

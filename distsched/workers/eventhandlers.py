@@ -28,7 +28,7 @@ import redis
 from distsched.cache.ledger import Ledger
 from distsched.clock import Clock
 from distsched.framework import events
-from distsched.framework.events import ClusterEvent
+from distsched.framework.events import ActionType, ClusterEvent
 from distsched.framework.listers import NamespaceLabels
 from distsched.framework.podinfo import PodInfo
 from distsched.model import HostPort, Node, Pod
@@ -39,6 +39,7 @@ from distsched.model.labels import (
 )
 from distsched.model.objects import DEFAULT_SCHEDULER_NAME
 from distsched.model.podgroups import PodGroup, group_of_object
+from distsched.model.volumes import DECODERS as VOLUME_DECODERS
 from distsched.queue_types import PodEntry, SchedulingQueue
 from distsched.store import (
     ADDED,
@@ -147,6 +148,16 @@ def _objects(batch: Iterable[Event]) -> list[dict[str, Any]]:
     return out
 
 
+def _typed(kind: str, obj: dict[str, Any] | None) -> Any:
+    """A storage object typed for the volume plugins' hints (None: absent or bad)."""
+    if obj is None:
+        return None
+    try:
+        return VOLUME_DECODERS[kind](obj)
+    except ValueError:
+        return None
+
+
 def _labels(obj: dict[str, Any]) -> dict[str, Any]:
     return dict((obj.get("metadata") or {}).get("labels") or {})
 
@@ -230,6 +241,10 @@ class QueueEventHandlers:
                     self._flush_adds(adds, now)
                     self._pod_group_event(event)
                     continue
+                if event.kind in events.STORAGE_RESOURCES:
+                    self._flush_adds(adds, now)
+                    self._storage_event(event, now)
+                    continue
                 if event.kind != "Pod":
                     continue
                 if event.type == DELETED:
@@ -300,6 +315,26 @@ class QueueEventHandlers:
             except ValueError as exc:
                 log.warning("PodGroup %s is unusable: %s", event.key, exc)
         self.queue.set_gang_minimums({event.key: minimum})
+
+    def _storage_event(self, event: Event, now: int) -> None:
+        """A PersistentVolume, claim, StorageClass or CSINode added or changed: the pods
+        the volume plugins rejected move as kube's handlers move them (deletes help no
+        one: no plugin registers them). Hints get the typed objects (None when one does
+        not decode)."""
+        if event.type == DELETED:
+            return
+        old = None if event.type == ADDED else event.old
+        action = ActionType.ADD if old is None else ActionType.UPDATE
+        change = events.storage_event(event.kind, action)
+        if self.hints:
+
+            def pairs() -> list[tuple[Any, Any]]:
+                return [(_typed(event.kind, old), _typed(event.kind, event.obj))]
+
+            keys = self._hinted([change], pairs, lambda _pod: True)
+            self._move(change, now, keys, decided=True)
+            return
+        self._move(change, now, None)
 
     def responsible_for(self, obj: dict[str, Any]) -> bool:
         """Whether the pod is for one of our profiles (``spec.schedulerName``)."""
@@ -525,6 +560,11 @@ class EventConsumer:
     ) -> None:
         self.client = client
         self.stream = stream
+        # The highest store rv among the events handled (entry ids are "<rv>-0"): the
+        # worker's informer must have read that far before the worker decides a pod, or
+        # an event already used for queue moves (a claim created) would be missing
+        # from what the pod is decided on, and nothing would move the pod again.
+        self.handled_rv = 0
         self.consumer = consumer
         self.handlers = handlers
         self.store = store
@@ -576,6 +616,7 @@ class EventConsumer:
         )
         self.ensure_group(from_start=True)
         self.resets += 1
+        self.handled_rv = 0  # the store's rvs start over too
         return 0
 
     def _poll(self, block_ms: int | None) -> int:
@@ -613,6 +654,9 @@ class EventConsumer:
         batch = []
         for entry_id, fields in entries:
             ids.append(entry_id)
+            rv = int(entry_id.split(b"-", 1)[0])
+            if rv > self.handled_rv:
+                self.handled_rv = rv
             if fields:  # a trimmed entry comes back empty
                 batch.append(fields)
         self.handlers.handle(self.decode(batch))

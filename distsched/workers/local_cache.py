@@ -37,11 +37,17 @@ import redis
 
 from distsched.cache.ledger import DomainGenerations, Ledger
 from distsched.cache.ledger_types import NodeState, NodeUsage
-from distsched.framework.listers import DisruptionBudgets, Listers, NamespaceLabels
+from distsched.framework.listers import (
+    DisruptionBudgets,
+    Listers,
+    NamespaceLabels,
+    VolumeObjects,
+)
 from distsched.framework.snapshot import Snapshot
 from distsched.keys import Keys
 from distsched.model import LABEL_HOSTNAME, Node, Pod
 from distsched.model.decode import spec_with_node_name
+from distsched.model.volumes import VOLUME_KINDS
 from distsched.store import FuncHandler, Informer, ObjectRef, Store
 
 Obj = dict
@@ -49,6 +55,7 @@ Obj = dict
 log = logging.getLogger(__name__)
 
 _POD_AFFINITY_KEYS = (b"podAffinity", b"podAntiAffinity")
+_CLAIM_KEYS = (b"persistentVolumeClaim",)
 
 
 def declares_pod_affinity(ref: ObjectRef) -> bool:
@@ -59,6 +66,15 @@ def declares_pod_affinity(ref: ObjectRef) -> bool:
         return False
     affinity = (ref.source().get("spec") or {}).get("affinity") or {}
     return affinity.get("podAffinity") is not None or affinity.get("podAntiAffinity") is not None
+
+
+def uses_claims(ref: ObjectRef) -> bool:
+    """Whether the pod has a persistentVolumeClaim volume, told from the raw blob first
+    (as :func:`declares_pod_affinity`)."""
+    if not ref.may_contain(*_CLAIM_KEYS):
+        return False
+    volumes = (ref.source().get("spec") or {}).get("volumes") or ()
+    return any(isinstance(v, dict) and v.get("persistentVolumeClaim") for v in volumes)
 
 
 def _same_but_binding(old: Obj, new: Obj) -> bool:
@@ -86,6 +102,15 @@ def namespace_handler(namespaces: NamespaceLabels) -> FuncHandler:
         add=lambda obj, _initial: namespaces.set(*labels_of(obj)),
         update=lambda _old, new: namespaces.set(*labels_of(new)),
         delete=lambda obj, _unknown: namespaces.set(labels_of(obj)[0], None),
+    )
+
+
+def volume_handler(volumes: VolumeObjects, kind: str) -> FuncHandler:
+    """One storage kind's objects into ``volumes``, for the volume plugins."""
+    return FuncHandler(
+        add=lambda obj, _initial: volumes.set(kind, obj),
+        update=lambda _old, new: volumes.set(kind, new),
+        delete=lambda obj, _unknown: volumes.delete(kind, obj),
     )
 
 
@@ -125,7 +150,7 @@ class ClusterView:
             keys,
             # PodGroups: the resync gives the queue their minimums (the queue, not a
             # lister, holds them: eventhandlers keep them up to date).
-            ("Pod", "Node", "Namespace", "PodDisruptionBudget", "PodGroup"),
+            ("Pod", "Node", "Namespace", "PodDisruptionBudget", "PodGroup", *VOLUME_KINDS),
             reader=reader,
             clock=store.clock,
         )
@@ -140,6 +165,8 @@ class ClusterView:
         self.informer.add_handler("Pod", pod_handler, lazy=True)
         self.informer.add_handler("Namespace", namespace_handler(listers.namespaces))
         self.informer.add_handler("PodDisruptionBudget", budget_handler(listers.budgets))
+        for kind in VOLUME_KINDS:
+            self.informer.add_handler(kind, volume_handler(listers.volumes, kind))
         self._parsed: dict[str, tuple[str, Obj, Pod]] = {}
         self.node_states: dict[str, NodeState] = {}
         # node -> (what it was computed from, domains, values by key): node_topology
@@ -256,7 +283,9 @@ class ClusterView:
         node = ref.node
         if node:
             self.nominator.delete(ref.key)
-            if self.lazy_pods and not declares_pod_affinity(ref):
+            # Pods using claims are parsed at once too: VolumeRestrictions counts every
+            # claim's users (Snapshot.claim_users) without reading any node's pods.
+            if self.lazy_pods and not declares_pod_affinity(ref) and not uses_claims(ref):
                 self.snapshot.defer_pod(ref.key, node, partial(self._load, ref))
             else:
                 self.snapshot.add_pod(self.pod_from(ref.get()))

@@ -61,8 +61,9 @@ from distsched.framework.runtime import Framework
 from distsched.framework.snapshot import PODS_COL
 from distsched.keys import Keys
 from distsched.model import HostPort, ManifestError, Node, Pod, PodRef
-from distsched.model.objects import DEFAULT_SCHEDULER_NAME
+from distsched.model.objects import DEFAULT_SCHEDULER_NAME, LABEL_HOSTNAME
 from distsched.model.podgroups import PodGroup, group_of
+from distsched.model.volumes import READ_WRITE_ONCE_POD
 from distsched.queue_redis import RedisQueue
 from distsched.queue_types import QueueConfig, QueuedPod, backoff_config
 from distsched.redis_text import as_text
@@ -156,8 +157,24 @@ class Attempt:
     gang: str = ""  # the pod group ("ns/name") whose gang this member is decided with
 
 
+# The lock batches with ReadWriteOncePod claims hold (see _uses_rwop_claim). Unlike the
+# topology locks it is what keeps two workers from placing two users of one such claim:
+# the ledger does not check claims, so a holder stalled past the lock's TTL could.
+RWOP_LOCK = "distsched.io/readwriteoncepod-claims"
+
+
+def uses_node_volumes(pod: Pod) -> bool:
+    """Whether the volume plugins read other pods for the pod: the disks and claims of
+    the pods on each node (VolumeRestrictions, NodeVolumeLimits) and the users of its
+    claims (ReadWriteOncePod)."""
+    return any(v.has_disk or v.claim_name or v.ephemeral for v in pod.spec.volumes)
+
+
 def constrained(pod: Pod) -> bool:
-    """Whether the pod's decision depends on other pods' placement (inter-pod rules)."""
+    """Whether the pod's decision depends on other pods' placement (inter-pod rules, and
+    the volume plugins' per-node counts: checked by the node's hostname domain)."""
+    if pod.spec.volumes and uses_node_volumes(pod):
+        return True
     affinity = pod.spec.affinity
     if affinity is not None:
         if affinity.pod_affinity is not None and affinity.pod_affinity.required:
@@ -182,6 +199,8 @@ def reads_pod_lists(pod: Pod) -> bool:
 
 def constraint_topology_keys(pod: Pod) -> set[str]:
     keys = {c.topology_key for c in pod.spec.topology_spread_constraints}
+    if pod.spec.volumes and uses_node_volumes(pod):
+        keys.add(LABEL_HOSTNAME)
     affinity = pod.spec.affinity
     if affinity is not None:
         for group in (affinity.pod_affinity, affinity.pod_anti_affinity):
@@ -507,6 +526,7 @@ class SchedulingWorker:
         for _ in range(self.config.event_batches_per_loop):
             if not self.consumer.poll(None):
                 break
+        self._informer_past_handled_events()
         self._notice_reset()
         self.view.refresh_from_ledger()
         self.periodic.tick()
@@ -533,6 +553,17 @@ class SchedulingWorker:
             self.config, len(popped), self.pop_size, time.monotonic() - started
         )
         return len(popped)
+
+    def _informer_past_handled_events(self) -> None:
+        """Read the store's stream until the informer has every event the queue's
+        handlers have used (kube's informer and queue share one event handler, so the
+        queue never moves on an event its scheduler has not seen). Bounded: a store
+        reset restarts rvs, and the informer's relist takes over then."""
+        for _ in range(100):
+            if self.informer.resource_version >= self.consumer.handled_rv:
+                return
+            if not self.informer.poll_once(0):
+                return
 
     def schedule_one_batch(self, popped: Sequence[QueuedPod]) -> None:
         """The worker's scheduling cycle for popped pods (kube's scheduleOne, batched):
@@ -562,8 +593,11 @@ class SchedulingWorker:
             # on a topology lock other workers may be waiting for.
             self.snapshot.materialize()
         singles, gangs = self._gangs(attempts)
+        locks = self._shared_keys(topology_keys)
+        if any(self._uses_rwop_claim(a.pod) for a in attempts):
+            locks.append(RWOP_LOCK)
         try:
-            with self.topology_locks.hold(self._shared_keys(topology_keys)):
+            with self.topology_locks.hold(locks):
                 if depends:
                     self._sync_for_constraints(topology_keys)
                 batch = [a for a in singles if self._decide(a)]
@@ -645,6 +679,23 @@ class SchedulingWorker:
             if any(len(slots) > 1 for slots in values.values()):
                 shared.append(key)
         return shared
+
+    def _uses_rwop_claim(self, pod: Pod) -> bool:
+        """Whether the pod uses a ReadWriteOncePod claim: whether any pod on any node
+        uses it is cluster-wide, so such batches of all workers take turns (RWOP_LOCK),
+        each deciding on pod lists synced after the previous one reserved."""
+        if not pod.spec.volumes:
+            return False
+        volumes = self.view.listers.volumes
+        for volume in pod.spec.volumes:
+            claim = (
+                volumes.claim(pod.metadata.namespace, volume.claim_name)
+                if volume.claim_name
+                else None
+            )
+            if claim is not None and READ_WRITE_ONCE_POD in claim.access_modes:
+                return True
+        return False
 
     def _sync_for_constraints(self, topology_keys: set[str]) -> None:
         """Make the view fit for decisions that depend on other pods: register the
@@ -1096,7 +1147,7 @@ class SchedulingWorker:
                     permit_deadlines_ms=tuple(deadlines[p] for p in sorted(waits)),
                     # The binding cycle goes on with this cycle's state (kube passes it on);
                     # a profile bound by one store call has no plugin to read it.
-                    state={} if fw.batch_bindable() else attempt.state.to_wire(),
+                    state={} if fw.batch_bindable(attempt.state) else attempt.state.to_wire(),
                 )
             )
             _, duration = metrics.attempt_series("scheduled", fw.profile_name)

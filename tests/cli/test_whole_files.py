@@ -47,7 +47,7 @@ def test_install_files_apply_unchanged_and_place_as_kube_would(
     private_client: redis.Redis, processes: ProcessGroup, tmp_path: Path
 ) -> None:
     url = processes.redis_url
-    files = [str(DATA / "nodes.yaml"), *(str(DATA / f) for f in INSTALLS)]
+    files = [str(DATA / f) for f in ("nodes.yaml", "storage.yaml", *INSTALLS)]
     applied = cli(url, "apply", *(arg for f in files for arg in ("-f", f)))
     assert applied.exit_code == 0, applied.output
     lines = applied.stdout.splitlines()
@@ -100,6 +100,7 @@ def test_install_files_apply_unchanged_and_place_as_kube_would(
     assert names(cli(url, "get", "pvc,sc", "-o", "json")) == [
         "fast-ssd",
         "mysql-pv-claim",
+        "standard",
         "wp-pv-claim",
     ]
     assert names(cli(url, "get", "clusterroles.rbac.authorization.k8s.io", "-o", "json")) == [
@@ -124,7 +125,12 @@ def test_install_files_apply_unchanged_and_place_as_kube_would(
     ]
     pvc = json.loads(cli(url, "get", "pvc", "-o", "json").stdout)["items"][0]
     given = list(yaml.safe_load_all((DATA / "wordpress.yaml").read_text()))[3]
-    assert pvc["spec"] == given["spec"] and pvc["metadata"]["labels"] == {"app": "wordpress"}
+    # Stored as given, then bound as kube's PV controller binds it: the default class
+    # (DefaultStorageClass admission) and the volume provisioned for it.
+    bound_spec = {**given["spec"], "storageClassName": "standard"}
+    assert {k: v for k, v in pvc["spec"].items() if k != "volumeName"} == bound_spec
+    assert pvc["spec"]["volumeName"] and pvc["status"]["phase"] == "Bound"
+    assert pvc["metadata"]["labels"] == {"app": "wordpress"}
 
     # -o yaml round-trips: what get prints applies back unchanged.
     dump = tmp_path / "stored.yaml"

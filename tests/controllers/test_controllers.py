@@ -421,3 +421,131 @@ def test_the_disruption_controller_keeps_each_budgets_status(
     )
     ctl.sync()
     assert status()["desiredHealthy"] == 2 and status()["disruptionsAllowed"] == 1
+
+
+STORAGE_CLASSES = """
+apiVersion: storage.k8s.io/v1
+kind: StorageClass
+metadata:
+  name: standard
+  annotations: {storageclass.kubernetes.io/is-default-class: "true"}
+provisioner: ebs.csi.aws.com
+---
+apiVersion: storage.k8s.io/v1
+kind: StorageClass
+metadata: {name: late-binding}
+provisioner: ebs.csi.aws.com
+volumeBindingMode: WaitForFirstConsumer
+---
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: waits}
+spec:
+  storageClassName: late-binding
+  accessModes: [ReadWriteOnce]
+  resources: {requests: {storage: 1Gi}}
+"""
+
+
+def test_claims_of_an_immediate_class_get_a_volume_bound_both_ways(
+    r: redis.Redis, keys: Keys, clock: FakeClock
+) -> None:
+    """The StatefulSet's claims name no class: they take the default one (Immediate) and
+    get a PV each, bound both ways; a WaitForFirstConsumer claim is left for the
+    scheduler; a class created after its claims provisions them then."""
+    store = Store(r, keys, clock)
+    ctl = controller(r, keys, clock)
+    apply_text(store, (MANIFESTS / "zookeeper.yaml").read_text())
+    ctl.sync()
+    assert store.list("PersistentVolume")[0] == []  # no class yet: Pending, as in kube
+    apply_text(store, STORAGE_CLASSES)
+    ctl.sync()
+    claims = {c["metadata"]["name"]: c for c in store.list("PersistentVolumeClaim")[0]}
+    volumes = {v["metadata"]["name"]: v for v in store.list("PersistentVolume")[0]}
+    assert len(volumes) == 3
+    assert claims["waits"]["spec"].get("volumeName") is None
+    claim = claims["datadir-zk-1"]
+    pv = volumes[claim["spec"]["volumeName"]]
+    assert claim["status"]["phase"] == "Bound" and pv["status"]["phase"] == "Bound"
+    assert claim["spec"]["storageClassName"] == "standard"
+    assert pv["spec"]["claimRef"]["uid"] == claim["metadata"]["uid"]
+    assert pv["spec"]["capacity"] == {"storage": "10Gi"}
+    assert pv["spec"]["csi"]["driver"] == "ebs.csi.aws.com"
+    assert ctl.sync() == 0  # nothing left to do: a bound claim is not provisioned again
+
+
+def test_the_pv_controller_marks_volumes_available_and_completes_pre_bound_claims(
+    r: redis.Redis, keys: Keys, clock: FakeClock
+) -> None:
+    store = Store(r, keys, clock)
+    ctl = controller(r, keys, clock)
+    apply_text(
+        store,
+        """
+apiVersion: v1
+kind: PersistentVolume
+metadata: {name: free}
+spec:
+  capacity: {storage: 1Gi}
+  accessModes: [ReadWriteOnce]
+  hostPath: {path: /data/free}
+---
+apiVersion: v1
+kind: PersistentVolume
+metadata: {name: wanted}
+spec:
+  capacity: {storage: 1Gi}
+  accessModes: [ReadWriteOnce]
+  hostPath: {path: /data/wanted}
+---
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: mine}
+spec:
+  volumeName: wanted
+  storageClassName: ""
+  accessModes: [ReadWriteOnce]
+  resources: {requests: {storage: 1Gi}}
+""",
+    )
+    ctl.sync()
+    free = store.get("PersistentVolume", "free")
+    wanted = store.get("PersistentVolume", "wanted")
+    claim = store.get("PersistentVolumeClaim", "default/mine")
+    assert free is not None and free["status"]["phase"] == "Available"
+    assert wanted is not None and wanted["status"]["phase"] == "Bound"
+    assert wanted["spec"]["claimRef"]["name"] == "mine"
+    assert claim is not None and claim["status"]["phase"] == "Bound"
+    assert claim["metadata"]["annotations"]["pv.kubernetes.io/bind-completed"] == "yes"
+
+
+def test_a_wait_for_first_consumer_claim_is_provisioned_once_a_node_is_selected(
+    r: redis.Redis, keys: Keys, clock: FakeClock
+) -> None:
+    store = Store(r, keys, clock)
+    ctl = controller(r, keys, clock)
+    apply_text(store, STORAGE_CLASSES)
+    store.create(
+        {
+            "apiVersion": "v1",
+            "kind": "Node",
+            "metadata": {
+                "name": "n1",
+                "labels": {"topology.kubernetes.io/zone": "z1", "kubernetes.io/hostname": "n1"},
+            },
+            "status": {"allocatable": {"cpu": "1", "memory": "1Gi", "pods": "10"}},
+        }
+    )
+    ctl.sync()
+    assert store.get("PersistentVolumeClaim", "default/waits")["spec"].get("volumeName") is None
+    claim = store.get("PersistentVolumeClaim", "default/waits")
+    claim["metadata"]["annotations"] = {"volume.kubernetes.io/selected-node": "n1"}
+    store.update(claim)
+    ctl.sync()
+    claim = store.get("PersistentVolumeClaim", "default/waits")
+    pv = store.get("PersistentVolume", claim["spec"]["volumeName"])
+    assert pv["metadata"]["labels"] == {"topology.kubernetes.io/zone": "z1"}
+    term = pv["spec"]["nodeAffinity"]["required"]["nodeSelectorTerms"][0]
+    assert term["matchExpressions"] == [
+        {"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["z1"]}
+    ]

@@ -277,19 +277,23 @@ NODE_FILTERS = {
     "NodeResourcesFit",
 }
 INTER_POD = {"PodTopologySpread", "InterPodAffinity"}
+VOLUMES_ON_NODE_ADD = {"VolumeRestrictions", "VolumeBinding", "VolumeZone"}
 
 
 @pytest.mark.parametrize(
     ("event", "want"),
     [
-        (ev.NODE_ADD, NODE_FILTERS | INTER_POD),
-        (ev.NODE_LABEL_CHANGE, NODE_FILTERS | INTER_POD),
-        (ev.NODE_TAINT_CHANGE, NODE_FILTERS | INTER_POD),
-        (ev.NODE_SPEC_UNSCHEDULABLE_CHANGE, NODE_FILTERS | INTER_POD),
+        (ev.NODE_ADD, NODE_FILTERS | INTER_POD | VOLUMES_ON_NODE_ADD),
+        (ev.NODE_LABEL_CHANGE, NODE_FILTERS | INTER_POD | VOLUMES_ON_NODE_ADD),
+        (ev.NODE_TAINT_CHANGE, NODE_FILTERS | INTER_POD | {"VolumeRestrictions"}),
+        (ev.NODE_SPEC_UNSCHEDULABLE_CHANGE, NODE_FILTERS | INTER_POD | {"VolumeRestrictions"}),
         (ev.NODE_ALLOCATABLE_CHANGE, {"NodeResourcesFit"}),
         (ev.NODE_CONDITION_CHANGE, set()),
         (ev.NODE_DELETE, {"PodTopologySpread"}),
-        (ev.ASSIGNED_POD_DELETE, {"NodePorts", "NodeResourcesFit"} | INTER_POD),
+        (
+            ev.ASSIGNED_POD_DELETE,
+            {"NodePorts", "NodeResourcesFit", "VolumeRestrictions", "NodeVolumeLimits"} | INTER_POD,
+        ),
         (ev.ASSIGNED_POD_ADD, INTER_POD),
         (ev.POD_SCHEDULING_GATES_ELIMINATED, {"SchedulingGates"}),
         (ev.WILDCARD_EVENT, set()),

@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 from typing import Any
 
-from distsched.kube.client import NODES, PODS, ApiError, KubeClient
+from distsched.kube.client import NODES, PODS, PVCS, PVS, STORAGE_CLASSES, ApiError, KubeClient
 from tests.support import objects
 from tests.support.waits import wait_for
 
@@ -56,6 +56,15 @@ def clean(kube: KubeClient, namespace: str = "default") -> None:
     for node in nodes:
         with contextlib.suppress(ApiError):
             kube.delete(NODES, node["metadata"]["name"])
+    claims, _ = kube.list(PVCS, namespace=namespace)
+    for claim in claims:
+        with contextlib.suppress(ApiError):
+            kube.delete(PVCS, claim["metadata"]["name"], namespace)
+    for resource in (PVS, STORAGE_CLASSES):
+        objs, _ = kube.list(resource)
+        for obj in objs:
+            with contextlib.suppress(ApiError):
+                kube.delete(resource, obj["metadata"]["name"])
     wait_for("the cluster to be empty", lambda: not kube.list(PODS, namespace=namespace)[0], 20)
 
 

@@ -20,7 +20,9 @@ ALLOWED = [
     ["list", "pods"], ["watch", "pods"], ["delete", "pods"],
     ["create", "pods", "--subresource=binding"], ["patch", "pods", "--subresource=status"],
     ["list", "namespaces"], ["watch", "priorityclasses.scheduling.k8s.io"],
-    ["watch", "poddisruptionbudgets.policy"],
+    ["watch", "poddisruptionbudgets.policy"], ["watch", "persistentvolumeclaims"],
+    ["list", "persistentvolumes"], ["watch", "storageclasses.storage.k8s.io"],
+    ["list", "csinodes.storage.k8s.io"],
     ["create", "events.events.k8s.io"], ["patch", "events.events.k8s.io"],
 ]  # fmt: skip
 DENIED = [

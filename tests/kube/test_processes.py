@@ -20,7 +20,7 @@ from distsched.clock import SYSTEM_CLOCK
 from distsched.embedded import EmbeddedRedis
 from distsched.faults import MARKER_ENV, POINT_ENV, SECONDS_ENV
 from distsched.keys import Keys
-from distsched.kube.client import EVENTS, NODES, PODS, KubeClient
+from distsched.kube.client import EVENTS, NODES, PODS, PVCS, STORAGE_CLASSES, KubeClient
 from distsched.kube.testenv import TestEnv
 from tests.kube.helpers import api_node, api_pod, clean, node_of
 from tests.support.waits import wait_for
@@ -248,3 +248,51 @@ def test_every_role_as_its_own_acl_user_schedules_a_real_cluster(
         for group in groups:
             group.stop()
         admin.close()
+
+
+def test_a_wait_for_first_consumer_claim_gets_the_node_its_pod_is_bound_to(
+    kube: KubeClient, roles: tuple[ProcessGroup, EmbeddedRedis]
+) -> None:
+    """VolumeBinding's PreBind through the API server: the claim of a WaitForFirstConsumer
+    class gets ``volume.kubernetes.io/selected-node`` (what its provisioner waits for),
+    naming the node the pod is then bound to; the class's allowedTopologies decide it."""
+    group, _ = roles
+    kube.create(NODES, api_node("n-a", cpu="4", **{"topology.kubernetes.io/zone": "a"}))
+    kube.create(NODES, api_node("n-b", cpu="4", **{"topology.kubernetes.io/zone": "b"}))
+    suffix = str(int(time.time() * 1000) % 10**8)
+    kube.create(
+        STORAGE_CLASSES,
+        {
+            "apiVersion": "storage.k8s.io/v1",
+            "kind": "StorageClass",
+            "metadata": {"name": f"zonal-{suffix}"},
+            "provisioner": "ebs.csi.aws.com",
+            "volumeBindingMode": "WaitForFirstConsumer",
+            "allowedTopologies": [
+                {"matchLabelExpressions": [{"key": "topology.kubernetes.io/zone", "values": ["b"]}]}
+            ],
+        },
+    )
+    claim = f"data-{suffix}"
+    kube.create(
+        PVCS,
+        {
+            "apiVersion": "v1",
+            "kind": "PersistentVolumeClaim",
+            "metadata": {"name": claim},
+            "spec": {
+                "storageClassName": f"zonal-{suffix}",
+                "accessModes": ["ReadWriteOnce"],
+                "resources": {"requests": {"storage": "1Gi"}},
+            },
+        },
+        "default",
+    )
+    pod = api_pod("db")
+    pod["spec"]["volumes"] = [{"name": "data", "persistentVolumeClaim": {"claimName": claim}}]
+    start(group)
+    kube.create(PODS, pod, "default")
+    wait_for("db bound through the API server", lambda: node_of(kube, "db"), 60)
+    assert node_of(kube, "db") == "n-b"
+    annotations = kube.get(PVCS, claim, "default")["metadata"].get("annotations") or {}
+    assert annotations.get("volume.kubernetes.io/selected-node") == "n-b"

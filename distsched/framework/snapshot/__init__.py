@@ -128,6 +128,7 @@ class Snapshot:
         self.pods_with_affinity = placement.pods_with_affinity
         self.pods_with_required_anti_affinity = placement.pods_with_required_anti_affinity
         self.pod_observers = placement.pod_observers
+        self.claim_users = placement.claim_users
 
     # ------------------------------------------------------------------ a node's life
     check_node = staticmethod(NodeTable.check_node)

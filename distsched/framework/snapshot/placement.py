@@ -66,6 +66,10 @@ class PodPlacement:
         # Called as ``observer(slot, info, +1 | -1)`` whenever a parsed pod is placed on
         # or taken off a node.
         self.pod_observers: list[Callable[[int, PodInfo, int], None]] = []
+        # "namespace/claim" -> how many parsed pods on the table's nodes use the
+        # PersistentVolumeClaim (kube's PVCRefCounts summed over nodes: StorageInfos'
+        # IsPVCUsedByPods, which VolumeRestrictions reads for ReadWriteOncePod claims).
+        self.claim_users: dict[str, int] = {}
 
     # ------------------------------------------------------------------ reads
     def pods_on(self, index: int) -> dict[str, PodInfo]:
@@ -216,8 +220,21 @@ class PodPlacement:
             self.pods_with_affinity[info.key] = info
         if info.has_required_anti_affinity:
             self.pods_with_required_anti_affinity[info.key] = info
+        if info.pod.spec.volumes:
+            self._count_claims(info, 1)
         for observer in self.pod_observers:
             observer(index, info, 1)
+
+    def _count_claims(self, info: PodInfo, sign: int) -> None:
+        users = self.claim_users
+        for volume in info.pod.spec.volumes:
+            if volume.claim_name:
+                key = f"{info.namespace}/{volume.claim_name}"
+                count = users.get(key, 0) + sign
+                if count > 0:
+                    users[key] = count
+                else:
+                    users.pop(key, None)
 
     def _unplace(self, index: int, pod_key: str) -> _Placed:
         info = self._pods[index].pop(pod_key)
@@ -229,6 +246,8 @@ class PodPlacement:
             self._usage.charge(index, parsed, -1)
         self.pods_with_affinity.pop(pod_key, None)
         self.pods_with_required_anti_affinity.pop(pod_key, None)
+        if parsed.pod.spec.volumes:
+            self._count_claims(parsed, -1)
         for observer in self.pod_observers:
             observer(index, parsed, -1)
         return info

@@ -32,7 +32,11 @@ local function store_event(to_queue, etype, kind, key, rv, ...)
 end
 
 -- Whether the queue's handlers look at events of this kind at all (a PodGroup's minimum
--- is the queue's, for its gang).
+-- is the queue's, for its gang; the storage objects move pods the volume plugins rejected).
+local QUEUE_KINDS = {
+  Pod = true, Node = true, PodGroup = true, PersistentVolume = true,
+  PersistentVolumeClaim = true, StorageClass = true, CSINode = true,
+}
 local function queue_kind(kind)
-  return kind == 'Pod' or kind == 'Node' or kind == 'PodGroup'
+  return QUEUE_KINDS[kind] == true
 end

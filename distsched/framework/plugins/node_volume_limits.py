@@ -1,0 +1,187 @@
+"""NodeVolumeLimits: a node may not get more volumes of a CSI driver than its CSINode
+allows (PreFilter, Filter), as kube's CSILimits.
+
+A volume counts once per node by its unique name ``<driver>/<volumeHandle>``: a claim
+bound to a CSI PersistentVolume counts by the PV's handle; a claim not bound yet counts
+by its class's provisioner (an in-tree provisioner by its CSI driver's name when the node
+has a CSINode, as CSI migration names it) and a handle made from the claim's name, so
+that pods sharing the claim count it once. Generic ephemeral volumes count by their
+claim (``<pod>-<volume>``), which must be the pod's own. Volumes the pod shares with
+pods already on the node add nothing. Not modelled: in-tree PersistentVolume sources and
+inline in-tree volumes (kube counts them once translated to CSI), VolumeAttachments of
+pods gone, the alpha VolumeLimitScaling gate.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections import Counter
+from collections.abc import Hashable
+from typing import Any
+
+import numpy as np
+
+from distsched.framework.cycle_state import CycleState
+from distsched.framework.events import ActionType, ClusterEvent, EventResource
+from distsched.framework.interface import (
+    FilterPlugin,
+    FilterResult,
+    Handle,
+    PreFilterPlugin,
+    PreFilterResult,
+    SignPlugin,
+)
+from distsched.framework.listers import VolumeObjects
+from distsched.framework.plugins.helpers.claims import claims_signature, uses_claim_hint
+from distsched.framework.podinfo import PodInfo
+from distsched.framework.snapshot import Snapshot
+from distsched.framework.status import PluginError, Status
+from distsched.model.objects import Pod
+from distsched.model.volumes import CSINode, PersistentVolumeClaim
+
+NAME = "NodeVolumeLimits"
+EVENTS: tuple[ClusterEvent, ...] = (
+    ClusterEvent(EventResource.CSI_NODE, ActionType.ADD | ActionType.UPDATE),
+    ClusterEvent(EventResource.POD, ActionType.DELETE),
+    ClusterEvent(EventResource.PERSISTENT_VOLUME_CLAIM, ActionType.ADD),
+)
+ERR_REASON_MAX_VOLUME_COUNT = "node(s) exceed max volume count"
+
+# In-tree provisioners and the CSI drivers CSI migration hands them to (kube's
+# csi-translation-lib; migration is on for all of them).
+IN_TREE_TO_CSI = {
+    "kubernetes.io/aws-ebs": "ebs.csi.aws.com",
+    "kubernetes.io/gce-pd": "pd.csi.storage.gke.io",
+    "kubernetes.io/azure-disk": "disk.csi.azure.com",
+    "kubernetes.io/cinder": "cinder.csi.openstack.org",
+    "kubernetes.io/portworx-volume": "pxd.portworx.com",
+}
+
+
+class ClaimNotFound(Exception):
+    pass
+
+
+class NodeVolumeLimits(PreFilterPlugin, FilterPlugin, SignPlugin):
+    name = NAME
+    reads_only_its_node = True
+
+    def __init__(self, handle: Handle) -> None:
+        self.volumes: VolumeObjects = handle.listers.volumes
+        # kube's randomVolumeIDPrefix: handles of claims not bound yet, unique per plugin.
+        self.prefix = secrets.token_hex(16)
+
+    def sign_pod(self, pod: Pod, info: PodInfo, snapshot: Snapshot) -> Hashable | None:
+        return claims_signature(pod)
+
+    def pre_filter(
+        self, state: CycleState, pod: Pod, snapshot: Snapshot
+    ) -> tuple[PreFilterResult | None, Status | None]:
+        if any(v.claim_name or v.ephemeral for v in pod.spec.volumes):
+            return None, None
+        return None, Status.skip()
+
+    def filter(
+        self, state: CycleState, pod: Pod, snapshot: Snapshot, indices: np.ndarray
+    ) -> FilterResult:
+        failed = np.zeros(len(indices), dtype=bool)
+        for i, index in enumerate(indices):
+            csi_node = self.volumes.csi_node(snapshot.node_name(int(index)))
+            try:
+                new = self.attachable(pod, csi_node, new_pod=True)
+            except ClaimNotFound as exc:
+                return FilterResult.reject_all(len(indices), str(exc), unresolvable=True)
+            if not new or csi_node is None:
+                continue
+            limits = csi_node.limits()
+            if not limits:
+                continue
+            attached: dict[str, str] = {}
+            for other in snapshot.pods_on(int(index)).values():
+                if other.pod.spec.volumes:
+                    attached.update(self.attachable(other.pod, csi_node, new_pod=False))
+            counts = Counter(attached.values())
+            adding = Counter(d for name, d in new.items() if name not in attached)
+            if any(
+                driver in limits and counts[driver] + n > limits[driver]
+                for driver, n in adding.items()
+            ):
+                failed[i] = True
+        return FilterResult.of(ERR_REASON_MAX_VOLUME_COUNT, failed)
+
+    def attachable(self, pod: Pod, csi_node: CSINode | None, *, new_pod: bool) -> dict[str, str]:
+        """kube's filterAttachableVolumes: unique volume name -> driver, for the pod's
+        claims. A missing claim of the incoming pod raises :class:`ClaimNotFound`; of a
+        pod already on the node it is left out."""
+        found: dict[str, str] = {}
+        namespace = pod.metadata.namespace
+        for volume in pod.spec.volumes:
+            name = volume.claim_for(pod.metadata.name)
+            if not name:
+                continue
+            claim = self.volumes.claim(namespace, name)
+            if claim is None:
+                if new_pod:
+                    raise ClaimNotFound(
+                        f'looking up PVC {namespace}/{name}: persistentvolumeclaim "{name}" '
+                        "not found"
+                    )
+                continue
+            if volume.ephemeral and not claim.is_for_pod(pod.metadata.uid):
+                if not new_pod:
+                    continue
+                raise PluginError(
+                    f"PVC {namespace}/{name} was not created for pod "
+                    f"{namespace}/{pod.metadata.name} (pod is not owner)"
+                )
+            driver, handle = self._driver_info(csi_node, claim)
+            if driver and handle:
+                found[f"{driver}/{handle}"] = driver
+        return found
+
+    def _driver_info(
+        self, csi_node: CSINode | None, claim: PersistentVolumeClaim
+    ) -> tuple[str, str]:
+        """kube's getCSIDriverInfo: (driver, volume handle), ("", "") when not countable."""
+        if claim.volume_name:
+            pv = self.volumes.volume(claim.volume_name)
+            if pv is not None:
+                if pv.csi is None:
+                    return "", ""  # an in-tree source (not translated here)
+                return pv.csi.driver, pv.csi.volume_handle
+        class_name = claim.class_name
+        if not class_name:
+            return "", ""
+        storage_class = self.volumes.storage_class(class_name)
+        if storage_class is None:
+            return "", ""
+        handle = f"{self.prefix}-{claim.metadata.namespace}/{claim.metadata.name}"
+        provisioner = storage_class.provisioner
+        if provisioner in IN_TREE_TO_CSI:
+            if csi_node is None:
+                return "", ""
+            return IN_TREE_TO_CSI[provisioner], handle
+        return provisioner, handle
+
+
+def new(args: dict[str, Any], handle: Handle) -> NodeVolumeLimits:
+    return NodeVolumeLimits(handle)
+
+
+# ---------------------------------------------------------------------- QueueingHints
+def queueing_hint(event: ClusterEvent, pod: Pod, old: Any, new: Any, handle: Handle) -> bool | None:
+    """kube's isSchedulableAfterCSINodeUpdated, ...PodDeleted and ...PVCAdded (a CSINode
+    added has no hint)."""
+    if event.resource == EventResource.CSI_NODE:
+        if old is None or not isinstance(old, CSINode) or not isinstance(new, CSINode):
+            return None
+        return any(
+            (count or 0) > (old.drivers.get(name) or 0) for name, count in new.drivers.items()
+        )
+    if event.resource == EventResource.ASSIGNED_POD and event.action & ActionType.DELETE:
+        if not isinstance(old, Pod):
+            return None
+        return any(v.claim_name or v.ephemeral for v in old.spec.volumes)
+    if event.resource == EventResource.PERSISTENT_VOLUME_CLAIM:
+        return uses_claim_hint(pod, new, ephemeral=True)
+    return None
