@@ -232,6 +232,14 @@ def run_kube_bench(kube: KubeClient, config: KubeBenchConfig) -> dict[str, Any]:
             f"--workload {workload.name}: gang workloads run on distsched's own store only "
             "(the API server would need the PodGroup CRD or kube 1.36's v1alpha2 API)"
         )
+    if workload.volume_source or workload.csi_nodes:
+        import click
+
+        raise click.UsageError(
+            f"--workload {workload.name}: the volume workloads run on distsched's own store "
+            "only for now (their claims, PVs and CSINodes are not created through the API "
+            "server)"
+        )
     names = Names(f"kb{int(time.time()) % 100000}-")
     namespaces = {names.init_ns, names.measured_ns}
     for namespace in sorted(namespaces):

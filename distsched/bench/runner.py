@@ -47,7 +47,7 @@ from distsched.bench.phase import (
 from distsched.bench.procs import ProcessGroup
 from distsched.bench.report import RawRun, build_result, plot, print_summary
 from distsched.bench.scaling import parse_worker_counts, print_scaling, projection
-from distsched.bench.workloads import WORKLOADS, Names, Obj, Workload
+from distsched.bench.workloads import WORKLOADS, Names, Obj, Workload, csi_node
 from distsched.connection import ACK_ENV, RedisOptions, connect
 from distsched.embedded import EmbeddedRedis, free_port
 from distsched.keys import Keys
@@ -363,19 +363,28 @@ def setup_cluster(
         )
     _say(f"creating {config.nodes} nodes")
     ledger_nodes = client.scard(keys.ledger_nodes)
-    create_chunked(store, workload.nodes(names, config.nodes))
+    node_objs = workload.nodes(names, config.nodes)
+    create_chunked(store, node_objs)
     wait_for(
         "the ledger to register every node",
         lambda: client.scard(keys.ledger_nodes) >= ledger_nodes + config.nodes,
         deployment,
         SETUP_TIMEOUT_S,
     )
+    if workload.csi_nodes:
+        _say(f"creating {config.nodes} CSINodes")
+        create_chunked(store, [csi_node(n["metadata"]["name"]) for n in node_objs])
     init_keys = [names.init_key(i) for i in range(config.init_pods)]
     if not init_keys:
         return init_keys
     verb = "waiting for" if workload.init_schedulable else "not waiting for"
+    init_pods = workload.init_pods(names, config.init_pods)
+    volumes = workload.volume_objects(init_pods)
+    if volumes:
+        _say(f"creating {len(volumes) // 2} claims and their PVs for the init pods")
+        create_chunked(store, volumes)
     _say(f"creating {config.init_pods} init pods ({verb} them)")
-    create_chunked(store, workload.init_pods(names, config.init_pods))
+    create_chunked(store, init_pods)
     if workload.init_schedulable:
         tracker = BindTracker(client, keys, init_keys)
 
@@ -531,6 +540,12 @@ def _measure(
     init_keys = setup_cluster(deployment, store, config, names)
     setup = create_setup_objects(deployment, store, config, names)
     pods = workload.measured_pods(names, 0, config.pods)
+    volumes = workload.volume_objects(pods)
+    if volumes:
+        # scheduler_perf creates each pod's claim and PV just before the pod, inside the
+        # measured phase; here they exist before it starts (the phase times pods only).
+        _say(f"creating {len(volumes) // 2} claims and their PVs for the measured pods")
+        create_chunked(store, volumes)
     pod_keys = [f"{p['metadata']['namespace']}/{p['metadata']['name']}" for p in pods]
     tracker = BindTracker(client, keys, pod_keys)
     layout = GangLayout.of(setup, pods) if workload.gangs else None

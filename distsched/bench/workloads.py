@@ -99,6 +99,72 @@ def pod(
     return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": body}
 
 
+EBS_CSI_DRIVER = "ebs.csi.aws.com"
+EBS_ATTACH_LIMIT = 39  # the volume workloads' csiNodeAllocatable
+
+
+def _volume_pod(name: str, namespace: str) -> Obj:
+    """scheduler_perf's createPods with a PV/PVC template: the default pod with one volume
+    naming its own claim (``pvc-<pod>``)."""
+    volume = {"name": "vol", "persistentVolumeClaim": {"claimName": f"pvc-{name}"}}
+    return pod(name, namespace, spec={"volumes": [volume]})
+
+
+def volume_pair(pod_obj: Obj, source: str) -> list[Obj]:
+    """The claim and the PV bound to it that scheduler_perf's
+    CreatePodWithPersistentVolume makes for a pod (templates pvc.yaml and pv-csi.yaml or
+    pv-aws.yaml: 1Gi, ReadOnlyMany, the claim annotated bind-completed; the PV's name
+    prefixed with the namespace, a CSI PV's handle its name)."""
+    namespace = pod_obj["metadata"]["namespace"]
+    claim = pod_obj["spec"]["volumes"][0]["persistentVolumeClaim"]["claimName"]
+    pv_name = f"{namespace}-pv-{pod_obj['metadata']['name']}"
+    spec: Obj = {
+        "accessModes": ["ReadOnlyMany"],
+        "capacity": {"storage": "1Gi"},
+        "persistentVolumeReclaimPolicy": "Retain",
+        "claimRef": {"kind": "PersistentVolumeClaim", "namespace": namespace, "name": claim},
+    }
+    if source == "csi":
+        spec["csi"] = {"driver": EBS_CSI_DRIVER, "volumeHandle": pv_name}
+    else:
+        spec["awsElasticBlockStore"] = {"volumeID": "<volume-id>"}
+    return [
+        {
+            "apiVersion": "v1",
+            "kind": "PersistentVolumeClaim",
+            "metadata": {
+                "name": claim,
+                "namespace": namespace,
+                "annotations": {"pv.kubernetes.io/bind-completed": "true"},
+            },
+            "spec": {
+                "accessModes": ["ReadOnlyMany"],
+                "resources": {"requests": {"storage": "1Gi"}},
+                "volumeName": pv_name,
+            },
+            "status": {"phase": "Bound"},
+        },
+        {
+            "apiVersion": "v1",
+            "kind": "PersistentVolume",
+            "metadata": {"name": pv_name},
+            "spec": spec,
+            "status": {"phase": "Bound"},
+        },
+    ]
+
+
+def csi_node(name: str) -> Obj:
+    """The CSINode of scheduler_perf's nodeAllocatableStrategy (csiNodeAllocatable)."""
+    driver = {"name": EBS_CSI_DRIVER, "nodeID": name, "allocatable": {"count": EBS_ATTACH_LIMIT}}
+    return {
+        "apiVersion": "storage.k8s.io/v1",
+        "kind": "CSINode",
+        "metadata": {"name": name},
+        "spec": {"drivers": [driver]},
+    }
+
+
 def _pod_term(color: str, topology_key: str, namespaces: Sequence[str]) -> Obj:
     return {
         "labelSelector": {"matchLabels": {"color": color}},
@@ -321,6 +387,16 @@ class Workload:
     check_counts: Callable[[int, int], str] = lambda _nodes, _pods: ""
     measured_all: Callable[[Names, int], list[Obj]] | None = None
     arrival_chunk: Callable[[int], int] | None = None
+    # "csi" / "aws": every pod has a claim bound to a PV of that source (volume_pair),
+    # created before the pods; csi_nodes: every node has a CSINode with the attach limit.
+    volume_source: str = ""
+    csi_nodes: bool = False
+
+    def volume_objects(self, pods: Sequence[Obj]) -> list[Obj]:
+        """The claims and PVs ``pods`` use (none unless ``volume_source``)."""
+        if not self.volume_source:
+            return []
+        return [obj for p in pods for obj in volume_pair(p, self.volume_source)]
 
     def nodes(self, names: Names, count: int) -> list[Obj]:
         zones = self.zones
@@ -408,6 +484,25 @@ WORKLOADS: dict[str, Workload] = {
             init_evictable=True,
             max_measured=lambda nodes, _init: nodes,
             needs=("DefaultPreemption",),
+        ),
+        Workload(
+            "SchedulingCSIPVs",
+            "every pod has a claim bound to its own CSI PV; nodes allow 39 EBS volumes",
+            init_pod=lambda n, i: _volume_pod(f"init-{i:06d}", n.init_ns),
+            measured_pod=lambda n, i: _volume_pod(f"pod-{i:06d}", n.measured_ns),
+            default_init=_one_per_node,
+            needs=("VolumeBinding", "NodeVolumeLimits"),
+            volume_source="csi",
+            csi_nodes=True,
+        ),
+        Workload(
+            "SchedulingInTreePVs",
+            "every pod has a claim bound to its own in-tree AWS EBS PV",
+            init_pod=lambda n, i: _volume_pod(f"init-{i:06d}", n.init_ns),
+            measured_pod=lambda n, i: _volume_pod(f"pod-{i:06d}", n.measured_ns),
+            default_init=_one_per_node,
+            needs=("VolumeBinding",),
+            volume_source="aws",
         ),
         Workload(
             "Unschedulable",

@@ -113,3 +113,14 @@ def test_gang_contention_smoke() -> None:
     assert gangs["attempts"].get("unschedulable", 0) >= 1
     assert gangs["sampled"]["partial_samples"] == 0
     assert result["warnings"] == []
+
+
+def test_csi_volumes_smoke() -> None:
+    """Upstream's SchedulingCSIPVs, small: every pod with its own bound CSI PV, nodes with
+    a CSINode limit; all bound, the checker's volume invariants hold."""
+    code, result, stderr = _bench(
+        "--workload", "SchedulingCSIPVs", "--nodes", "10", "--pods", "50", "--workers", "2"
+    )
+    assert code == 0, stderr
+    assert result["bound"] == 50
+    assert result["invariants"] == {"ok": True, "violations": []}
