@@ -560,10 +560,11 @@ class EventConsumer:
     ) -> None:
         self.client = client
         self.stream = stream
-        # The highest store rv among the events handled (entry ids are "<rv>-0"): the
-        # worker's informer must have read that far before the worker decides a pod, or
-        # an event already used for queue moves (a claim created) would be missing
-        # from what the pod is decided on, and nothing would move the pod again.
+        # The highest store rv among the events of other kinds than Pod handled (entry
+        # ids are "<rv>-0"): the worker's informer must have read that far before the
+        # worker decides a pod, or an event already used for queue moves (a claim or a
+        # node created) would be missing from what the pod is decided on, and nothing
+        # would move the pod again. (A pod the informer lacks is read from the store.)
         self.handled_rv = 0
         self.consumer = consumer
         self.handlers = handlers
@@ -654,11 +655,11 @@ class EventConsumer:
         batch = []
         for entry_id, fields in entries:
             ids.append(entry_id)
-            rv = int(entry_id.split(b"-", 1)[0])
-            if rv > self.handled_rv:
-                self.handled_rv = rv
             if fields:  # a trimmed entry comes back empty
                 batch.append(fields)
+                if fields.get(b"kind") != b"Pod":
+                    rv = int(entry_id.split(b"-", 1)[0])
+                    self.handled_rv = max(self.handled_rv, rv)
         self.handlers.handle(self.decode(batch))
         if ids:
             self.client.xack(self.stream, GROUP, *ids)
