@@ -90,6 +90,12 @@ class VolumeObjects:
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._by_kind: dict[str, dict[str, Any]] = {kind: {} for kind in DECODERS}
+        self._versions: dict[str, int] = dict.fromkeys(DECODERS, 0)
+
+    def versions(self) -> tuple[int, ...]:
+        """Each kind's change counter, bumped on every set or delete (for caches of what
+        the objects decide)."""
+        return tuple(self._versions.values())
 
     def set(self, kind: str, obj: Mapping[str, Any]) -> None:
         try:
@@ -100,10 +106,12 @@ class VolumeObjects:
             return
         with self._lock:
             self._by_kind[kind][typed.key] = typed
+            self._versions[kind] += 1
 
     def delete(self, kind: str, obj: Mapping[str, Any]) -> None:
         with self._lock:
             self._by_kind[kind].pop(_key_of(obj), None)
+            self._versions[kind] += 1
 
     def claim(self, namespace: str, name: str) -> PersistentVolumeClaim | None:
         found: PersistentVolumeClaim | None = self._by_kind["PersistentVolumeClaim"].get(

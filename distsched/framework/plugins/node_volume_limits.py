@@ -15,7 +15,6 @@ pods gone, the alpha VolumeLimitScaling gate.
 from __future__ import annotations
 
 import secrets
-from collections import Counter
 from collections.abc import Hashable
 from typing import Any
 
@@ -36,7 +35,7 @@ from distsched.framework.plugins.helpers.claims import claims_signature, uses_cl
 from distsched.framework.podinfo import PodInfo
 from distsched.framework.snapshot import Snapshot
 from distsched.framework.status import PluginError, Status
-from distsched.model.objects import Pod
+from distsched.model.objects import ObjectMeta, Pod
 from distsched.model.volumes import CSINode, PersistentVolumeClaim
 
 NAME = "NodeVolumeLimits"
@@ -62,6 +61,10 @@ class ClaimNotFound(Exception):
     pass
 
 
+# Any CSINode: what the incoming pod's volumes are on a node that has one.
+_ANY_CSI_NODE = CSINode(ObjectMeta(name="", namespace=""))
+
+
 class NodeVolumeLimits(PreFilterPlugin, FilterPlugin, SignPlugin):
     name = NAME
     reads_only_its_node = True
@@ -70,6 +73,7 @@ class NodeVolumeLimits(PreFilterPlugin, FilterPlugin, SignPlugin):
         self.volumes: VolumeObjects = handle.listers.volumes
         # kube's randomVolumeIDPrefix: handles of claims not bound yet, unique per plugin.
         self.prefix = secrets.token_hex(16)
+        self._accounts = _AccountsHolder()
 
     def sign_pod(self, pod: Pod, info: PodInfo, snapshot: Snapshot) -> Hashable | None:
         return claims_signature(pod)
@@ -84,29 +88,30 @@ class NodeVolumeLimits(PreFilterPlugin, FilterPlugin, SignPlugin):
     def filter(
         self, state: CycleState, pod: Pod, snapshot: Snapshot, indices: np.ndarray
     ) -> FilterResult:
+        try:
+            # The pod's own volumes on a node with a CSINode (one without has no limits).
+            new = self.attachable(pod, _ANY_CSI_NODE, new_pod=True)
+        except ClaimNotFound as exc:
+            return FilterResult.reject_all(len(indices), str(exc), unresolvable=True)
+        if not new:
+            return FilterResult.all_pass()
+        # What a node's pods use depends on claims, PVs and classes too (a claim bound
+        # later counts by its PV's handle): any change of them starts the accounts over.
+        accounts = self._accounts.of(snapshot, self.volumes.versions())
+        accounts.refresh(indices, self)
         failed = np.zeros(len(indices), dtype=bool)
-        for i, index in enumerate(indices):
-            csi_node = self.volumes.csi_node(snapshot.node_name(int(index)))
-            try:
-                new = self.attachable(pod, csi_node, new_pod=True)
-            except ClaimNotFound as exc:
-                return FilterResult.reject_all(len(indices), str(exc), unresolvable=True)
-            if not new or csi_node is None:
-                continue
-            limits = csi_node.limits()
-            if not limits:
-                continue
-            attached: dict[str, str] = {}
-            for other in snapshot.pods_on(int(index)).values():
-                if other.pod.spec.volumes:
-                    attached.update(self.attachable(other.pod, csi_node, new_pod=False))
-            counts = Counter(attached.values())
-            adding = Counter(d for name, d in new.items() if name not in attached)
-            if any(
-                driver in limits and counts[driver] + n > limits[driver]
-                for driver, n in adding.items()
-            ):
-                failed[i] = True
+        for driver in set(new.values()):
+            limit = accounts.limit(driver)[indices]
+            count = accounts.count(driver)[indices].copy()
+            for name, of_driver in new.items():
+                if of_driver != driver:
+                    continue
+                # A volume already on the node adds nothing there (kube's dedupe).
+                count += 1
+                on = accounts.slots_using(name)
+                if on:
+                    count -= np.isin(indices, np.fromiter(on, dtype=np.int64, count=len(on)))
+            failed |= (limit >= 0) & (count > limit)
         return FilterResult.of(ERR_REASON_MAX_VOLUME_COUNT, failed)
 
     def attachable(self, pod: Pod, csi_node: CSINode | None, *, new_pod: bool) -> dict[str, str]:
@@ -162,6 +167,86 @@ class NodeVolumeLimits(PreFilterPlugin, FilterPlugin, SignPlugin):
                 return "", ""
             return IN_TREE_TO_CSI[provisioner], handle
         return provisioner, handle
+
+
+class _Accounts:
+    """Per slot of one snapshot: each CSI driver's attach limit (-1: none) and the number
+    of its volumes the slot's pods use, and which slots use each volume. A slot is read
+    again only when its generation moved (a pod came or went, the node changed); every
+    slot when a storage object changed."""
+
+    def __init__(self, snapshot: Snapshot, versions: tuple[int, ...]) -> None:
+        self.snapshot = snapshot
+        self.versions = versions
+        self.seen = np.full(len(snapshot.generation), -1, dtype=np.int64)
+        self._limits: dict[str, np.ndarray] = {}
+        self._counts: dict[str, np.ndarray] = {}
+        self._attached: dict[int, dict[str, str]] = {}
+        self._users: dict[str, set[int]] = {}
+
+    def _column(self, table: dict[str, np.ndarray], driver: str, fill: int) -> np.ndarray:
+        size = len(self.snapshot.generation)
+        column = table.get(driver)
+        if column is None or len(column) < size:
+            grown = np.full(size, fill, dtype=np.int64)
+            if column is not None:
+                grown[: len(column)] = column
+            table[driver] = column = grown
+        return column
+
+    def limit(self, driver: str) -> np.ndarray:
+        return self._column(self._limits, driver, -1)
+
+    def count(self, driver: str) -> np.ndarray:
+        return self._column(self._counts, driver, 0)
+
+    def slots_using(self, volume: str) -> set[int]:
+        return self._users.get(volume, set())
+
+    def refresh(self, indices: np.ndarray, plugin: NodeVolumeLimits) -> None:
+        generations = self.snapshot.generation
+        if len(self.seen) < len(generations):
+            grown = np.full(len(generations), -1, dtype=np.int64)
+            grown[: len(self.seen)] = self.seen
+            self.seen = grown
+        stale = indices[self.seen[indices] != generations[indices]]
+        for slot in stale.tolist():
+            self._account(int(slot), plugin)
+            self.seen[slot] = generations[slot]
+
+    def _account(self, slot: int, plugin: NodeVolumeLimits) -> None:
+        for name, driver in self._attached.pop(slot, {}).items():
+            self.count(driver)[slot] -= 1
+            self._users[name].discard(slot)
+        for column in self._limits.values():
+            column[slot] = -1
+        csi_node = plugin.volumes.csi_node(self.snapshot.node_name(slot))
+        if csi_node is None:
+            return  # no limits: nothing to count against
+        for driver, allocatable in csi_node.limits().items():
+            self.limit(driver)[slot] = allocatable
+        attached: dict[str, str] = {}
+        for other in self.snapshot.pods_on(slot).values():
+            if other.pod.spec.volumes:
+                attached.update(plugin.attachable(other.pod, csi_node, new_pod=False))
+        for name, driver in attached.items():
+            self.count(driver)[slot] += 1
+            self._users.setdefault(name, set()).add(slot)
+        self._attached[slot] = attached
+
+
+class _AccountsHolder:
+    """The accounts of the snapshot last filtered on, started over for another snapshot
+    or after a storage object changed."""
+
+    def __init__(self) -> None:
+        self._current: _Accounts | None = None
+
+    def of(self, snapshot: Snapshot, versions: tuple[int, ...]) -> _Accounts:
+        current = self._current
+        if current is None or current.snapshot is not snapshot or current.versions != versions:
+            current = self._current = _Accounts(snapshot, versions)
+        return current
 
 
 def new(args: dict[str, Any], handle: Handle) -> NodeVolumeLimits:

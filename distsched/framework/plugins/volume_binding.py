@@ -241,6 +241,14 @@ class VolumeBinding(PreFilterPlugin, FilterPlugin, ReservePlugin, PreBindPlugin,
         if claims is None:
             return FilterResult.all_pass()
         n = len(indices)
+        if not claims.delayed:
+            # Bound claims only (the common case): the same answer for every node unless
+            # a PV has node affinity.
+            pvs = [self.volumes.volume(c.volume_name) for c in claims.bound]
+            if any(pv is None for pv in pvs):
+                return FilterResult.reject_all(n, ERR_REASON_PV_NOT_EXIST, unresolvable=True)
+            if all(pv is not None and pv.node_affinity is None for pv in pvs):
+                return FilterResult.all_pass()
         masks = {
             r: np.zeros(n, dtype=bool)
             for r in (ERR_REASON_NODE_CONFLICT, ERR_REASON_BIND_CONFLICT, ERR_REASON_PV_NOT_EXIST)
