@@ -483,3 +483,107 @@ def test_csi_limits_hints():
     delete = ClusterEvent(EventResource.ASSIGNED_POD, ActionType.DELETE)
     assert hint(delete, waiting, pod("e", claim_vol("x"), node="n"), None, Handle()) is True
     assert hint(delete, waiting, pod("e", node="n"), None, Handle()) is False
+
+
+# kube's csi_test table, the cases that do not need CSI migration or VolumeAttachments:
+# "csi-<i>" claims are bound to EBS CSI PVs, "unbound-a" pending with an EBS class,
+# "missing-pv" names a PV that does not exist (counted by its class), "no-sc" has none,
+# "gce-<i>" are bound to GCE PD CSI PVs.
+CSI_TABLE_OBJECTS = (
+    *CSI_OBJECTS,
+    {
+        **pvc("missing-pv", sc="csi-sc"),
+        "spec": {"volumeName": "gone", "storageClassName": "csi-sc"},
+    },
+    *(pvc(f"gce-{i}", volume=f"gce-pv-{i}") for i in range(2)),
+    *(pv(f"gce-pv-{i}", csi=("pd.csi.storage.gke.io", f"gce-{i}")) for i in range(2)),
+)
+
+
+@pytest.mark.parametrize(
+    ("name", "incoming", "existing", "limits", "want"),
+    [
+        (
+            "fits when node volume limit >= new pods CSI volume",
+            ["csi-0"],
+            [[], ["csi-1", "csi-2"]],
+            {"ebs_csi_aws_com": 4},
+            None,
+        ),
+        (
+            "doesn't when node volume limit <= pods CSI volume",
+            ["csi-0"],
+            [[], ["csi-1", "csi-2"]],
+            {"ebs_csi_aws_com": 2},
+            LIMIT,
+        ),
+        (
+            "should when driver does not support volume limits",
+            ["csi-0"],
+            [[], ["csi-1", "csi-2"]],
+            {},
+            None,
+        ),
+        (
+            "count pending PVCs towards volume limit <= pods CSI volume",
+            ["csi-0"],
+            [["unbound-a"], ["csi-1", "csi-2"]],
+            {"ebs_csi_aws_com": 2},
+            LIMIT,
+        ),
+        (
+            "count multiple pending pvcs towards volume limit >= pods CSI volume",
+            ["csi-0"],
+            [["unbound-a"], ["unbound-a"], ["csi-1", "csi-2"]],
+            {"ebs_csi_aws_com": 4},
+            None,
+        ),
+        (
+            "should count PVCs with invalid PV name but valid SC",
+            ["csi-0"],
+            [["missing-pv"], ["csi-1", "csi-2"]],
+            {"ebs_csi_aws_com": 2},
+            LIMIT,
+        ),
+        (
+            "don't count pvcs with missing SC towards volume limit",
+            ["csi-0"],
+            [[], ["no-sc"]],
+            {"ebs_csi_aws_com": 2},
+            None,
+        ),
+        (
+            "count pvcs with the same type towards volume limit",
+            ["csi-0"],
+            [["gce-0", "gce-1"], ["csi-1", "csi-2"]],
+            {"ebs_csi_aws_com": 2, "pd_csi_storage_gke_io": 2},
+            LIMIT,
+        ),
+        (
+            "don't count pvcs with different type towards volume limit",
+            ["gce-0", "gce-1"],
+            [["csi-1", "csi-2"], []],
+            {"ebs_csi_aws_com": 2, "pd_csi_storage_gke_io": 2},
+            None,
+        ),
+    ],
+)
+def test_kube_csi_limits_table(name, incoming, existing, limits, want):
+    node_limits = (
+        csi_node("node-1", **limits)
+        if limits
+        else {
+            **csi_node("node-1"),
+            "spec": {"drivers": [{"name": "ebs.csi.aws.com"}]},
+        }
+    )
+    existing_pods = [
+        pod(f"e{i}", *(claim_vol(c) for c in claims), node="node-1")
+        for i, claims in enumerate(existing)
+    ]
+    got = limits_of(pod("p", *(claim_vol(c) for c in incoming)), existing_pods, node_limits)
+    assert got == want, name
+
+
+def limits_of(incoming: Pod, existing: list[Pod], node_obj: dict[str, Any]):
+    return limits(incoming, existing, *CSI_TABLE_OBJECTS, node_obj)
