@@ -555,10 +555,10 @@ class SchedulingWorker:
         return len(popped)
 
     def _informer_past_handled_events(self) -> None:
-        """Read the store's stream until the informer has every event the queue's
-        handlers have used (kube's informer and queue share one event handler, so the
-        queue never moves on an event its scheduler has not seen). Bounded: a store
-        reset restarts rvs, and the informer's relist takes over then."""
+        """Read the store's stream until the informer has every event of other kinds
+        than Pod the queue's handlers have used (kube's informer and queue share one
+        event handler, so the queue never moves on an event its scheduler has not seen).
+        Bounded: a store reset restarts rvs, and the informer's relist takes over then."""
         for _ in range(100):
             if self.informer.resource_version >= self.consumer.handled_rv:
                 return

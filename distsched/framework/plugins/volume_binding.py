@@ -32,6 +32,7 @@ VolumeAttributesClasses.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Hashable
 from dataclasses import dataclass, field
 from typing import Any
@@ -83,6 +84,7 @@ ERR_REASON_PV_NOT_EXIST = (
 )
 UNBOUND_IMMEDIATE = "pod has unbound immediate PersistentVolumeClaims"
 PLAN_KEY = NAME + "/plan"  # the chosen node's plan, plain data for the binder
+ASSUME_TTL_S = 120.0
 _STATE_KEY = "PreFilter" + NAME
 
 
@@ -165,8 +167,11 @@ class VolumeBinding(PreFilterPlugin, FilterPlugin, ReservePlugin, PreBindPlugin,
         self.volumes: VolumeObjects = handle.listers.volumes
         self.bind_volumes = handle.bind_volumes
         # PVs this worker reserved for claims and has not seen bound yet: pv -> claim
-        # key (kube's assume cache). Later pods it decides do not take them.
+        # key (kube's assume cache). Later pods it decides do not take them. Unreserve
+        # after a failed binding runs in the binder, so an entry also lapses after
+        # ASSUME_TTL_S (a binding that failed leaves the PV unbound).
         self._assumed: dict[str, str] = {}
+        self._assumed_at: dict[str, float] = {}
         self._lock = threading.Lock()
 
     def sign_pod(self, pod: Pod, info: PodInfo, snapshot: Snapshot) -> Hashable | None:
@@ -331,9 +336,11 @@ class VolumeBinding(PreFilterPlugin, FilterPlugin, ReservePlugin, PreBindPlugin,
             return None  # every claim bound already: PreBind has nothing to do
         static, provision = plan
         namespace = pod.metadata.namespace
+        now = time.monotonic()
         with self._lock:
             for pv, claim in static:
                 self._assumed[pv] = f"{namespace}/{claim}"
+                self._assumed_at[pv] = now
         state.write(
             PLAN_KEY,
             {"static": [list(s) for s in static], "provision": list(provision)},
@@ -349,15 +356,19 @@ class VolumeBinding(PreFilterPlugin, FilterPlugin, ReservePlugin, PreBindPlugin,
             for pv, claim in plan["static"]:
                 if self._assumed.get(pv) == f"{namespace}/{claim}":
                     del self._assumed[pv]
+                    self._assumed_at.pop(pv, None)
 
     def forget_bound(self) -> None:
-        """Drop assumed PVs the lister shows bound (or gone): kube's assume cache keeps
-        an assumed object until the informer brings a newer one."""
+        """Drop assumed PVs the lister shows bound (or gone), as kube's assume cache
+        drops an assumed object once the informer brings a newer one, and those assumed
+        longer than ASSUME_TTL_S ago."""
+        expired = time.monotonic() - ASSUME_TTL_S
         with self._lock:
             for pv_name in list(self._assumed):
                 pv = self.volumes.volume(pv_name)
-                if pv is None or pv.claim_ref is not None:
+                if pv is None or pv.claim_ref is not None or self._assumed_at[pv_name] < expired:
                     del self._assumed[pv_name]
+                    del self._assumed_at[pv_name]
 
     # ------------------------------------------------------------------ PreBind
     def binding_needs_state(self, state: CycleState) -> bool:
