@@ -266,8 +266,7 @@ def _claim(o: Obj, r: Related) -> list[Any]:
     capacity = modes = ""
     if volume:
         capacity = str((status.get("capacity") or {}).get("storage") or "")
-        held = set(status.get("accessModes") or ())
-        modes = ",".join(short for mode, short in _ACCESS_MODES if mode in held)
+        modes = _modes(status.get("accessModes"))
     annotations = (o.get("metadata") or {}).get("annotations") or {}
     storage_class = spec.get("storageClassName")
     if storage_class is None:
@@ -275,6 +274,58 @@ def _claim(o: Obj, r: Related) -> list[Any]:
     attributes = spec.get("volumeAttributesClassName") or "<unset>"
     phase = status.get("phase") or ""
     return [_name(o), phase, volume, capacity, modes, storage_class, attributes, age(o, r.now)]
+
+
+def _modes(modes: Any) -> str:
+    """kube's GetAccessModesAsString: RWO,ROX,RWX,RWOP, in that order, once each."""
+    held = set(modes or ())
+    return ",".join(short for mode, short in _ACCESS_MODES if mode in held)
+
+
+def _volume(o: Obj, r: Related) -> list[Any]:
+    """printPersistentVolume."""
+    spec, status = o.get("spec") or {}, status_of(o)
+    ref = spec.get("claimRef") or {}
+    claim = f"{ref.get('namespace', '')}/{ref.get('name', '')}" if ref else ""
+    annotations = (o.get("metadata") or {}).get("annotations") or {}
+    storage_class = spec.get("storageClassName")
+    if storage_class is None:
+        storage_class = annotations.get("volume.beta.kubernetes.io/storage-class", "")
+    phase = status.get("phase") or ""
+    if (o.get("metadata") or {}).get("deletionTimestamp"):
+        phase = "Terminating"
+    return [
+        _name(o),
+        str((spec.get("capacity") or {}).get("storage") or "0"),
+        _modes(spec.get("accessModes")),
+        spec.get("persistentVolumeReclaimPolicy") or "",
+        phase,
+        claim,
+        storage_class,
+        spec.get("volumeAttributesClassName") or "<unset>",
+        status.get("reason") or "",
+        age(o, r.now),
+    ]
+
+
+def _storage_class(o: Obj, r: Related) -> list[Any]:
+    """printStorageClass: "(default)" after the default class's name."""
+    annotations = (o.get("metadata") or {}).get("annotations") or {}
+    default = any(
+        annotations.get(k) == "true"
+        for k in (
+            "storageclass.kubernetes.io/is-default-class",
+            "storageclass.beta.kubernetes.io/is-default-class",
+        )
+    )
+    return [
+        _name(o) + (" (default)" if default else ""),
+        o.get("provisioner") or "",
+        o.get("reclaimPolicy") or "Delete",
+        o.get("volumeBindingMode") or "Immediate",
+        "true" if o.get("allowVolumeExpansion") else "false",
+        age(o, r.now),
+    ]
 
 
 def _generic(o: Obj, r: Related) -> list[Any]:
@@ -390,6 +441,38 @@ PRINTERS: dict[str, Printer] = {
         _claim,
         ("VOLUMEMODE",),
         lambda o, _r: [(o.get("spec") or {}).get("volumeMode") or "<unset>"],
+    ),
+    "PersistentVolume": Printer(
+        (
+            "NAME",
+            "CAPACITY",
+            "ACCESS MODES",
+            "RECLAIM POLICY",
+            "STATUS",
+            "CLAIM",
+            "STORAGECLASS",
+            "VOLUMEATTRIBUTESCLASS",
+            "REASON",
+            "AGE",
+        ),
+        _volume,
+        ("VOLUMEMODE",),
+        lambda o, _r: [(o.get("spec") or {}).get("volumeMode") or "<unset>"],
+    ),
+    "StorageClass": Printer(
+        (
+            "NAME",
+            "PROVISIONER",
+            "RECLAIMPOLICY",
+            "VOLUMEBINDINGMODE",
+            "ALLOWVOLUMEEXPANSION",
+            "AGE",
+        ),
+        _storage_class,
+    ),
+    "CSINode": Printer(
+        ("NAME", "DRIVERS", "AGE"),
+        lambda o, r: [_name(o), len((o.get("spec") or {}).get("drivers") or ()), age(o, r.now)],
     ),
     "NetworkPolicy": Printer(
         ("NAME", "POD-SELECTOR", "AGE"),

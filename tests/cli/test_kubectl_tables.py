@@ -501,6 +501,71 @@ def test_claims_as_kubectl_get_pvc(r: redis.Redis, redis_url: str, store: Store)
     ]
 
 
+def test_volumes_classes_and_csi_nodes_as_kubectl_prints_them(
+    r: redis.Redis, redis_url: str, store: Store
+) -> None:
+    """printPersistentVolume (claim as namespace/name, kube's access-mode order),
+    printStorageClass ("(default)", reclaim policy Delete and Immediate binding when
+    unset), printCSINode (the number of drivers)."""
+    store.create_many(
+        [
+            {
+                "apiVersion": "v1",
+                "kind": "PersistentVolume",
+                "metadata": {"name": "pv-7"},
+                "spec": {
+                    "capacity": {"storage": "2Gi"},
+                    "accessModes": ["ReadOnlyMany", "ReadWriteOnce"],
+                    "persistentVolumeReclaimPolicy": "Retain",
+                    "storageClassName": "slow",
+                    "claimRef": {"namespace": "default", "name": "logs"},
+                    "volumeMode": "Block",
+                },
+                "status": {"phase": "Bound"},
+            },
+            {
+                "apiVersion": "storage.k8s.io/v1",
+                "kind": "StorageClass",
+                "metadata": {
+                    "name": "standard",
+                    "annotations": {"storageclass.kubernetes.io/is-default-class": "true"},
+                },
+                "provisioner": "ebs.csi.aws.com",
+            },
+            {
+                "apiVersion": "storage.k8s.io/v1",
+                "kind": "StorageClass",
+                "metadata": {"name": "local"},
+                "provisioner": "kubernetes.io/no-provisioner",
+                "reclaimPolicy": "Retain",
+                "volumeBindingMode": "WaitForFirstConsumer",
+                "allowVolumeExpansion": True,
+            },
+            {
+                "apiVersion": "storage.k8s.io/v1",
+                "kind": "CSINode",
+                "metadata": {"name": "n1"},
+                "spec": {"drivers": [{"name": "a"}, {"name": "b"}]},
+            },
+        ]
+    )
+    assert lines(redis_url, "pv", "-o", "wide") == [
+        "NAME   CAPACITY   ACCESS MODES   RECLAIM POLICY   STATUS   CLAIM          "
+        "STORAGECLASS   VOLUMEATTRIBUTESCLASS   REASON   AGE    VOLUMEMODE",
+        "pv-7   2Gi        RWO,ROX        Retain           Bound    default/logs   "
+        "slow           <unset>                          3m2s   Block",
+    ]
+    assert lines(redis_url, "sc") == [
+        "NAME                 PROVISIONER                    RECLAIMPOLICY   VOLUMEBINDINGMODE"
+        "      ALLOWVOLUMEEXPANSION   AGE",
+        "local                kubernetes.io/no-provisioner   Retain          WaitForFirstConsumer"
+        "   true                   3m2s",
+        "standard (default)   ebs.csi.aws.com                Delete          Immediate"
+        "              false                  3m2s",
+    ]
+    assert lines(redis_url, "csinodes") == ["NAME   DRIVERS   AGE", "n1     2         3m2s"]
+
+
 # --------------------------------------------------------------------- logs and the demo
 
 
