@@ -260,3 +260,35 @@ def test_wait_for_first_consumer_claims_are_provisioned_where_their_pods_go(
             annotations = bound_claim["metadata"]["annotations"]
             assert annotations["volume.kubernetes.io/selected-node"] == on
     assert check(r, keys) == []
+
+
+def test_explain_names_the_volume_reasons(r: redis.Redis, keys: Keys, clock: FakeClock) -> None:
+    """kube's messages: a local class with no volume for the pod on any node, and a
+    bound claim whose PV sits on another node."""
+    cluster = InProcessCluster(r, keys, clock)
+    cluster.create(node("n1"), node("n2"))
+    local = zonal_class("local")
+    local["provisioner"] = "kubernetes.io/no-provisioner"
+    pinned = zonal_volume("pinned", "a")
+    pinned["spec"]["nodeAffinity"] = {
+        "required": {
+            "nodeSelectorTerms": [
+                {
+                    "matchExpressions": [
+                        {"key": "kubernetes.io/hostname", "operator": "In", "values": ["n9"]}
+                    ]
+                }
+            ]
+        }
+    }
+    waiting = claim("scratch")
+    waiting["spec"]["storageClassName"] = "local"
+    cluster.create(local, pinned, claim("data", volume="pinned"), waiting)
+    cluster.create(user("no-volume", "scratch"), user("elsewhere", "data"))
+    cluster.settle()
+    assert cluster.explain("no-volume")["message"] == (
+        "0/2 nodes are available: 2 node(s) didn't find available persistent volumes to bind."
+    )
+    assert cluster.explain("elsewhere")["message"] == (
+        "0/2 nodes are available: 2 node(s) didn't match PersistentVolume's node affinity."
+    )
