@@ -1,11 +1,12 @@
 """What of the API server's objects the store keeps, and in what shape.
 
 Kinds: the ones the scheduler and its plugins read (nodes, pods, namespaces, priority
-classes, PodDisruptionBudgets, and the volume plugins' claims, volumes, storage classes
-and CSINodes). Objects are kept as the API server returns them, with
-``kind`` and ``apiVersion`` set (list items carry neither), minus ``managedFields`` (the
-largest part of most objects, never read; kube-scheduler's informers strip it too) and
-the API server's ``resourceVersion`` (the store writes its own).
+classes, PodDisruptionBudgets, and the volume plugins' claims, volumes, storage classes,
+CSINodes, CSIDrivers and CSIStorageCapacities). Objects are kept as the API server
+returns them, with ``kind`` and ``apiVersion`` set (list items carry neither), minus
+``managedFields`` (the largest part of most objects, never read; kube-scheduler's
+informers strip it too) and the API server's ``resourceVersion`` (the store writes its
+own).
 
 Pods: those a scheduler must know (kube-scheduler's informers): every assigned pod,
 whoever placed it, and the unassigned pods of this deployment's profiles. An unassigned
@@ -21,6 +22,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from distsched.kube.client import (
+    CSI_CAPACITIES,
+    CSI_DRIVERS,
     CSI_NODES,
     NAMESPACES,
     NODES,
@@ -53,6 +56,8 @@ MIRRORED = (
     Mirrored("PodDisruptionBudget", "policy/v1", PDBS),
     Mirrored("StorageClass", "storage.k8s.io/v1", STORAGE_CLASSES),
     Mirrored("CSINode", "storage.k8s.io/v1", CSI_NODES),
+    Mirrored("CSIDriver", "storage.k8s.io/v1", CSI_DRIVERS),
+    Mirrored("CSIStorageCapacity", "storage.k8s.io/v1", CSI_CAPACITIES),
     Mirrored("PersistentVolume", "v1", PVS),
     Mirrored("PersistentVolumeClaim", "v1", PVCS),
     Mirrored("Pod", "v1", PODS, POD_FIELD_SELECTOR),

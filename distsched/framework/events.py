@@ -51,6 +51,8 @@ class EventResource:
     PERSISTENT_VOLUME_CLAIM = "PersistentVolumeClaim"
     STORAGE_CLASS = "storage.k8s.io/StorageClass"
     CSI_NODE = "storage.k8s.io/CSINode"
+    CSI_DRIVER = "storage.k8s.io/CSIDriver"
+    CSI_STORAGE_CAPACITY = "storage.k8s.io/CSIStorageCapacity"
     WILDCARD = "*"
 
 
@@ -165,6 +167,8 @@ STORAGE_RESOURCES = {
     "PersistentVolumeClaim": EventResource.PERSISTENT_VOLUME_CLAIM,
     "StorageClass": EventResource.STORAGE_CLASS,
     "CSINode": EventResource.CSI_NODE,
+    "CSIDriver": EventResource.CSI_DRIVER,
+    "CSIStorageCapacity": EventResource.CSI_STORAGE_CAPACITY,
 }
 
 

@@ -29,7 +29,9 @@ from distsched.model.labels import NAMESPACE_NAME_LABEL
 from distsched.model.pdbs import Budget, budget_from_dict, pdb_key
 from distsched.model.volumes import (
     DECODERS,
+    CSIDriver,
     CSINode,
+    CSIStorageCapacity,
     PersistentVolume,
     PersistentVolumeClaim,
     StorageClass,
@@ -92,10 +94,10 @@ class VolumeObjects:
         self._by_kind: dict[str, dict[str, Any]] = {kind: {} for kind in DECODERS}
         self._versions: dict[str, int] = dict.fromkeys(DECODERS, 0)
 
-    def versions(self) -> tuple[int, ...]:
-        """Each kind's change counter, bumped on every set or delete (for caches of what
-        the objects decide)."""
-        return tuple(self._versions.values())
+    def versions(self, *kinds: str) -> tuple[int, ...]:
+        """The change counters of ``kinds``, each bumped on every set or delete of one of
+        its objects (for caches of what the objects decide)."""
+        return tuple(self._versions[kind] for kind in kinds)
 
     def set(self, kind: str, obj: Mapping[str, Any]) -> None:
         try:
@@ -134,6 +136,14 @@ class VolumeObjects:
     def volumes(self) -> list[PersistentVolume]:
         with self._lock:
             return list(self._by_kind["PersistentVolume"].values())
+
+    def csi_driver(self, name: str) -> CSIDriver | None:
+        found: CSIDriver | None = self._by_kind["CSIDriver"].get(name)
+        return found
+
+    def capacities(self) -> list[CSIStorageCapacity]:
+        with self._lock:
+            return list(self._by_kind["CSIStorageCapacity"].values())
 
 
 def _key_of(obj: Mapping[str, Any]) -> str:

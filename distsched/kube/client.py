@@ -118,6 +118,8 @@ PVCS = Resource("v1", "persistentvolumeclaims", True)
 PVS = Resource("v1", "persistentvolumes", False)
 STORAGE_CLASSES = Resource("storage.k8s.io/v1", "storageclasses", False)
 CSI_NODES = Resource("storage.k8s.io/v1", "csinodes", False)
+CSI_DRIVERS = Resource("storage.k8s.io/v1", "csidrivers", False)
+CSI_CAPACITIES = Resource("storage.k8s.io/v1", "csistoragecapacities", True)
 
 
 @dataclass(frozen=True, slots=True)

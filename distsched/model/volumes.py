@@ -57,7 +57,14 @@ ZONE_LABELS = (LABEL_ZONE_BETA, LABEL_REGION_BETA, LABEL_ZONE, LABEL_REGION)
 # volumehelpers.LabelMultiZoneDelimiter).
 MULTI_ZONE_DELIMITER = "__"
 
-VOLUME_KINDS = ("PersistentVolumeClaim", "PersistentVolume", "StorageClass", "CSINode")
+VOLUME_KINDS = (
+    "PersistentVolumeClaim",
+    "PersistentVolume",
+    "StorageClass",
+    "CSINode",
+    "CSIDriver",
+    "CSIStorageCapacity",
+)
 
 
 # --------------------------------------------------------------------------- pod volumes
@@ -269,6 +276,39 @@ class CSINode:
         return {name: count for name, count in self.drivers.items() if count is not None}
 
 
+@dataclass(frozen=True, slots=True)
+class CSIDriver:
+    """A CSI driver's object, as far as VolumeBinding reads it."""
+
+    metadata: ObjectMeta
+    storage_capacity: bool = False  # spec.storageCapacity: the scheduler checks capacity
+    kind = "CSIDriver"
+
+    @property
+    def key(self) -> str:
+        return self.metadata.name
+
+
+@dataclass(frozen=True, slots=True)
+class CSIStorageCapacity:
+    """How much a class's driver can provision on the nodes its topology selects."""
+
+    metadata: ObjectMeta
+    storage_class_name: str
+    node_topology: LabelSelector | None = None  # None: no node has access
+    capacity: int | None = None  # bytes
+    maximum_volume_size: int | None = None  # bytes
+    kind = "CSIStorageCapacity"
+
+    @property
+    def key(self) -> str:
+        return f"{self.metadata.namespace}/{self.metadata.name}"
+
+    def volume_limit(self) -> int | None:
+        """kube's volumeLimit: maximumVolumeSize when given (more precise), else capacity."""
+        return self.maximum_volume_size if self.maximum_volume_size is not None else self.capacity
+
+
 _DEFAULT_CLASS_ANNOTATIONS = (
     "storageclass.kubernetes.io/is-default-class",
     "storageclass.beta.kubernetes.io/is-default-class",
@@ -419,12 +459,53 @@ def csi_node_from_dict(data: Any) -> CSINode:
     return CSINode(metadata=meta, drivers=drivers)
 
 
-StorageObject = PersistentVolumeClaim | PersistentVolume | StorageClass | CSINode
+def csi_driver_from_dict(data: Any) -> CSIDriver:
+    _, meta_f, spec = _root(data, "CSIDriver")
+    return CSIDriver(
+        metadata=decode_meta(meta_f, namespaced=False),
+        storage_capacity=spec.get_bool("storageCapacity"),
+    )
+
+
+def _optional_quantity(root: Fields, key: str) -> int | None:
+    value = root.data.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, str | int | float) or isinstance(value, bool):
+        root.fail(key, "expected a quantity")
+    try:
+        return parse_quantity(value, "storage")
+    except ValueError as exc:
+        root.fail(key, str(exc))
+
+
+def storage_capacity_from_dict(data: Any) -> CSIStorageCapacity:
+    root, meta_f, _ = _root(data, "CSIStorageCapacity")
+    topology = root.get_obj("nodeTopology")
+    return CSIStorageCapacity(
+        metadata=decode_meta(meta_f, namespaced=True),
+        storage_class_name=root.get_str("storageClassName", required=True),
+        node_topology=decode_label_selector(topology) if topology is not None else None,
+        capacity=_optional_quantity(root, "capacity"),
+        maximum_volume_size=_optional_quantity(root, "maximumVolumeSize"),
+    )
+
+
+StorageObject = (
+    PersistentVolumeClaim
+    | PersistentVolume
+    | StorageClass
+    | CSINode
+    | CSIDriver
+    | CSIStorageCapacity
+)
 DECODERS: Mapping[str, Callable[[Any], StorageObject]] = {
     "PersistentVolumeClaim": claim_from_dict,
     "PersistentVolume": volume_from_dict,
     "StorageClass": storage_class_from_dict,
     "CSINode": csi_node_from_dict,
+    "CSIDriver": csi_driver_from_dict,
+    "CSIStorageCapacity": storage_capacity_from_dict,
 }
 
 

@@ -22,7 +22,8 @@ ALLOWED = [
     ["list", "namespaces"], ["watch", "priorityclasses.scheduling.k8s.io"],
     ["watch", "poddisruptionbudgets.policy"], ["watch", "persistentvolumeclaims"],
     ["list", "persistentvolumes"], ["watch", "storageclasses.storage.k8s.io"],
-    ["list", "csinodes.storage.k8s.io"],
+    ["list", "csinodes.storage.k8s.io"], ["watch", "csidrivers.storage.k8s.io"],
+    ["list", "csistoragecapacities.storage.k8s.io"],
     ["create", "events.events.k8s.io"], ["patch", "events.events.k8s.io"],
 ]  # fmt: skip
 DENIED = [

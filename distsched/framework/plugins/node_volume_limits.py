@@ -57,6 +57,10 @@ IN_TREE_TO_CSI = {
 }
 
 
+# What a node's attached volumes are derived from.
+_READ_KINDS = ("PersistentVolumeClaim", "PersistentVolume", "StorageClass", "CSINode")
+
+
 class ClaimNotFound(Exception):
     pass
 
@@ -97,7 +101,7 @@ class NodeVolumeLimits(PreFilterPlugin, FilterPlugin, SignPlugin):
             return FilterResult.all_pass()
         # What a node's pods use depends on claims, PVs and classes too (a claim bound
         # later counts by its PV's handle): any change of them starts the accounts over.
-        accounts = self._accounts.of(snapshot, self.volumes.versions())
+        accounts = self._accounts.of(snapshot, self.volumes.versions(*_READ_KINDS))
         accounts.refresh(indices, self)
         failed = np.zeros(len(indices), dtype=bool)
         for driver in set(new.values()):

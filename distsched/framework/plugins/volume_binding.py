@@ -22,11 +22,12 @@ Filter, Reserve, Unreserve, PreBind), as kube's plugin.
   fail and the pod go back to the queue) and sets the selected-node annotation on the
   claims to provision; a pod with every claim bound skips it and binds in the batch.
 
-Not modelled: CSIStorageCapacity ("node(s) did not have enough free storage" is never
-given), the Score (kube scores only with static bindings or its StorageCapacityScoring
-gate), PreBind's wait for the PV controller to finish (the pod is bound once its volumes'
-bindings are written; the kubelet waits for the volumes), volume modes and
-VolumeAttributesClasses.
+Provisioning also needs room: for a driver whose CSIDriver has ``storageCapacity: true``,
+some CSIStorageCapacity of the class whose node topology selects the node must allow the
+claim's size ("node(s) did not have enough free storage"). Not modelled: the Score (kube
+scores only with its StorageCapacityScoring gate, alpha and off by default), PreBind's
+wait for the PV controller to finish (the pod is bound once its volumes' bindings are
+written; the kubelet waits for the volumes), volume modes and VolumeAttributesClasses.
 """
 
 from __future__ import annotations
@@ -64,6 +65,7 @@ from distsched.model.volumes import (
     NO_PROVISIONER,
     SELECTED_NODE_ANNOTATION,
     WAIT_FOR_FIRST_CONSUMER,
+    CSIStorageCapacity,
     PersistentVolume,
     PersistentVolumeClaim,
     StorageClass,
@@ -76,9 +78,12 @@ EVENTS: tuple[ClusterEvent, ...] = (
     ClusterEvent(EventResource.PERSISTENT_VOLUME, ActionType.ADD | ActionType.UPDATE),
     ClusterEvent(EventResource.NODE, ActionType.ADD | ActionType.UPDATE_NODE_LABEL),
     ClusterEvent(EventResource.CSI_NODE, ActionType.ADD | ActionType.UPDATE),
+    ClusterEvent(EventResource.CSI_DRIVER, ActionType.UPDATE),
+    ClusterEvent(EventResource.CSI_STORAGE_CAPACITY, ActionType.ADD | ActionType.UPDATE),
 )
 ERR_REASON_BIND_CONFLICT = "node(s) didn't find available persistent volumes to bind"
 ERR_REASON_NODE_CONFLICT = "node(s) didn't match PersistentVolume's node affinity"
+ERR_REASON_NOT_ENOUGH_SPACE = "node(s) did not have enough free storage"
 ERR_REASON_PV_NOT_EXIST = (
     "node(s) unavailable due to one or more pvc(s) bound to non-existent pv(s)"
 )
@@ -256,7 +261,12 @@ class VolumeBinding(PreFilterPlugin, FilterPlugin, ReservePlugin, PreBindPlugin,
                 return FilterResult.all_pass()
         masks = {
             r: np.zeros(n, dtype=bool)
-            for r in (ERR_REASON_NODE_CONFLICT, ERR_REASON_BIND_CONFLICT, ERR_REASON_PV_NOT_EXIST)
+            for r in (
+                ERR_REASON_NODE_CONFLICT,
+                ERR_REASON_BIND_CONFLICT,
+                ERR_REASON_NOT_ENOUGH_SPACE,
+                ERR_REASON_PV_NOT_EXIST,
+            )
         }
         with self._lock:
             assumed = dict(self._assumed)
@@ -319,12 +329,38 @@ class VolumeBinding(PreFilterPlugin, FilterPlugin, ReservePlugin, PreBindPlugin,
             if not topology_admits(storage_class, node):
                 reasons.append(ERR_REASON_BIND_CONFLICT)
                 break
+            if not self.has_enough_capacity(claim, storage_class, node):
+                reasons.append(ERR_REASON_NOT_ENOUGH_SPACE)
+                break
             provision.append(claim.metadata.name)
         if missing:
             reasons.append(ERR_REASON_PV_NOT_EXIST)
         if not reasons and (static or provision):
             claims.plans[name] = (static, provision)
         return reasons
+
+    def has_enough_capacity(
+        self, claim: PersistentVolumeClaim, storage_class: StorageClass, node: Node
+    ) -> bool:
+        """kube's hasEnoughCapacity: only for a driver whose CSIDriver asks for capacity
+        tracking; then some CSIStorageCapacity of the class whose topology selects the
+        node must allow the claim's size (maximumVolumeSize, else capacity)."""
+        size = claim.storage_request
+        if not size:
+            return True  # no storage requested
+        driver = self.volumes.csi_driver(storage_class.provisioner)
+        if driver is None or not driver.storage_capacity:
+            return True
+        labels = node.metadata.labels
+        for capacity in self.volumes.capacities():
+            if capacity.storage_class_name != storage_class.metadata.name:
+                continue
+            limit = capacity.volume_limit()
+            if limit is None or limit < size or capacity.node_topology is None:
+                continue
+            if compile_selector(capacity.node_topology).matches(labels):
+                return True
+        return False
 
     # ------------------------------------------------------------------ Reserve
     def reserve(self, state: CycleState, pod: Pod, node_name: str) -> Status | None:
@@ -402,6 +438,17 @@ def queueing_hint(event: ClusterEvent, pod: Pod, old: Any, new: Any, handle: Han
         if not isinstance(old, StorageClass) or not isinstance(new, StorageClass):
             return None
         return old.allowed_topologies != new.allowed_topologies
+    if event.resource == EventResource.CSI_STORAGE_CAPACITY:
+        if old is None:
+            return True
+        if not isinstance(old, CSIStorageCapacity) or not isinstance(new, CSIStorageCapacity):
+            return None
+        before, after = old.volume_limit(), new.volume_limit()
+        return after is not None and (before is None or after > before)
+    if event.resource == EventResource.CSI_DRIVER:
+        # kube queues only pods with inline CSI volumes of the driver, which are not
+        # modelled here (a claim's driver is its class's provisioner).
+        return False
     if event.resource == EventResource.CSI_NODE:
         # kube queues on an added CSINode, or on a change of its migrated-plugins
         # annotation (CSI migration is not modelled here).

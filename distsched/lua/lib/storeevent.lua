@@ -35,7 +35,8 @@ end
 -- is the queue's, for its gang; the storage objects move pods the volume plugins rejected).
 local QUEUE_KINDS = {
   Pod = true, Node = true, PodGroup = true, PersistentVolume = true,
-  PersistentVolumeClaim = true, StorageClass = true, CSINode = true,
+  PersistentVolumeClaim = true, StorageClass = true, CSINode = true, CSIDriver = true,
+  CSIStorageCapacity = true,
 }
 local function queue_kind(kind)
   return QUEUE_KINDS[kind] == true

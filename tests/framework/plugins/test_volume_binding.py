@@ -337,3 +337,100 @@ def test_hints():
     assert hint(sc_event, waiting, None, plain, Handle()) is True
     assert hint(sc_event, waiting, plain, zonal, Handle()) is True
     assert hint(sc_event, waiting, plain, plain, Handle()) is False
+
+
+# kube's binder_test TestCapacity: a 1Gi claim of a WaitForFirstConsumer class whose
+# provisioner's CSIDriver tracks capacity, on node1 (label "kubernetes.io/hostname").
+NOT_ENOUGH = vb.ERR_REASON_NOT_ENOUGH_SPACE
+
+
+def capacity(name: str, sc_name: str, node: str | None, cap: str = "", max_size: str = ""):
+    """makeCapacity: nodeTopology selects the node's hostname (all nodes without one)."""
+    obj: dict[str, Any] = {
+        "apiVersion": "storage.k8s.io/v1",
+        "kind": "CSIStorageCapacity",
+        "metadata": {"name": name, "namespace": "default"},
+        "storageClassName": sc_name,
+        "nodeTopology": {"matchLabels": {HOSTNAME: node}} if node else {},
+    }
+    if cap:
+        obj["capacity"] = cap
+    if max_size:
+        obj["maximumVolumeSize"] = max_size
+    return obj
+
+
+TRACKING_DRIVER = {
+    "apiVersion": "storage.k8s.io/v1",
+    "kind": "CSIDriver",
+    "metadata": {"name": "csi.example.com"},
+    "spec": {"storageCapacity": True},
+}
+NETWORK = capacity("net", "provisioning-sc", None, "1Gi")
+NODE1 = capacity("node1", "provisioning-sc", "node1", "1Gi")
+NODE2 = capacity("node2", "provisioning-sc", "node2", "1Gi")
+
+
+@pytest.mark.parametrize(
+    ("name", "capacities", "want"),
+    [
+        ("network-attached", [NETWORK], None),
+        ("local-storage", [NODE1], None),
+        ("multiple", [NETWORK, NODE2, NODE1], None),
+        ("no-storage", [], unresolvable(NOT_ENOUGH)),
+        (
+            "wrong-node",
+            [capacity("net", "provisioning-sc", "node2", "1Gi")],
+            unresolvable(NOT_ENOUGH),
+        ),
+        (
+            "wrong-storage-class",
+            [capacity("net", "wait-sc", "node1", "1Gi")],
+            unresolvable(NOT_ENOUGH),
+        ),
+        (
+            "insufficient-storage",
+            [capacity("net", "provisioning-sc", "node1", "1Mi")],
+            unresolvable(NOT_ENOUGH),
+        ),
+        (
+            "insufficient-volume-size",
+            [capacity("net", "provisioning-sc", "node1", "1Gi", "1Mi")],
+            unresolvable(NOT_ENOUGH),
+        ),
+        (
+            "zero-storage",
+            [capacity("net", "provisioning-sc", "node1", "0Mi")],
+            unresolvable(NOT_ENOUGH),
+        ),
+        (
+            "zero-volume-size",
+            [capacity("net", "provisioning-sc", "node1", "", "0Mi")],
+            unresolvable(NOT_ENOUGH),
+        ),
+        ("nil-storage", [capacity("net", "provisioning-sc", "node1")], unresolvable(NOT_ENOUGH)),
+    ],
+)
+def test_capacity(name, capacities, want):
+    plugin = plugin_with(
+        TRACKING_DRIVER, pvc("provisioned-pvc", "provisioning-sc", storage="1Gi"), *capacities
+    )
+    got = run(plugin, pod("provisioned-pvc"), [make_node("node1")])
+    assert got == (None, {"node1": want}), name
+
+
+def test_capacity_is_not_checked_for_a_driver_that_does_not_track_it():
+    untracked = {**TRACKING_DRIVER, "spec": {"storageCapacity": False}}
+    plugin = plugin_with(untracked, pvc("provisioned-pvc", "provisioning-sc", storage="1Gi"))
+    assert run(plugin, pod("provisioned-pvc"), [make_node("node1")]) == (None, {"node1": None})
+
+
+def test_capacity_hints():
+    from distsched.model.volumes import storage_capacity_from_dict
+
+    event = ClusterEvent(EventResource.CSI_STORAGE_CAPACITY, ActionType.UPDATE)
+    small = storage_capacity_from_dict(capacity("c", "provisioning-sc", "node1", "1Mi"))
+    large = storage_capacity_from_dict(capacity("c", "provisioning-sc", "node1", "1Gi"))
+    assert vb.queueing_hint(event, pod("pvc-a"), small, large, Handle()) is True
+    assert vb.queueing_hint(event, pod("pvc-a"), large, small, Handle()) is False
+    assert vb.queueing_hint(event, pod("pvc-a"), None, small, Handle()) is True
