@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import json
 import random
+import threading
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -179,3 +181,41 @@ class InProcessCluster:
     def explain(self, name: str, namespace: str = "default") -> dict[str, Any]:
         raw = self.r.hget(self.keys.explain, f"{namespace}/{name}")
         return {} if raw is None else dict(json.loads(raw))
+
+
+def decide_while_the_other_holds(
+    first: SchedulingWorker,
+    first_pop: list[QueuedPod],
+    second: SchedulingWorker,
+    second_pop: list[QueuedPod],
+) -> tuple[bool, bool]:
+    """Two workers deciding at once: ``first`` starts, its reservation held back until
+    ``second`` had 0.5 s to reserve; returns whether ``second`` reserved meanwhile (a lock
+    both need keeps it from doing so) and whether it reserved at all. Both batches are
+    finished on return."""
+    go = threading.Event()
+    second_reserved = threading.Event()
+    reserve_first, reserve_second = first.ledger.reserve_batch, second.ledger.reserve_batch
+
+    def first_waits(decisions):  # type: ignore[no-untyped-def]
+        assert go.wait(10)
+        return reserve_first(decisions)
+
+    def second_notes(decisions):  # type: ignore[no-untyped-def]
+        second_reserved.set()
+        return reserve_second(decisions)
+
+    first.ledger.reserve_batch = first_waits  # type: ignore[method-assign]
+    second.ledger.reserve_batch = second_notes  # type: ignore[method-assign]
+    a = threading.Thread(target=first.schedule_one_batch, args=(first_pop,))
+    b = threading.Thread(target=second.schedule_one_batch, args=(second_pop,))
+    a.start()
+    time.sleep(0.2)  # the first holds its locks, deciding
+    b.start()
+    reserved_meanwhile = second_reserved.wait(0.5)
+    go.set()
+    a.join(10)
+    b.join(10)
+    first.ledger.reserve_batch = reserve_first  # type: ignore[method-assign]
+    second.ledger.reserve_batch = reserve_second  # type: ignore[method-assign]
+    return reserved_meanwhile, second_reserved.is_set()

@@ -3,16 +3,13 @@ ledger they saw (in-process workers, real Redis, FakeClock)."""
 
 from __future__ import annotations
 
-import threading
-import time
-
 import redis
 
 from distsched.bench.checker import check
 from distsched.clock import FakeClock
 from distsched.keys import Keys
 from tests.support.objects import ZONE, node, pod, zone_spread
-from tests.workers.harness import InProcessCluster
+from tests.workers.harness import InProcessCluster, decide_while_the_other_holds
 
 
 def zone_anti_affinity(name: str) -> dict:
@@ -112,32 +109,10 @@ def test_two_workers_deciding_one_spread_group_take_turns_without_conflict(
     first = cluster.pop(6)
     second = other.queue.pop(6, now_ms=clock.now_ms())
 
-    go = threading.Event()
-    other_reserved = threading.Event()
-    reserve_a, reserve_b = cluster.worker.ledger.reserve_batch, other.ledger.reserve_batch
-
-    def a_waits(decisions):  # type: ignore[no-untyped-def]
-        assert go.wait(10)
-        return reserve_a(decisions)
-
-    def b_notes(decisions):  # type: ignore[no-untyped-def]
-        other_reserved.set()
-        return reserve_b(decisions)
-
-    cluster.worker.ledger.reserve_batch = a_waits  # type: ignore[method-assign]
-    other.ledger.reserve_batch = b_notes  # type: ignore[method-assign]
-    a = threading.Thread(target=cluster.schedule, args=(first,))
-    b = threading.Thread(target=other.schedule_one_batch, args=(second,))
-    a.start()
-    time.sleep(0.2)  # A holds the zone's lock, deciding
-    b.start()
     # B does not get to reserve while A holds the zone (were it not waiting, it would
     # reserve on the view it had, and A's reservation would refuse it or be refused).
-    assert not other_reserved.wait(0.5)
-    go.set()
-    a.join(10)
-    b.join(10)
-    assert other_reserved.is_set()
+    meanwhile, eventually = decide_while_the_other_holds(cluster.worker, first, other, second)
+    assert not meanwhile and eventually
     assert cluster.worker.conflicts == 0 and other.conflicts == 0
     cluster.bind()
     zones = [cluster.node_of(f"web-{i}")[0] for i in range(12)]

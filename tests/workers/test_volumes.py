@@ -5,8 +5,6 @@ pods waiting for it."""
 
 from __future__ import annotations
 
-import threading
-import time
 from typing import Any
 
 import redis
@@ -14,7 +12,7 @@ import redis
 from distsched.clock import FakeClock
 from distsched.keys import Keys
 from tests.support.objects import node, pod
-from tests.workers.harness import InProcessCluster
+from tests.workers.harness import InProcessCluster, decide_while_the_other_holds
 
 Obj = dict[str, Any]
 ZONE = "topology.kubernetes.io/zone"
@@ -142,29 +140,8 @@ def test_concurrent_decisions_on_one_read_write_once_pod_claim_take_turns(
         pass
     first = cluster.pop(1)
     second = other.queue.pop(1, now_ms=clock.now_ms())
-    go = threading.Event()
-    other_reserved = threading.Event()
-    reserve_a, reserve_b = cluster.worker.ledger.reserve_batch, other.ledger.reserve_batch
-
-    def a_waits(decisions):  # type: ignore[no-untyped-def]
-        assert go.wait(10)
-        return reserve_a(decisions)
-
-    def b_notes(decisions):  # type: ignore[no-untyped-def]
-        other_reserved.set()
-        return reserve_b(decisions)
-
-    cluster.worker.ledger.reserve_batch = a_waits  # type: ignore[method-assign]
-    other.ledger.reserve_batch = b_notes  # type: ignore[method-assign]
-    a = threading.Thread(target=cluster.schedule, args=(first,))
-    b = threading.Thread(target=other.schedule_one_batch, args=(second,))
-    a.start()
-    time.sleep(0.2)  # A holds the claim lock, deciding
-    b.start()
-    assert not other_reserved.wait(0.5)
-    go.set()
-    a.join(10)
-    b.join(10)
+    meanwhile, _ = decide_while_the_other_holds(cluster.worker, first, other, second)
+    assert not meanwhile
     cluster.bind()
     assert sum(1 for name in ("a", "b") if cluster.node_of(name)) == 1
 
