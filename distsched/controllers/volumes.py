@@ -15,6 +15,9 @@ dynamic provisioners do, so that manifests with storage (a StatefulSet's
   in that node's topology (node affinity and labels on the class's allowedTopologies
   keys, else the node's zone, else its hostname), as a topology-aware CSI provisioner
   makes it.
+- A pod's generic ephemeral volumes get their claims ``<pod>-<volume>`` from the
+  volume's ``volumeClaimTemplate``, owned by the pod (kube's ephemeral volume
+  controller), deleted with it.
 - A claim naming no class takes the default class (annotated
   ``storageclass.kubernetes.io/is-default-class: "true"``), as kube's
   DefaultStorageClass admission gives it one; a claim with no usable class stays
@@ -148,3 +151,45 @@ def available(pv_obj: Obj) -> Obj | None:
     if status.get("phase") in ("Available", "Released", "Failed"):
         return None
     return {**pv_obj, "status": {**status, "phase": "Available"}}
+
+
+def ephemeral_claims(pod: Obj) -> list[Obj]:
+    """kube's ephemeral volume controller: a claim ``<pod>-<volume>`` for each generic
+    ephemeral volume, from its template, the pod its controller (so that VolumeBinding
+    accepts it as the pod's own)."""
+    meta = pod.get("metadata") or {}
+    out = []
+    for volume in (pod.get("spec") or {}).get("volumes") or ():
+        if not isinstance(volume, dict):
+            continue
+        template = (volume.get("ephemeral") or {}).get("volumeClaimTemplate")
+        if not isinstance(template, dict):
+            continue
+        tmeta = template.get("metadata") or {}
+        claim_meta: dict[str, Any] = {
+            "name": f"{meta.get('name')}-{volume.get('name')}",
+            "namespace": meta.get("namespace") or "default",
+            "ownerReferences": [
+                {
+                    "apiVersion": "v1",
+                    "kind": "Pod",
+                    "name": meta.get("name"),
+                    "uid": meta.get("uid"),
+                    "controller": True,
+                    "blockOwnerDeletion": True,
+                }
+            ],
+        }
+        for field in ("labels", "annotations"):
+            if tmeta.get(field):
+                claim_meta[field] = dict(tmeta[field])
+        out.append(
+            {
+                "apiVersion": "v1",
+                "kind": "PersistentVolumeClaim",
+                "metadata": claim_meta,
+                "spec": dict(template.get("spec") or {}),
+                "status": {"phase": "Pending"},
+            }
+        )
+    return out

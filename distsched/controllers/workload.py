@@ -186,12 +186,16 @@ class WorkloadController:
     def _owned_handler(self, kind: str) -> FuncHandler:
         def added(obj: Obj, _initial: bool) -> None:
             self._track(obj)
+            if kind == "Pod" and volumes.ephemeral_claims(obj):
+                self._dirty.add(object_key(obj))
 
         def updated(old: Obj, new: Obj) -> None:
             self._track(new)
 
         def deleted(obj: Obj, _unknown: bool) -> None:
             self._untrack(obj)
+            if kind == "Pod":
+                self._ephemeral_claims_gone(obj)
 
         return FuncHandler(add=added, update=updated, delete=deleted)
 
@@ -443,6 +447,26 @@ class WorkloadController:
         for ordinal in sorted((i for i in by_ordinal if i >= want), reverse=True):
             self._delete(by_ordinal[ordinal])
 
+    def reconcile_pod(self, pod: Obj) -> None:
+        """The claims of a pod's generic ephemeral volumes (a pod bound or finished
+        needs none made now; one made already is kept: AlreadyExists)."""
+        if _phase(pod) in FINISHED_PHASES or (pod.get("spec") or {}).get("nodeName"):
+            return
+        claims = volumes.ephemeral_claims(pod)
+        if claims:
+            self._create(claims)
+
+    def _ephemeral_claims_gone(self, pod: Obj) -> None:
+        """A deleted pod's ephemeral claims go with it (their owner; the garbage
+        collector's background deletion)."""
+        uid = uid_of(pod)
+        for claim in volumes.ephemeral_claims(pod):
+            key = f"{claim['metadata']['namespace']}/{claim['metadata']['name']}"
+            current = self.informer.get("PersistentVolumeClaim", key)
+            owners = ((current or {}).get("metadata") or {}).get("ownerReferences") or ()
+            if current is not None and any(o.get("uid") == uid for o in owners):
+                self._delete(current)
+
     def _volume_changed(self, pv: Obj) -> None:
         """A PV to mark Available, and the claims that may wait for it."""
         self._dirty.add(object_key(pv))
@@ -553,6 +577,7 @@ RECONCILERS = {
     "PodDisruptionBudget": WorkloadController.reconcile_budget,
     "PersistentVolumeClaim": WorkloadController.reconcile_claim,
     "PersistentVolume": WorkloadController.reconcile_volume,
+    "Pod": WorkloadController.reconcile_pod,
     "Deployment": WorkloadController.reconcile_deployment,
     "ReplicaSet": WorkloadController.reconcile_replica_set,
     "StatefulSet": WorkloadController.reconcile_stateful_set,

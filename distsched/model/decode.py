@@ -10,6 +10,7 @@ namespaces are cleared. Everything else keeps its zero value; pod priority stays
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import fields, replace
 from operator import attrgetter
@@ -239,9 +240,22 @@ def _decode_pod_spec(f: Fields) -> PodSpec:
         pod_group_name=_decode_scheduling_group(f),
         resource_claims=_decode_resource_claims(f),
         volumes=decode_pod_volumes(f),
+        kept=_kept(f, KEPT_SPEC_FIELDS),
     )
     _check_total_requests(f, spec)
     return spec
+
+
+# Pod spec fields the scheduler reads only in part, kept whole (PodSpec.kept).
+KEPT_SPEC_FIELDS = ("volumes", "resourceClaims")
+
+
+def _kept(spec: Fields, fields: tuple[str, ...]) -> tuple[tuple[str, str], ...]:
+    return tuple(
+        (name, json.dumps(spec.data[name], sort_keys=True, separators=(",", ":"), default=str))
+        for name in fields
+        if spec.data.get(name)
+    )
 
 
 def _check_total_requests(f: Fields, spec: PodSpec) -> None:

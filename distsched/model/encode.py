@@ -7,6 +7,7 @@ Quantities are strings in canonical form (``"250m"``, ``"1Gi"``).
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from distsched.model.objects import (
@@ -69,6 +70,8 @@ def pod_to_dict(pod: Pod) -> Json:
         out_spec["schedulingGates"] = [{"name": g} for g in spec.scheduling_gates]
     if spec.pod_group_name:
         out_spec["schedulingGroup"] = {"podGroupName": spec.pod_group_name}
+    for name, text in spec.kept:
+        out_spec[name] = json.loads(text)
 
     status = pod.status
     out_status: Json = {"phase": status.phase}

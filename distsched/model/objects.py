@@ -177,6 +177,9 @@ class PodSpec:
     resource_claims: tuple[str, ...] = ()
     # spec.volumes, as far as the volume plugins read them (model/volumes.py).
     volumes: tuple[PodVolume, ...] = ()
+    # Spec fields read in part but kept whole, so that a pod written back (apply, the
+    # encoder) keeps them as given: (field, its value as canonical JSON).
+    kept: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

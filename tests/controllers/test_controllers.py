@@ -549,3 +549,45 @@ def test_a_wait_for_first_consumer_claim_is_provisioned_once_a_node_is_selected(
     assert term["matchExpressions"] == [
         {"key": "topology.kubernetes.io/zone", "operator": "In", "values": ["z1"]}
     ]
+
+
+def test_generic_ephemeral_volumes_get_their_pods_claims(
+    r: redis.Redis, keys: Keys, clock: FakeClock
+) -> None:
+    """kube's ephemeral volume controller: `<pod>-<volume>` from the template, the pod
+    its controller; deleted with the pod."""
+    store = Store(r, keys, clock)
+    ctl = controller(r, keys, clock)
+    apply_text(
+        store,
+        """
+apiVersion: v1
+kind: Pod
+metadata: {name: scratchy}
+spec:
+  containers: [{name: c, image: busybox}]
+  volumes:
+    - name: scratch
+      ephemeral:
+        volumeClaimTemplate:
+          metadata: {labels: {type: scratch}}
+          spec:
+            accessModes: [ReadWriteOnce]
+            storageClassName: fast
+            resources: {requests: {storage: 1Gi}}
+""",
+    )
+    ctl.sync()
+    pod = store.get("Pod", "default/scratchy")
+    claim = store.get("PersistentVolumeClaim", "default/scratchy-scratch")
+    assert claim is not None and claim["metadata"]["labels"] == {"type": "scratch"}
+    owner = claim["metadata"]["ownerReferences"][0]
+    assert (owner["kind"], owner["uid"], owner["controller"]) == (
+        "Pod",
+        pod["metadata"]["uid"],
+        True,
+    )
+    assert claim["spec"]["storageClassName"] == "fast"
+    store.delete("Pod", "default/scratchy")
+    ctl.sync()
+    assert store.get("PersistentVolumeClaim", "default/scratchy-scratch") is None

@@ -139,3 +139,35 @@ def test_csi_node_limits():
 def test_zone_label_sets():
     assert zones_of_label("a__b") == {"a", "b"}
     assert zones_of_label("a____b") is None
+
+
+def test_volumes_and_resource_claims_are_written_back_as_given():
+    """A pod written back (apply stores Pod.to_dict()) keeps its volumes and resource
+    claims whole, the sources the scheduler does not read included; reading it again
+    gives the same pod."""
+    volumes = [
+        {"name": "data", "persistentVolumeClaim": {"claimName": "data-0", "readOnly": True}},
+        {"name": "conf", "configMap": {"name": "app", "items": [{"key": "a", "path": "a"}]}},
+        {
+            "name": "scratch",
+            "ephemeral": {"volumeClaimTemplate": {"spec": {"accessModes": ["RWO"]}}},
+        },
+    ]
+    pod = pod_with(volumes)
+    data = pod.to_dict()
+    assert data["spec"]["volumes"] == volumes
+    assert Pod.from_dict(data) == pod
+    claimed = Pod.from_dict(
+        {
+            "apiVersion": "v1",
+            "kind": "Pod",
+            "metadata": {"name": "t"},
+            "spec": {
+                "containers": [{"name": "c"}],
+                "resourceClaims": [{"name": "gpu", "resourceClaimTemplateName": "gpu"}],
+            },
+        }
+    )
+    assert claimed.to_dict()["spec"]["resourceClaims"] == [
+        {"name": "gpu", "resourceClaimTemplateName": "gpu"}
+    ]
