@@ -165,11 +165,17 @@ class MirrorWriter:
         changes = [
             Change.delete(kind, key, uid) for key, uid in stored.items() if key not in listed
         ]
-        changes += [
+        upserts = [
             Change.upsert(obj)
             for key, obj in listed.items()
             if stored.get(key) != uid_of(obj) or self._digests.get((kind, key)) != digest(obj)
         ]
+        # Pods bound by anyone before the pending ones: the store queues a pending pod as
+        # it writes it, and a worker may decide it at once; the room other schedulers'
+        # pods take must be in the ledger by then (kube-scheduler syncs its cache first).
+        if kind == "Pod":
+            upserts.sort(key=lambda change: not node_name_of(change.obj or {}))
+        changes += upserts
         for key in [k for k in stored if k not in listed]:
             self._digests.pop((kind, key), None)
         log.info(

@@ -89,6 +89,29 @@ def test_after_the_store_lost_its_data_the_bridge_lists_everything_again(
     pump(bridge, lambda: stored(store, "Pod", "default/q"))
 
 
+def test_a_list_writes_bound_pods_before_pending_ones(
+    r: redis.Redis, keys: Keys, kube: KubeClient, bridge: Bridge
+) -> None:
+    """The store queues a pending pod as it writes it and a worker may decide it at once:
+    the room pods bound by anyone take must be written first (the API server lists "a"
+    before "z")."""
+    store = Store(r, keys)
+    kube.create(NODES, api_node("n1"))
+    kube.create(PODS, api_pod("a-pending"), "default")
+    kube.create(PODS, api_pod("z-bound", node="n1"), "default")
+    pump(bridge, lambda: stored(store, "Pod", "default/z-bound"))
+    r.flushdb()  # the bridge lists everything again
+    pump(
+        bridge,
+        lambda: (
+            stored(store, "Pod", "default/a-pending") and stored(store, "Pod", "default/z-bound")
+        ),
+    )
+    bound = int(store.get("Pod", "default/z-bound")["metadata"]["resourceVersion"])
+    pending = int(store.get("Pod", "default/a-pending")["metadata"]["resourceVersion"])
+    assert bound < pending
+
+
 def test_watches_resume_after_the_api_server_restarts(
     r: redis.Redis, keys: Keys, kube: KubeClient, bridge: Bridge, apiserver: TestEnv
 ) -> None:
