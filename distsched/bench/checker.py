@@ -36,9 +36,9 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections import Counter, defaultdict
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import TypeVar, cast
+from typing import cast
 
 import redis
 
@@ -68,10 +68,7 @@ from distsched.model import (
 from distsched.model.nodeaffinity import term_matches_node
 from distsched.model.podgroups import PodGroup, group_of, group_of_object
 from distsched.model.volumes import (
-    LABEL_REGION,
-    LABEL_REGION_BETA,
-    LABEL_ZONE,
-    LABEL_ZONE_BETA,
+    GA_LABEL,
     READ_WRITE_ONCE_POD,
     ZONE_LABELS,
     CSINode,
@@ -79,13 +76,13 @@ from distsched.model.volumes import (
     PersistentVolumeClaim,
     claim_from_dict,
     csi_node_from_dict,
+    decoded_by_key,
     volume_from_dict,
     zones_of_label,
 )
 from distsched.redis_text import as_text
 from distsched.store import ObjectRef, Store, decode_stream, trim
 
-T = TypeVar("T")
 MAX_PER_KIND = 20
 STREAM_PAGE = 2000
 QUEUE_PLACES = ("active", "backoff", "unschedulable", "gated", "inflight", "dead")
@@ -158,21 +155,10 @@ def read_cluster(client: redis.Redis, keys: Keys) -> Cluster:
         pending,
         namespaces,
         pod_groups,
-        claims=_typed(snap.objects["PersistentVolumeClaim"].values(), claim_from_dict),
-        volumes=_typed(snap.objects["PersistentVolume"].values(), volume_from_dict),
-        csi_nodes=_typed(snap.objects["CSINode"].values(), csi_node_from_dict),
+        claims=decoded_by_key(snap.objects["PersistentVolumeClaim"].values(), claim_from_dict),
+        volumes=decoded_by_key(snap.objects["PersistentVolume"].values(), volume_from_dict),
+        csi_nodes=decoded_by_key(snap.objects["CSINode"].values(), csi_node_from_dict),
     )
-
-
-def _typed(objs: Iterable[dict], decode: Callable[[dict], T]) -> dict[str, T]:  # type: ignore[type-arg]
-    """Storage objects by key; one that does not decode counts as absent (as for the
-    scheduler's listers)."""
-    out: dict[str, T] = {}
-    for obj in objs:
-        with contextlib.suppress(ValueError):
-            typed = decode(obj)
-            out[typed.key] = typed  # type: ignore[attr-defined]
-    return out
 
 
 # --------------------------------------------------------------------------- node-local
@@ -630,8 +616,7 @@ def _zone_mismatch(pv: PersistentVolume, node: Node) -> str:
         zones = zones_of_label(value) if value is not None else None
         if zones is None:
             continue
-        ga = {LABEL_ZONE_BETA: LABEL_ZONE, LABEL_REGION_BETA: LABEL_REGION}.get(key, key)
-        have = labels.get(key, labels.get(ga))
+        have = labels.get(key, labels.get(GA_LABEL.get(key, key)))
         if have not in zones:
             return f"is in {key}={value}, the node in {have or 'none'}"
     return ""

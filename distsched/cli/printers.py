@@ -33,6 +33,7 @@ from distsched.cli.observed import (
     status_of,
 )
 from distsched.model.kinds import API_VERSIONS, group_of
+from distsched.model.volumes import BETA_STORAGE_CLASS_ANNOTATION, DEFAULT_CLASS_ANNOTATIONS
 
 Obj = dict[str, Any]
 
@@ -267,13 +268,20 @@ def _claim(o: Obj, r: Related) -> list[Any]:
     if volume:
         capacity = str((status.get("capacity") or {}).get("storage") or "")
         modes = _modes(status.get("accessModes"))
-    annotations = (o.get("metadata") or {}).get("annotations") or {}
-    storage_class = spec.get("storageClassName")
-    if storage_class is None:
-        storage_class = annotations.get("volume.beta.kubernetes.io/storage-class", "")
+    storage_class = _class_name(o)
     attributes = spec.get("volumeAttributesClassName") or "<unset>"
     phase = status.get("phase") or ""
     return [_name(o), phase, volume, capacity, modes, storage_class, attributes, age(o, r.now)]
+
+
+def _class_name(o: Obj) -> str:
+    """A claim's or PV's storage class: spec.storageClassName, else the beta annotation
+    (kube's GetPersistentVolumeClaimClass / GetPersistentVolumeClass)."""
+    name = (o.get("spec") or {}).get("storageClassName")
+    if name is None:
+        annotations = (o.get("metadata") or {}).get("annotations") or {}
+        name = annotations.get(BETA_STORAGE_CLASS_ANNOTATION, "")
+    return str(name)
 
 
 def _modes(modes: Any) -> str:
@@ -287,10 +295,7 @@ def _volume(o: Obj, r: Related) -> list[Any]:
     spec, status = o.get("spec") or {}, status_of(o)
     ref = spec.get("claimRef") or {}
     claim = f"{ref.get('namespace', '')}/{ref.get('name', '')}" if ref else ""
-    annotations = (o.get("metadata") or {}).get("annotations") or {}
-    storage_class = spec.get("storageClassName")
-    if storage_class is None:
-        storage_class = annotations.get("volume.beta.kubernetes.io/storage-class", "")
+    storage_class = _class_name(o)
     phase = status.get("phase") or ""
     if (o.get("metadata") or {}).get("deletionTimestamp"):
         phase = "Terminating"
@@ -311,13 +316,7 @@ def _volume(o: Obj, r: Related) -> list[Any]:
 def _storage_class(o: Obj, r: Related) -> list[Any]:
     """printStorageClass: "(default)" after the default class's name."""
     annotations = (o.get("metadata") or {}).get("annotations") or {}
-    default = any(
-        annotations.get(k) == "true"
-        for k in (
-            "storageclass.kubernetes.io/is-default-class",
-            "storageclass.beta.kubernetes.io/is-default-class",
-        )
-    )
+    default = any(annotations.get(k) == "true" for k in DEFAULT_CLASS_ANNOTATIONS)
     return [
         _name(o) + (" (default)" if default else ""),
         o.get("provisioner") or "",

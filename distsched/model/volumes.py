@@ -12,9 +12,9 @@ uses "rbd").
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from distsched.model import names
 from distsched.model.decode_common import (
@@ -53,9 +53,13 @@ LABEL_REGION_BETA = "failure-domain.beta.kubernetes.io/region"
 LABEL_ZONE = "topology.kubernetes.io/zone"
 LABEL_REGION = "topology.kubernetes.io/region"
 ZONE_LABELS = (LABEL_ZONE_BETA, LABEL_REGION_BETA, LABEL_ZONE, LABEL_REGION)
+# The GA label a node may carry instead of a PV's beta one (kube's translateToGALabel).
+GA_LABEL = {LABEL_ZONE_BETA: LABEL_ZONE, LABEL_REGION_BETA: LABEL_REGION}
 # A PV in several zones lists them in one label value joined by this (kube's
 # volumehelpers.LabelMultiZoneDelimiter).
 MULTI_ZONE_DELIMITER = "__"
+
+T = TypeVar("T")
 
 VOLUME_KINDS = (
     "PersistentVolumeClaim",
@@ -309,7 +313,7 @@ class CSIStorageCapacity:
         return self.maximum_volume_size if self.maximum_volume_size is not None else self.capacity
 
 
-_DEFAULT_CLASS_ANNOTATIONS = (
+DEFAULT_CLASS_ANNOTATIONS = (
     "storageclass.kubernetes.io/is-default-class",
     "storageclass.beta.kubernetes.io/is-default-class",
 )
@@ -327,19 +331,22 @@ def _access_modes(f: Fields) -> tuple[str, ...]:
     return tuple(modes)
 
 
-def _storage(f: Fields | None, key: str) -> int:
-    """A ``storage`` quantity of a resource list (0 when absent)."""
-    if f is None:
-        return 0
-    value = f.data.get("storage")
+def _quantity(f: Fields, key: str) -> int | None:
+    """A storage quantity in bytes (None when absent)."""
+    value = f.data.get(key)
     if value is None:
-        return 0
+        return None
     if not isinstance(value, str | int | float) or isinstance(value, bool):
-        f.fail("storage", "expected a quantity")
+        f.fail(key, "expected a quantity")
     try:
         return parse_quantity(value, "storage")
     except ValueError as exc:
-        f.fail("storage", str(exc))
+        f.fail(key, str(exc))
+
+
+def _storage(resources: Fields | None) -> int:
+    """The ``storage`` of a resource list (0 when absent)."""
+    return (_quantity(resources, "storage") or 0) if resources is not None else 0
 
 
 def _owners(meta: Fields) -> tuple[OwnerReference, ...]:
@@ -349,7 +356,7 @@ def _owners(meta: Fields) -> tuple[OwnerReference, ...]:
     )
 
 
-def _root(data: Any, kind: str) -> tuple[Fields, Fields, Fields]:
+def _root(data: Any) -> tuple[Fields, Fields, Fields]:
     root = expect_object(data, "")
     meta = root.get_obj("metadata", required=True)
     assert meta is not None
@@ -358,7 +365,7 @@ def _root(data: Any, kind: str) -> tuple[Fields, Fields, Fields]:
 
 
 def claim_from_dict(data: Any) -> PersistentVolumeClaim:
-    root, meta_f, spec = _root(data, "PersistentVolumeClaim")
+    root, meta_f, spec = _root(data)
     meta = decode_meta(meta_f, namespaced=True)
     class_name: str | None = None
     if spec.has("storageClassName"):
@@ -373,7 +380,7 @@ def claim_from_dict(data: Any) -> PersistentVolumeClaim:
         access_modes=_access_modes(spec),
         storage_class_name=class_name,
         volume_name=spec.get_str("volumeName"),
-        storage_request=_storage(resources.get_obj("requests") if resources else None, "requests"),
+        storage_request=_storage(resources.get_obj("requests") if resources else None),
         selector=decode_label_selector(selector) if selector is not None else None,
         phase=status.get_str("phase") or "Pending",
         deleting=meta_f.has("deletionTimestamp"),
@@ -382,7 +389,7 @@ def claim_from_dict(data: Any) -> PersistentVolumeClaim:
 
 
 def volume_from_dict(data: Any) -> PersistentVolume:
-    root, meta_f, spec = _root(data, "PersistentVolume")
+    root, meta_f, spec = _root(data)
     meta = decode_meta(meta_f, namespaced=False)
     csi = spec.get_obj("csi")
     ref = spec.get_obj("claimRef")
@@ -399,7 +406,7 @@ def volume_from_dict(data: Any) -> PersistentVolume:
     status = root.get_obj("status") or Fields({}, "status")
     return PersistentVolume(
         metadata=meta,
-        capacity=_storage(spec.get_obj("capacity"), "capacity"),
+        capacity=_storage(spec.get_obj("capacity")),
         access_modes=_access_modes(spec),
         storage_class_name=spec.get_str("storageClassName"),
         csi=(
@@ -420,7 +427,7 @@ def volume_from_dict(data: Any) -> PersistentVolume:
 
 
 def storage_class_from_dict(data: Any) -> StorageClass:
-    root, meta_f, _ = _root(data, "StorageClass")
+    root, meta_f, _ = _root(data)
     meta = decode_meta(meta_f, namespaced=False)
     provisioner = root.get_str("provisioner", required=True)
     mode = root.get_str("volumeBindingMode") or IMMEDIATE
@@ -440,12 +447,12 @@ def storage_class_from_dict(data: Any) -> StorageClass:
         provisioner=provisioner,
         volume_binding_mode=mode,
         allowed_topologies=tuple(terms),
-        is_default=any(meta.annotations.get(a) == "true" for a in _DEFAULT_CLASS_ANNOTATIONS),
+        is_default=any(meta.annotations.get(a) == "true" for a in DEFAULT_CLASS_ANNOTATIONS),
     )
 
 
 def csi_node_from_dict(data: Any) -> CSINode:
-    _, meta_f, spec = _root(data, "CSINode")
+    _, meta_f, spec = _root(data)
     meta = decode_meta(meta_f, namespaced=False)
     drivers: dict[str, int | None] = {}
     for d in spec.get_objs("drivers"):
@@ -460,34 +467,22 @@ def csi_node_from_dict(data: Any) -> CSINode:
 
 
 def csi_driver_from_dict(data: Any) -> CSIDriver:
-    _, meta_f, spec = _root(data, "CSIDriver")
+    _, meta_f, spec = _root(data)
     return CSIDriver(
         metadata=decode_meta(meta_f, namespaced=False),
         storage_capacity=spec.get_bool("storageCapacity"),
     )
 
 
-def _optional_quantity(root: Fields, key: str) -> int | None:
-    value = root.data.get(key)
-    if value is None:
-        return None
-    if not isinstance(value, str | int | float) or isinstance(value, bool):
-        root.fail(key, "expected a quantity")
-    try:
-        return parse_quantity(value, "storage")
-    except ValueError as exc:
-        root.fail(key, str(exc))
-
-
 def storage_capacity_from_dict(data: Any) -> CSIStorageCapacity:
-    root, meta_f, _ = _root(data, "CSIStorageCapacity")
+    root, meta_f, _ = _root(data)
     topology = root.get_obj("nodeTopology")
     return CSIStorageCapacity(
         metadata=decode_meta(meta_f, namespaced=True),
         storage_class_name=root.get_str("storageClassName", required=True),
         node_topology=decode_label_selector(topology) if topology is not None else None,
-        capacity=_optional_quantity(root, "capacity"),
-        maximum_volume_size=_optional_quantity(root, "maximumVolumeSize"),
+        capacity=_quantity(root, "capacity"),
+        maximum_volume_size=_quantity(root, "maximumVolumeSize"),
     )
 
 
@@ -507,6 +502,19 @@ DECODERS: Mapping[str, Callable[[Any], StorageObject]] = {
     "CSIDriver": csi_driver_from_dict,
     "CSIStorageCapacity": storage_capacity_from_dict,
 }
+
+
+def decoded_by_key(objs: Iterable[Any], decode: Callable[[Any], T]) -> dict[str, T]:
+    """Objects of one storage kind, typed, by key; one that does not decode counts as
+    absent (as for the scheduler's listers)."""
+    out: dict[str, T] = {}
+    for obj in objs:
+        try:
+            typed = decode(obj)
+        except ValueError:
+            continue
+        out[typed.key] = typed  # type: ignore[attr-defined]
+    return out
 
 
 def zones_of_label(value: str) -> frozenset[str] | None:

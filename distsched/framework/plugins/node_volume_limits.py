@@ -31,7 +31,12 @@ from distsched.framework.interface import (
     SignPlugin,
 )
 from distsched.framework.listers import VolumeObjects
-from distsched.framework.plugins.helpers.claims import claims_signature, uses_claim_hint
+from distsched.framework.plugins.helpers.claims import (
+    claim_not_found,
+    claims_signature,
+    not_the_pods_claim,
+    uses_claim_hint,
+)
 from distsched.framework.podinfo import PodInfo
 from distsched.framework.snapshot import Snapshot
 from distsched.framework.status import PluginError, Status
@@ -132,17 +137,13 @@ class NodeVolumeLimits(PreFilterPlugin, FilterPlugin, SignPlugin):
             if claim is None:
                 if new_pod:
                     raise ClaimNotFound(
-                        f'looking up PVC {namespace}/{name}: persistentvolumeclaim "{name}" '
-                        "not found"
+                        f"looking up PVC {namespace}/{name}: {claim_not_found(name)}"
                     )
                 continue
             if volume.ephemeral and not claim.is_for_pod(pod.metadata.uid):
                 if not new_pod:
                     continue
-                raise PluginError(
-                    f"PVC {namespace}/{name} was not created for pod "
-                    f"{namespace}/{pod.metadata.name} (pod is not owner)"
-                )
+                raise PluginError(not_the_pods_claim(pod, name))
             driver, handle = self._driver_info(csi_node, claim)
             if driver and handle:
                 found[f"{driver}/{handle}"] = driver
@@ -182,20 +183,17 @@ class _Accounts:
     def __init__(self, snapshot: Snapshot, versions: tuple[int, ...]) -> None:
         self.snapshot = snapshot
         self.versions = versions
-        self.seen = np.full(len(snapshot.generation), -1, dtype=np.int64)
+        self.seen = _grown(None, len(snapshot.generation), -1)
         self._limits: dict[str, np.ndarray] = {}
         self._counts: dict[str, np.ndarray] = {}
         self._attached: dict[int, dict[str, str]] = {}
         self._users: dict[str, set[int]] = {}
 
     def _column(self, table: dict[str, np.ndarray], driver: str, fill: int) -> np.ndarray:
-        size = len(self.snapshot.generation)
         column = table.get(driver)
+        size = len(self.snapshot.generation)
         if column is None or len(column) < size:
-            grown = np.full(size, fill, dtype=np.int64)
-            if column is not None:
-                grown[: len(column)] = column
-            table[driver] = column = grown
+            table[driver] = column = _grown(column, size, fill)
         return column
 
     def limit(self, driver: str) -> np.ndarray:
@@ -210,9 +208,7 @@ class _Accounts:
     def refresh(self, indices: np.ndarray, plugin: NodeVolumeLimits) -> None:
         generations = self.snapshot.generation
         if len(self.seen) < len(generations):
-            grown = np.full(len(generations), -1, dtype=np.int64)
-            grown[: len(self.seen)] = self.seen
-            self.seen = grown
+            self.seen = _grown(self.seen, len(generations), -1)
         stale = indices[self.seen[indices] != generations[indices]]
         for slot in stale.tolist():
             self._account(int(slot), plugin)
@@ -237,6 +233,14 @@ class _Accounts:
             self.count(driver)[slot] += 1
             self._users.setdefault(name, set()).add(slot)
         self._attached[slot] = attached
+
+
+def _grown(array: np.ndarray | None, size: int, fill: int) -> np.ndarray:
+    """``array`` extended to ``size`` slots (the table grew), new slots ``fill``."""
+    grown = np.full(size, fill, dtype=np.int64)
+    if array is not None:
+        grown[: len(array)] = array
+    return grown
 
 
 class _AccountsHolder:

@@ -53,7 +53,11 @@ from distsched.framework.interface import (
     SignPlugin,
 )
 from distsched.framework.listers import VolumeObjects
-from distsched.framework.plugins.helpers.claims import uses_claim_hint
+from distsched.framework.plugins.helpers.claims import (
+    claim_not_found,
+    not_the_pods_claim,
+    uses_claim_hint,
+)
 from distsched.framework.podinfo import PodInfo
 from distsched.framework.snapshot import Snapshot
 from distsched.framework.status import PluginError, Status
@@ -175,8 +179,7 @@ class VolumeBinding(PreFilterPlugin, FilterPlugin, ReservePlugin, PreBindPlugin,
         # key (kube's assume cache). Later pods it decides do not take them. Unreserve
         # after a failed binding runs in the binder, so an entry also lapses after
         # ASSUME_TTL_S (a binding that failed leaves the PV unbound).
-        self._assumed: dict[str, str] = {}
-        self._assumed_at: dict[str, float] = {}
+        self._assumed: dict[str, tuple[str, float]] = {}  # pv -> (claim key, since)
         self._lock = threading.Lock()
 
     def sign_pod(self, pod: Pod, info: PodInfo, snapshot: Snapshot) -> Hashable | None:
@@ -202,7 +205,7 @@ class VolumeBinding(PreFilterPlugin, FilterPlugin, ReservePlugin, PreBindPlugin,
                         "waiting for ephemeral volume controller to create the "
                         f'persistentvolumeclaim "{name}"'
                     )
-                return None, Status.unresolvable(f'persistentvolumeclaim "{name}" not found')
+                return None, Status.unresolvable(claim_not_found(name))
             if claim.phase == "Lost":
                 return None, Status.unresolvable(
                     f'persistentvolumeclaim "{name}" bound to non-existent persistentvolume '
@@ -211,10 +214,7 @@ class VolumeBinding(PreFilterPlugin, FilterPlugin, ReservePlugin, PreBindPlugin,
             if claim.deleting:
                 return None, Status.unresolvable(f'persistentvolumeclaim "{name}" is being deleted')
             if volume.ephemeral and not claim.is_for_pod(pod.metadata.uid):
-                return None, Status.unresolvable(
-                    f"PVC {namespace}/{name} was not created for pod "
-                    f"{namespace}/{pod.metadata.name} (pod is not owner)"
-                )
+                return None, Status.unresolvable(not_the_pods_claim(pod, name))
             claims.append(claim)
         if not claims:
             return None, Status.skip()
@@ -269,7 +269,7 @@ class VolumeBinding(PreFilterPlugin, FilterPlugin, ReservePlugin, PreBindPlugin,
             )
         }
         with self._lock:
-            assumed = dict(self._assumed)
+            assumed = {pv: claim for pv, (claim, _) in self._assumed.items()}
         for i, index in enumerate(indices):
             node = snapshot.node(int(index))
             for reason in self.find_pod_volumes(claims, node, assumed):
@@ -375,8 +375,7 @@ class VolumeBinding(PreFilterPlugin, FilterPlugin, ReservePlugin, PreBindPlugin,
         now = time.monotonic()
         with self._lock:
             for pv, claim in static:
-                self._assumed[pv] = f"{namespace}/{claim}"
-                self._assumed_at[pv] = now
+                self._assumed[pv] = (f"{namespace}/{claim}", now)
         state.write(
             PLAN_KEY,
             {"static": [list(s) for s in static], "provision": list(provision)},
@@ -390,9 +389,9 @@ class VolumeBinding(PreFilterPlugin, FilterPlugin, ReservePlugin, PreBindPlugin,
         namespace = pod.metadata.namespace
         with self._lock:
             for pv, claim in plan["static"]:
-                if self._assumed.get(pv) == f"{namespace}/{claim}":
+                held = self._assumed.get(pv)
+                if held is not None and held[0] == f"{namespace}/{claim}":
                     del self._assumed[pv]
-                    self._assumed_at.pop(pv, None)
 
     def forget_bound(self) -> None:
         """Drop assumed PVs the lister shows bound (or gone), as kube's assume cache
@@ -400,11 +399,10 @@ class VolumeBinding(PreFilterPlugin, FilterPlugin, ReservePlugin, PreBindPlugin,
         longer than ASSUME_TTL_S ago."""
         expired = time.monotonic() - ASSUME_TTL_S
         with self._lock:
-            for pv_name in list(self._assumed):
+            for pv_name, (_, since) in list(self._assumed.items()):
                 pv = self.volumes.volume(pv_name)
-                if pv is None or pv.claim_ref is not None or self._assumed_at[pv_name] < expired:
+                if pv is None or pv.claim_ref is not None or since < expired:
                     del self._assumed[pv_name]
-                    del self._assumed_at[pv_name]
 
     # ------------------------------------------------------------------ PreBind
     def binding_needs_state(self, state: CycleState) -> bool:

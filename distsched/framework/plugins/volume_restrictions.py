@@ -38,7 +38,7 @@ from distsched.framework.interface import (
     PreFilterResult,
     SignPlugin,
 )
-from distsched.framework.plugins.helpers.claims import uses_claim_hint
+from distsched.framework.plugins.helpers.claims import claim_not_found, uses_claim_hint
 from distsched.framework.plugins.helpers.prefilter_state import CountingPreFilterExtensions
 from distsched.framework.podinfo import PodInfo
 from distsched.framework.snapshot import Snapshot
@@ -58,11 +58,6 @@ ERR_REASON_RWOP_CONFLICT = (
     "already in-use by another pod"
 )
 _STATE_KEY = "PreFilter" + NAME
-
-
-def claim_not_found(name: str) -> str:
-    """kube's NotFound error for a PersistentVolumeClaim, as the plugins pass it on."""
-    return f'persistentvolumeclaim "{name}" not found'
 
 
 @dataclass(slots=True)

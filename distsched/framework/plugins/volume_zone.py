@@ -28,17 +28,17 @@ from distsched.framework.interface import (
     SignPlugin,
 )
 from distsched.framework.listers import VolumeObjects
-from distsched.framework.plugins.helpers.claims import claims_signature, uses_claim_hint
-from distsched.framework.plugins.volume_restrictions import claim_not_found
+from distsched.framework.plugins.helpers.claims import (
+    claim_not_found,
+    claims_signature,
+    uses_claim_hint,
+)
 from distsched.framework.podinfo import PodInfo
 from distsched.framework.snapshot import Snapshot
 from distsched.framework.status import Status
 from distsched.model.objects import Pod
 from distsched.model.volumes import (
-    LABEL_REGION,
-    LABEL_REGION_BETA,
-    LABEL_ZONE,
-    LABEL_ZONE_BETA,
+    GA_LABEL,
     WAIT_FOR_FIRST_CONSUMER,
     ZONE_LABELS,
     PersistentVolume,
@@ -55,7 +55,6 @@ EVENTS: tuple[ClusterEvent, ...] = (
 )
 ERR_REASON_CONFLICT = "node(s) had no available volume zone"
 _STATE_KEY = "PreFilter" + NAME
-_GA_LABEL = {LABEL_ZONE_BETA: LABEL_ZONE, LABEL_REGION_BETA: LABEL_REGION}
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,7 +146,7 @@ class VolumeZone(PreFilterPlugin, FilterPlugin, SignPlugin):
             for topology in topologies:
                 value = labels.get(topology.key)
                 if value is None:
-                    value = labels.get(_GA_LABEL.get(topology.key, topology.key))
+                    value = labels.get(GA_LABEL.get(topology.key, topology.key))
                 if value is None or value not in topology.values:
                     failed[i] = True
                     break

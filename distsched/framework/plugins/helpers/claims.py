@@ -1,5 +1,6 @@
-"""What the volume plugins share about a pod's claims: its signature for batching and
-the QueueingHint for a claim added or changed."""
+"""What the volume plugins share about a pod's claims: kube's messages for a claim
+missing or not the pod's own, the pod's signature for batching and the QueueingHint for
+a claim added or changed."""
 
 from __future__ import annotations
 
@@ -8,6 +9,21 @@ from typing import Any
 
 from distsched.model.objects import Pod
 from distsched.model.volumes import PersistentVolumeClaim
+
+
+def claim_not_found(name: str) -> str:
+    """kube's NotFound error for a PersistentVolumeClaim, as the plugins pass it on."""
+    return f'persistentvolumeclaim "{name}" not found'
+
+
+def not_the_pods_claim(pod: Pod, name: str) -> str:
+    """kube's ephemeral.VolumeIsForPod error: the claim of a generic ephemeral volume
+    exists but is not controlled by the pod."""
+    namespace = pod.metadata.namespace
+    return (
+        f"PVC {namespace}/{name} was not created for pod {namespace}/{pod.metadata.name} "
+        "(pod is not owner)"
+    )
 
 
 def claims_signature(pod: Pod) -> Hashable | None:
