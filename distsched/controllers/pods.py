@@ -143,28 +143,47 @@ def stateful_claims(sts: Obj, ordinal: int) -> list[Obj]:
     them from ``volumeClaimTemplates``: ``<template>-<set>-<ordinal>`` in the set's
     namespace, the template's labels plus the set's selector matchLabels. No owner: kube's
     default retention (Retain when scaled down or deleted) keeps them."""
-    spec = sts["spec"]
+    spec, meta = sts["spec"], sts["metadata"]
     selector_labels = (spec.get("selector") or {}).get("matchLabels") or {}
     claims = []
     for template in spec.get("volumeClaimTemplates") or ():
-        tmeta = template.get("metadata") or {}
-        meta: dict[str, Any] = {
-            "name": f"{tmeta.get('name')}-{sts['metadata']['name']}-{ordinal}",
-            "namespace": sts["metadata"]["namespace"],
-            "labels": {**(tmeta.get("labels") or {}), **selector_labels},
-        }
-        if tmeta.get("annotations"):
-            meta["annotations"] = dict(tmeta["annotations"])
+        prefix = (template.get("metadata") or {}).get("name")
+        name = f"{prefix}-{meta['name']}-{ordinal}"
         claims.append(
-            {
-                "apiVersion": "v1",
-                "kind": "PersistentVolumeClaim",
-                "metadata": meta,
-                "spec": copy.deepcopy(template.get("spec") or {}),
-                "status": {"phase": "Pending"},
-            }
+            claim_from_template(
+                template, name=name, namespace=meta["namespace"], extra_labels=selector_labels
+            )
         )
     return claims
+
+
+def claim_from_template(
+    template: Obj,
+    *,
+    name: str,
+    namespace: str,
+    extra_labels: dict[str, str] | None = None,
+    owner: Obj | None = None,
+) -> Obj:
+    """A pending PersistentVolumeClaim from a claim template (a StatefulSet's
+    ``volumeClaimTemplates`` entry, an ephemeral volume's ``volumeClaimTemplate``): its
+    labels (plus ``extra_labels``), annotations and spec; ``owner`` its controller."""
+    tmeta = template.get("metadata") or {}
+    meta: dict[str, Any] = {"name": name, "namespace": namespace}
+    labels = {**(tmeta.get("labels") or {}), **(extra_labels or {})}
+    if labels or extra_labels is not None:  # a StatefulSet's claims always carry labels
+        meta["labels"] = labels
+    if tmeta.get("annotations"):
+        meta["annotations"] = dict(tmeta["annotations"])
+    if owner is not None:
+        meta["ownerReferences"] = [owner]
+    return {
+        "apiVersion": "v1",
+        "kind": "PersistentVolumeClaim",
+        "metadata": meta,
+        "spec": copy.deepcopy(template.get("spec") or {}),
+        "status": {"phase": "Pending"},
+    }
 
 
 def daemon_pod(ds: Obj, name: str, node_name: str) -> Obj:

@@ -32,6 +32,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any
 
+from distsched.controllers.pods import claim_from_template
 from distsched.model.objects import LABEL_HOSTNAME, Node
 from distsched.model.volumes import (
     BIND_COMPLETED_ANNOTATION,
@@ -42,20 +43,14 @@ from distsched.model.volumes import (
     StorageClass,
     bound_pair,
     claim_from_dict,
+    decoded_by_key,
     storage_class_from_dict,
 )
 from distsched.store.codec import Obj
 
 
 def classes_of(objs: Iterable[Obj]) -> dict[str, StorageClass]:
-    out: dict[str, StorageClass] = {}
-    for obj in objs:
-        try:
-            typed = storage_class_from_dict(obj)
-        except ValueError:
-            continue
-        out[typed.key] = typed
-    return out
+    return decoded_by_key(objs, storage_class_from_dict)
 
 
 def default_class(classes: dict[str, StorageClass]) -> StorageClass | None:
@@ -158,38 +153,23 @@ def ephemeral_claims(pod: Obj) -> list[Obj]:
     ephemeral volume, from its template, the pod its controller (so that VolumeBinding
     accepts it as the pod's own)."""
     meta = pod.get("metadata") or {}
-    out = []
+    owner = {
+        "apiVersion": "v1",
+        "kind": "Pod",
+        "name": meta.get("name"),
+        "uid": meta.get("uid"),
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+    claims = []
     for volume in (pod.get("spec") or {}).get("volumes") or ():
         if not isinstance(volume, dict):
             continue
         template = (volume.get("ephemeral") or {}).get("volumeClaimTemplate")
-        if not isinstance(template, dict):
-            continue
-        tmeta = template.get("metadata") or {}
-        claim_meta: dict[str, Any] = {
-            "name": f"{meta.get('name')}-{volume.get('name')}",
-            "namespace": meta.get("namespace") or "default",
-            "ownerReferences": [
-                {
-                    "apiVersion": "v1",
-                    "kind": "Pod",
-                    "name": meta.get("name"),
-                    "uid": meta.get("uid"),
-                    "controller": True,
-                    "blockOwnerDeletion": True,
-                }
-            ],
-        }
-        for field in ("labels", "annotations"):
-            if tmeta.get(field):
-                claim_meta[field] = dict(tmeta[field])
-        out.append(
-            {
-                "apiVersion": "v1",
-                "kind": "PersistentVolumeClaim",
-                "metadata": claim_meta,
-                "spec": dict(template.get("spec") or {}),
-                "status": {"phase": "Pending"},
-            }
-        )
-    return out
+        if isinstance(template, dict):
+            name = f"{meta.get('name')}-{volume.get('name')}"
+            namespace = meta.get("namespace") or "default"
+            claims.append(
+                claim_from_template(template, name=name, namespace=namespace, owner=owner)
+            )
+    return claims

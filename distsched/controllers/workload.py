@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from itertools import count
 from typing import Any
 
@@ -118,13 +118,7 @@ class WorkloadController:
         for kind in WORKLOAD_KINDS:
             self.informer.add_handler(kind, self._owner_handler(kind))
         self.informer.add_handler("Pod", self._owned_handler("Pod"))
-        self.informer.add_handler(
-            "PodDisruptionBudget",
-            FuncHandler(
-                add=lambda o, _i: self._dirty.add(object_key(o)),
-                update=lambda _o, n: self._dirty.add(object_key(n)),
-            ),
-        )
+        self.informer.add_handler("PodDisruptionBudget", _on_change(self._mark))
         self.informer.add_handler(
             "Node",
             FuncHandler(
@@ -133,33 +127,13 @@ class WorkloadController:
                 delete=lambda o, _f: self._mark_kind("DaemonSet"),
             ),
         )
+        self.informer.add_handler("PersistentVolumeClaim", _on_change(self._mark))
+        self.informer.add_handler("PersistentVolume", _on_change(self._volume_changed))
         self.informer.add_handler(
-            "PersistentVolumeClaim",
-            FuncHandler(
-                add=lambda o, _i: self._dirty.add(object_key(o)),
-                update=lambda _o, n: self._dirty.add(object_key(n)),
-            ),
+            "StorageClass", _on_change(lambda _o: self._mark_kind("PersistentVolumeClaim"))
         )
         self.informer.add_handler(
-            "PersistentVolume",
-            FuncHandler(
-                add=lambda o, _i: self._volume_changed(o),
-                update=lambda _o, n: self._volume_changed(n),
-            ),
-        )
-        self.informer.add_handler(
-            "StorageClass",
-            FuncHandler(
-                add=lambda o, _i: self._mark_kind("PersistentVolumeClaim"),
-                update=lambda _o, _n: self._mark_kind("PersistentVolumeClaim"),
-            ),
-        )
-        self.informer.add_handler(
-            "PriorityClass",
-            FuncHandler(
-                add=lambda o, _i: self._mark_kind(*WORKLOAD_KINDS),
-                update=lambda _o, _n: self._mark_kind(*WORKLOAD_KINDS),
-            ),
+            "PriorityClass", _on_change(lambda _o: self._mark_kind(*WORKLOAD_KINDS))
         )
 
     # --- event handlers -------------------------------------------------------------
@@ -230,6 +204,9 @@ class WorkloadController:
         for pdb in self.informer.list("PodDisruptionBudget"):
             if pdb["metadata"].get("namespace") == namespace:
                 self._dirty.add(object_key(pdb))
+
+    def _mark(self, obj: Obj) -> None:
+        self._dirty.add(object_key(obj))
 
     def _mark_kind(self, *kinds: str) -> None:
         for kind in kinds:
@@ -468,9 +445,13 @@ class WorkloadController:
                 self._delete(current)
 
     def _volume_changed(self, pv: Obj) -> None:
-        """A PV to mark Available, and the claims that may wait for it."""
-        self._dirty.add(object_key(pv))
-        self._mark_kind("PersistentVolumeClaim")
+        """A PV to mark Available, and the claims that name it (what a PV's change can
+        bind: a claim pre-bound to it; provisioning does not wait for PVs)."""
+        self._mark(pv)
+        name = pv["metadata"]["name"]
+        for claim in self.informer.list("PersistentVolumeClaim"):
+            if (claim.get("spec") or {}).get("volumeName") == name:
+                self._mark(claim)
 
     def reconcile_volume(self, pv: Obj) -> None:
         marked = volumes.available(pv)
@@ -584,6 +565,11 @@ RECONCILERS = {
     "DaemonSet": WorkloadController.reconcile_daemon_set,
     "Job": WorkloadController.reconcile_job,
 }
+
+
+def _on_change(act: Callable[[Obj], None]) -> FuncHandler:
+    """A handler acting on an object added or updated (deletes need nothing)."""
+    return FuncHandler(add=lambda obj, _initial: act(obj), update=lambda _old, new: act(new))
 
 
 def should_run_daemon_pod(template: Pod, node: Node, *, host_network: bool = False) -> bool:
