@@ -6,8 +6,9 @@ listers, in one object the Handle carries.
 - ``budgets``: PodDisruptionBudgets, for DefaultPreemption (kube's PDB lister);
 - ``namespaces``: Namespace objects' labels, for namespaceSelector (kube's namespace
   lister, which InterPodAffinity and the queue's AssignedPodAdd rule read);
-- ``volumes``: PersistentVolumeClaims, PersistentVolumes, StorageClasses and CSINodes,
-  typed (kube's PVC, PV, StorageClass and CSINode listers, which the volume plugins read).
+- ``volumes``: PersistentVolumeClaims, PersistentVolumes, StorageClasses, CSINodes,
+  CSIDrivers and CSIStorageCapacities, typed (kube's listers of them, which the volume
+  plugins read).
 
 Nothing here is module state: each scheduling worker's informer feeds the Listers its
 profiles' Handle carries (workers/local_cache.py), so in-process workers each see their

@@ -317,10 +317,10 @@ class QueueEventHandlers:
         self.queue.set_gang_minimums({event.key: minimum})
 
     def _storage_event(self, event: Event, now: int) -> None:
-        """A PersistentVolume, claim, StorageClass or CSINode added or changed: the pods
-        the volume plugins rejected move as kube's handlers move them (deletes help no
-        one: no plugin registers them). Hints get the typed objects (None when one does
-        not decode)."""
+        """A storage object (events.STORAGE_RESOURCES) added or changed: the pods the
+        volume plugins rejected move as kube's handlers move them (deletes help no one:
+        no plugin registers them). Hints get the typed objects (None when one does not
+        decode)."""
         if event.type == DELETED:
             return
         old = None if event.type == ADDED else event.old
