@@ -269,3 +269,62 @@ def test_explain_names_the_volume_reasons(r: redis.Redis, keys: Keys, clock: Fak
     assert cluster.explain("elsewhere")["message"] == (
         "0/2 nodes are available: 2 node(s) didn't match PersistentVolume's node affinity."
     )
+
+
+def attach_limit_node(name: str, count: int) -> Obj:
+    return {
+        "apiVersion": "storage.k8s.io/v1",
+        "kind": "CSINode",
+        "metadata": {"name": name},
+        "spec": {"drivers": [{"name": "ebs.csi.aws.com", "allocatable": {"count": count}}]},
+    }
+
+
+def test_a_second_worker_sees_the_first_ones_volume_on_the_node(
+    r: redis.Redis, keys: Keys, clock: FakeClock
+) -> None:
+    """A node allows one EBS volume. Worker A reserves a pod with one there; worker B,
+    deciding next on a view that never had A's pod, must not put a second one there: a
+    pod with claims syncs its nodes' pod lists and checks the node's generation."""
+    cluster = InProcessCluster(r, keys, clock)
+    other = cluster.add_worker()
+    cluster.create(node("n1"), attach_limit_node("n1", 1))
+    for i in range(2):
+        cluster.create(
+            zonal_volume(f"pv-{i}", "a", handle=f"h{i}"), claim(f"c{i}", volume=f"pv-{i}")
+        )
+    cluster.create(user("a", "c0"), user("b", "c1"))
+    cluster.handle_events()
+    while other.informer.poll_once(0):
+        pass
+    first = cluster.pop(1)
+    second = other.queue.pop(1, now_ms=clock.now_ms())
+    cluster.schedule(first)
+    other.schedule_one_batch(second)
+    cluster.bind()
+    assert sum(1 for name in ("a", "b") if cluster.node_of(name)) == 1
+
+
+def test_a_bound_user_of_a_read_write_once_pod_claim_stays_counted(
+    r: redis.Redis, keys: Keys, clock: FakeClock
+) -> None:
+    """Worker B counted A's pod while it was only reserved; its binding then reaches B's
+    informer. Pods with claims are parsed when bound (not held unparsed), so the claim
+    stays in use for B and its next user waits."""
+    cluster = InProcessCluster(r, keys, clock)
+    other = cluster.add_worker()
+    cluster.create(node("n1"), node("n2"), zonal_volume("pv-solo", "a"))
+    cluster.create(claim("solo", volume="pv-solo", modes=("ReadWriteOncePod",)))
+    cluster.create(user("a", "solo"))
+    cluster.settle()
+    assert cluster.node_of("a")
+    other.view.refresh_from_ledger()
+    other.view.sync_pod_lists()
+    while other.informer.poll_once(0):  # a's binding
+        pass
+    assert other.snapshot.claim_users == {"default/solo": 1}
+    cluster.create(user("b", "solo"))
+    cluster.handle_queue_events()
+    other.schedule_one_batch(other.queue.pop(1, now_ms=clock.now_ms()))
+    cluster.bind()
+    assert not cluster.node_of("b")
