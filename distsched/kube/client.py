@@ -28,7 +28,7 @@ import queue
 import ssl
 import threading
 import time
-from collections.abc import Awaitable, Generator, Sequence
+from collections.abc import Awaitable, Callable, Generator, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -229,6 +229,11 @@ class KubeClient:
     # --- the loop -------------------------------------------------------------------------
     def _submit(self, coro: Awaitable[T]) -> Future[T]:
         return asyncio.run_coroutine_threadsafe(coro, self._loop)  # type: ignore[arg-type]
+
+    def call_soon(self, callback: Callable[[], object]) -> None:
+        """Run ``callback`` on the client's loop, without waiting for it (it may start
+        tasks there: writes nobody waits for, such as events)."""
+        self._loop.call_soon_threadsafe(callback)
 
     def run(self, coro: Awaitable[T]) -> T:
         """Run a coroutine of the caller's on the client's loop and wait for it (it may
