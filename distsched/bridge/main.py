@@ -21,7 +21,7 @@ import logging
 import queue
 import threading
 import time
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 
 import msgspec
@@ -67,10 +67,16 @@ class _Message:
 
 
 class MirrorWriter:
-    """The one writer of the store: applies the reflectors' messages in order."""
+    """The one writer of the store: applies the reflectors' messages in order.
 
-    def __init__(self, store: Store, fence: Fence | None) -> None:
+    Watch events come one at a time, as the API server's clients create and bind pods;
+    each store write costs its round trips whatever its size, so after the first change
+    the writer lets more gather for ``linger_s`` (a full list is written at once)."""
+
+    def __init__(self, store: Store, fence: Fence | None, *, linger_s: float = 0.0) -> None:
         self.store = store
+        self.linger_s = linger_s
+        self.sleep: Callable[[float], None] = time.sleep
         self.mirror = StoreMirror(store, fence=fence)
         self.inbox: queue.Queue[_Message] = queue.Queue()
         self._digests: dict[tuple[str, str], bytes] = {}
@@ -93,6 +99,8 @@ class MirrorWriter:
             first = self.inbox.get(timeout=timeout_s)
         except queue.Empty:
             return 0
+        if self.linger_s > 0 and first.replace is None:
+            self.sleep(self.linger_s)
         batch: list[Change] = []
         written = 0
         message: _Message | None = first
@@ -242,9 +250,10 @@ class Bridge:
         profiles: Collection[str],
         fence: Fence | None,
         watch_timeout_s: int = 300,
+        write_linger_s: float = 0.0,
     ) -> None:
         self.store = Store(client, keys)
-        self.writer = MirrorWriter(self.store, fence)
+        self.writer = MirrorWriter(self.store, fence, linger_s=write_linger_s)
         self.stop = threading.Event()
         self._next_epoch_check = 0.0
         self.reflectors = [
@@ -302,6 +311,7 @@ def run_bridge(
     profiles: Collection[str],
     lease_ms: int = 15_000,
     stop: threading.Event | None = None,
+    write_linger_s: float = 0.0,
 ) -> None:
     stop, client = start_role(options, stop)
     lease = Lease(client, keys, LEASE_NAME, lease_ms=lease_ms)
@@ -340,6 +350,7 @@ def run_bridge(
                         kube,
                         profiles=profiles,
                         fence=Fence(lease.key, lease.identity),
+                        write_linger_s=write_linger_s,
                     ).start()
             assert bridge is not None
             bridge.turn(timeout_s=min(0.2, max(0.01, next_renew - time.monotonic())))

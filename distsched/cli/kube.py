@@ -67,6 +67,13 @@ def kube_client(kubeconfig: str | None, context: str | None) -> Any:
     help="Leader lease: with several bridges one mirrors, another takes over this long "
     "after it stops.",
 )
+@click.option(
+    "--write-linger-ms",
+    type=click.IntRange(min=0),
+    default=20,
+    show_default=True,
+    help="How long the API server's changes gather before one write into the store.",
+)
 @click.option("--metrics-port", type=int, default=0, help="Serve /metrics on this port (0 = off).")
 @click.option(
     "--metrics-addr", default="127.0.0.1", show_default=True, help="Metrics bind address."
@@ -77,6 +84,7 @@ def kube_bridge(
     kube_context: str | None,
     config: str | None,
     lease_ms: int,
+    write_linger_ms: int,
     metrics_port: int,
     metrics_addr: str,
     **kwargs: Any,
@@ -96,6 +104,13 @@ def kube_bridge(
     if metrics_port:
         metrics.serve(metrics_port, addr=metrics_addr)
     try:
-        run_bridge(ctx.require_url(), ctx.keys, kube, profiles=profiles, lease_ms=lease_ms)
+        run_bridge(
+            ctx.require_url(),
+            ctx.keys,
+            kube,
+            profiles=profiles,
+            lease_ms=lease_ms,
+            write_linger_s=write_linger_ms / 1000,
+        )
     finally:
         kube.close()

@@ -51,6 +51,14 @@ def _assume_ttl_option(fn: Callable[..., Any]) -> Callable[..., Any]:
     help="How long reserved pods wait for more to share one binding job.",
 )
 @click.option(
+    "--pop-linger-ms",
+    type=click.IntRange(min=0),
+    default=None,
+    help="After a pop that emptied the queue, start the next turn this long after the last "
+    "one began, so that a trickle of pods is decided in batches  [default: 40 with "
+    "--kubeconfig, else 0]",
+)
+@click.option(
     "--lease-ms",
     type=click.IntRange(min=1),
     default=10_000,
@@ -74,6 +82,7 @@ def worker(
     batch: int,
     batch_budget_ms: int,
     bind_linger_ms: int,
+    pop_linger_ms: int | None,
     lease_ms: int,
     even_placement: bool,
     assume_ttl_ms: int,
@@ -101,6 +110,7 @@ def worker(
         assume_ttl_ms=assume_ttl_ms,
         kube=kube,
         even_placement=even_placement,
+        pop_linger_ms=pop_linger_ms,
     )
 
 

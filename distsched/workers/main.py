@@ -31,6 +31,16 @@ from distsched.workers.schedule_one import SchedulingWorker, WorkerConfig
 log = logging.getLogger(__name__)
 
 
+KUBE_POP_LINGER_MS = 40
+
+
+def pop_linger(kube: KubeMode | None) -> int:
+    """The default pop linger (ms): against an API server pods arrive as they are created,
+    a few at a time, and a turn's fixed costs are shared only if they gather; standalone,
+    pods mostly come in bulk (apply, bench) and none is held back."""
+    return KUBE_POP_LINGER_MS if kube is not None else 0
+
+
 def run_worker(
     options: RedisOptions,
     keys: Keys,
@@ -46,6 +56,7 @@ def run_worker(
     assume_ttl_ms: int | None = None,
     kube: KubeMode | None = None,
     even_placement: bool = False,
+    pop_linger_ms: int | None = None,
 ) -> None:
     try:
         scheduler_config = load_config(config_path)
@@ -78,6 +89,7 @@ def run_worker(
                 bind_linger_s=bind_linger_ms / 1000,
                 queueing_hints=os.environ.get("DISTSCHED_QUEUEING_HINTS", "1") != "0",
                 even_placement=even_placement,
+                pop_linger_s=(pop_linger(kube) if pop_linger_ms is None else pop_linger_ms) / 1000,
             ),
             queue_config=QueueConfig(lease_ms=lease_ms) if lease_ms else None,
             ledger_config=LedgerConfig(assume_ttl_ms=assume_ttl_ms) if assume_ttl_ms else None,

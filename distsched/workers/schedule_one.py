@@ -35,7 +35,7 @@ import time
 import uuid
 import zlib
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -128,6 +128,12 @@ class WorkerConfig:
     # (Decision.seen_pods), and decide the pod again: several workers then spread pods as
     # evenly as one does, at the cost of those conflicts (BENCHMARKS.md, issue 23).
     even_placement: bool = False
+    # After a pop that found fewer pods than it asked for (the queue drained), the next
+    # turn starts this long after the last one began: at a trickle of pods (a real
+    # cluster's creations) each turn then decides several pods instead of one or two, and
+    # a turn's fixed cost (its Redis round trips, the binding job) is shared. A pod waits
+    # at most this long more; full pops (a backlog) never wait.
+    pop_linger_s: float = 0.0
 
 
 def next_pop_size(config: WorkerConfig, popped: int, current: int, elapsed_s: float) -> int:
@@ -249,6 +255,7 @@ class SchedulingWorker:
         self.clock = clock
         self.name = name or f"worker-{uuid.uuid4().hex[:8]}"
         self.config = config or WorkerConfig()
+        self.sleep: Callable[[float], None] = time.sleep  # the pop linger's wait
         self.store = Store(client, keys, clock=clock)
         # Standalone, the store is the cluster; a bridge to an API server brings its own.
         self.writer: ClusterWriter = writer if writer is not None else StoreWriter(self.store)
@@ -549,9 +556,14 @@ class SchedulingWorker:
             if infrastructure_error(exc):
                 self._not_attempted(popped)
             raise
+        asked = self.pop_size
         self.pop_size = next_pop_size(
             self.config, len(popped), self.pop_size, time.monotonic() - started
         )
+        if len(popped) < asked and self.config.pop_linger_s > 0:
+            rest = started + self.config.pop_linger_s - time.monotonic()
+            if rest > 0:
+                self.sleep(rest)
         return len(popped)
 
     def _informer_past_handled_events(self) -> None:

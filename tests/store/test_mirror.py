@@ -108,3 +108,32 @@ def test_a_writer_that_lost_its_lease_writes_nothing(
     with pytest.raises(Fenced):
         leader.apply([Change.delete("Pod", "default/p", "u1")])
     assert cluster.store.get("Pod", "default/p") is not None
+
+
+def test_the_bridge_writer_lets_changes_gather_for_its_linger(
+    r: redis.Redis, keys: Keys, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """MirrorWriter: after the first watch change it waits ``linger_s`` and writes what
+    came meanwhile in the same store write; a full list is written without waiting."""
+    from distsched.bridge.main import MirrorWriter
+
+    cluster = InProcessCluster(r, keys, clock)
+    writer = MirrorWriter(cluster.store, None, linger_s=0.02)
+    applied: list[int] = []
+    apply = writer.mirror.apply
+    monkeypatch.setattr(
+        writer.mirror, "apply", lambda changes: applied.append(len(changes)) or apply(changes)
+    )
+    waits: list[float] = []
+
+    def linger(seconds: float) -> None:  # two more pods are created meanwhile
+        waits.append(seconds)
+        writer.changes("Pod", [Change.upsert(api_object(pod(f"p{i}"), f"u{i}")) for i in (1, 2)])
+
+    writer.sleep = linger
+    writer.changes("Pod", [Change.upsert(api_object(pod("p0"), "u0"))])
+    assert writer.drain(1.0) == 3
+    assert waits == [0.02] and applied == [3]
+    writer.replace("Node", [api_object(node("n1"), "node-uid")])
+    assert writer.drain(1.0) == 1
+    assert waits == [0.02]  # a list is not held back

@@ -62,3 +62,33 @@ def test_the_worker_pops_fewer_pods_after_a_slow_batch(
     assert cluster.turn() == 8
     assert cluster.worker.pop_size == 2
     assert cluster.turn() == 2
+
+
+def test_a_short_pop_holds_the_next_turn_for_the_pop_linger(
+    r: redis.Redis, keys: Keys, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With pop_linger_s, a turn whose pop emptied the queue waits until that long after
+    it began (pods arriving meanwhile are decided together); a full pop goes on at once."""
+    cluster = InProcessCluster(r, keys, clock, batch=8)
+    worker = cluster.worker
+    worker.config.pop_linger_s = 0.05
+    waits: list[float] = []
+    worker.sleep = waits.append
+    now = [100.0]
+    monkeypatch.setattr(schedule_one.time, "monotonic", lambda: now[0])
+    decide = worker.schedule_one_batch
+
+    def batch_of_10ms(popped: list[QueuedPod]) -> None:
+        decide(popped)
+        now[0] += 0.01
+
+    monkeypatch.setattr(worker, "schedule_one_batch", batch_of_10ms)
+    cluster.create(node("big", cpu="64", pods="110"))
+    cluster.create(*(pod(f"p{i}", cpu="100m") for i in range(11)))
+    cluster.handle_events()
+    assert cluster.turn() == 8  # a full pop: no wait
+    assert waits == []
+    assert cluster.turn() == 3  # the queue's last three: wait out the linger
+    assert waits == [pytest.approx(0.04)]
+    assert cluster.turn() == 0  # nothing popped: the idle wait, not the linger
+    assert waits == [pytest.approx(0.04)]
