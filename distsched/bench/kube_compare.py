@@ -5,6 +5,9 @@
 (:mod:`distsched.kube.testenv`, binaries found as its docstring says):
 
 1. ``bind-only``: no scheduler; the bench binds each pod as it is created (the ceiling);
+   ``bind-event-only`` (only when asked for with ``--only``): the same, and the bench also
+   writes each pod's Scheduled event, as a scheduler must (the ceiling of one that takes no
+   time of its own);
 2. ``distsched``: the bench's roles (``kube-bridge``, ``--workers`` workers, a binder) on a
    private embedded server, pointed at the API server;
 3. ``kube-scheduler`` with scheduler_perf's client settings (QPS and burst 5000), and
@@ -35,6 +38,7 @@ from distsched.kube.config import load
 from distsched.kube.testenv import TestEnv, find_assets
 
 RUNS = ("bind-only", "distsched", "kube-scheduler", "kube-scheduler-defaults")
+CHOICES = (*RUNS, "bind-event-only")
 KUBE_SCHEDULER_CONFIG = """apiVersion: kubescheduler.config.k8s.io/v1
 kind: KubeSchedulerConfiguration
 clientConnection:
@@ -59,7 +63,10 @@ def one_run(
     started: list[Any] = []
     try:
         kube = KubeClient(load(str(env.kubeconfig)))
-        config = KubeBenchConfig(**{**config.__dict__, "bind_only": name == "bind-only"})
+        ceiling = name in ("bind-only", "bind-event-only")
+        config = KubeBenchConfig(
+            **{**config.__dict__, "bind_only": ceiling, "bind_events": name == "bind-event-only"}
+        )
         if name == "distsched":
             server = EmbeddedRedis(data_dir=workdir / name / "redis", appendfsync="no").start()
             started.append(server)
@@ -105,7 +112,12 @@ def one_run(
 @click.option("--pods", default=10000, show_default=True)
 @click.option("--workers", default=2, show_default=True)
 @click.option("--binders", default=1, show_default=True)
-@click.option("--only", multiple=True, type=click.Choice(RUNS), help="Runs to make (default: all).")
+@click.option(
+    "--only",
+    multiple=True,
+    type=click.Choice(CHOICES),
+    help="Runs to make (default: all but bind-event-only).",
+)
 @click.option("--timeout", type=float, default=900.0, show_default=True)
 @click.option("-o", "output", type=click.Choice(["text", "json"]), default="text")
 def main(
@@ -143,6 +155,8 @@ def main(
     ceiling, ours = overall.get("bind-only"), overall.get("distsched")
     if ceiling and ours:
         click.echo(f"distsched / bind-only ceiling: {ours / ceiling:.2f}")
+    if overall.get("bind-event-only") and ours:
+        click.echo(f"distsched / bind-event-only ceiling: {ours / overall['bind-event-only']:.2f}")
     for peer in ("kube-scheduler", "kube-scheduler-defaults"):
         if ours and overall.get(peer):
             click.echo(f"distsched / {peer}: {ours / overall[peer]:.2f}x")

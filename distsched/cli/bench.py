@@ -46,6 +46,11 @@ from distsched.cli.kube import kube_client, kubeconfig_options
     help="With --kubeconfig: no scheduler; the bench binds each pod as it is created "
     "(the API server's own ceiling).",
 )
+@click.option(
+    "--bind-events",
+    is_flag=True,
+    help="With --bind-only: also write each pod's Scheduled event (a scheduler's writes).",
+)
 @click.option("--keep", is_flag=True, help="With --kubeconfig: leave the objects in the cluster.")
 @redis_options
 def bench(**kwargs: Any) -> None:
@@ -54,7 +59,8 @@ def bench(**kwargs: Any) -> None:
 
     if kwargs.get("kubeconfig") or kwargs.get("bind_only"):
         sys.exit(_kube_bench(kwargs))
-    for option in ("kube_context", "scheduler_name", "bind_only", "keep", "kubeconfig"):
+    kube_options = ("kube_context", "scheduler_name", "bind_only", "bind_events", "keep")
+    for option in (*kube_options, "kubeconfig"):
         kwargs.pop(option, None)
     ctx = make_context(kwargs)
     # No URL is fine: the bench then starts its own embedded server.
@@ -88,6 +94,7 @@ def _kube_bench(kwargs: dict[str, Any]) -> int:
         pods=kwargs["pods"],
         scheduler_name=kwargs["scheduler_name"],
         bind_only=kwargs["bind_only"],
+        bind_events=kwargs["bind_events"],
         timeout_s=kwargs["timeout"],
         keep=kwargs["keep"],
     )
