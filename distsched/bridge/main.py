@@ -30,15 +30,19 @@ import redis
 from distsched import metrics
 from distsched.bridge.convert import MIRRORED, Obj
 from distsched.bridge.reflector import Reflector
+from distsched.cache.ledger import Ledger
+from distsched.clock import SYSTEM_CLOCK
 from distsched.connection import Backoff, RedisOptions, infrastructure_error
 from distsched.keys import Keys
 from distsched.kube.client import KubeClient
 from distsched.lease import Lease
+from distsched.model import Pod
 from distsched.redis_text import as_text
 from distsched.role_start import start_role
 from distsched.store import Store
 from distsched.store.codec import node_name_of, object_key, parse_meta, uid_of
-from distsched.store.mirror import Change, Fence, Fenced, StoreMirror
+from distsched.store.mirror import Change, Fence, Fenced, MirrorStats, StoreMirror
+from distsched.workers.eventhandlers import record_bound_pod
 
 log = logging.getLogger(__name__)
 
@@ -73,8 +77,16 @@ class MirrorWriter:
     each store write costs its round trips whatever its size, so after the first change
     the writer lets more gather for ``linger_s`` (a full list is written at once)."""
 
-    def __init__(self, store: Store, fence: Fence | None, *, linger_s: float = 0.0) -> None:
+    def __init__(
+        self,
+        store: Store,
+        fence: Fence | None,
+        *,
+        linger_s: float = 0.0,
+        ledger: Ledger | None = None,
+    ) -> None:
         self.store = store
+        self.ledger = ledger
         self.linger_s = linger_s
         self.sleep: Callable[[float], None] = time.sleep
         self.mirror = StoreMirror(store, fence=fence)
@@ -154,11 +166,50 @@ class MirrorWriter:
                     todo.append(change)
         if not todo:
             return 0
-        stats = self.mirror.apply(todo)
+        written = self._write(todo)
         for change in todo:
             op = "delete" if change.obj is None else "upsert"
             metrics.bridge_mirrored.labels(change.kind, op).inc()
-        return stats.created + stats.updated + stats.deleted
+        return written
+
+    def _write(self, changes: list[Change]) -> int:
+        """Write ``changes``. Pods bound by someone else (another scheduler, created bound)
+        whose room the ledger does not hold yet are written first and recorded in the
+        ledger before any pending pod of the batch is written: the store queues a pending
+        pod as it writes it, and a worker still behind on the store's events would
+        otherwise reserve that room for it (kube-scheduler's cache holds every bound pod
+        it has seen before it schedules the next one)."""
+        latest = {(c.kind, c.key): c for c in changes}  # as the mirror: the last one wins
+        foreign = self._not_in_ledger(
+            [c for c in latest.values() if c.kind == "Pod" and c.obj and node_name_of(c.obj)]
+        )
+        if not foreign:
+            stats = self.mirror.apply(changes)
+            return stats.created + stats.updated + stats.deleted
+        stats = self.mirror.apply(foreign)
+        self._hold_room(foreign)
+        first = {id(c) for c in foreign}
+        rest = [c for c in latest.values() if id(c) not in first]
+        more = self.mirror.apply(rest) if rest else MirrorStats()
+        return sum(x.created + x.updated + x.deleted for x in (stats, more))
+
+    def _not_in_ledger(self, bound: list[Change]) -> list[Change]:
+        """The bound pods the ledger holds on no node or on another one (ours are
+        reserved where they are bound)."""
+        if self.ledger is None or not bound:
+            return []
+        nodes = self.ledger.pod_nodes([c.key for c in bound])
+        return [c for c in bound if nodes.get(c.key) != node_name_of(c.obj or {})]
+
+    def _hold_room(self, bound: list[Change]) -> None:
+        """Record bound pods in the ledger (what the workers' handler of their bind event
+        does, done before the workers read it)."""
+        assert self.ledger is not None
+        for change in bound:
+            try:
+                record_bound_pod(self.ledger, Pod.from_dict(change.obj or {}))
+            except ValueError as exc:  # the workers' handler reports it too
+                log.warning("bridge: bound pod %s left out of the ledger: %s", change.key, exc)
 
     def _replace(self, kind: str, objs: list[Obj]) -> int:
         """A full list of ``kind``: what the store has and the list has not is deleted;
@@ -210,8 +261,7 @@ class MirrorWriter:
             for change in chunk:
                 if change.obj is not None:
                     self._remember(change, digest(change.obj))
-            stats = self.mirror.apply(chunk)
-            written += stats.created + stats.updated + stats.deleted
+            written += self._write(chunk)
         return written
 
     def _seed_digests(self, kind: str) -> None:
@@ -253,7 +303,9 @@ class Bridge:
         write_linger_s: float = 0.0,
     ) -> None:
         self.store = Store(client, keys)
-        self.writer = MirrorWriter(self.store, fence, linger_s=write_linger_s)
+        self.writer = MirrorWriter(
+            self.store, fence, linger_s=write_linger_s, ledger=Ledger(client, keys, SYSTEM_CLOCK)
+        )
         self.stop = threading.Event()
         self._next_epoch_check = 0.0
         self.reflectors = [

@@ -137,3 +137,39 @@ def test_the_bridge_writer_lets_changes_gather_for_its_linger(
     writer.replace("Node", [api_object(node("n1"), "node-uid")])
     assert writer.drain(1.0) == 1
     assert waits == [0.02]  # a list is not held back
+
+
+@pytest.mark.parametrize("holds_room", [True, False])
+def test_a_pod_bound_elsewhere_holds_its_room_before_pending_pods_are_queued(
+    r: redis.Redis, keys: Keys, clock: FakeClock, holds_room: bool
+) -> None:
+    """Another scheduler's pod and one of ours arrive in one bridge write. The store
+    queues ours as it writes it; a worker that pops it before reading the store's event
+    of the other pod must still find that pod's room taken in the ledger."""
+    from distsched.bridge.main import MirrorWriter
+
+    cluster = InProcessCluster(r, keys, clock)
+    ledger = cluster.worker.ledger if holds_room else None
+    writer = MirrorWriter(cluster.store, None, ledger=ledger)
+    writer.changes("Node", [Change.upsert(api_object(node("n1", cpu="4"), "node-uid"))])
+    writer.drain(1.0)
+    cluster.handle_events()
+    theirs = pod("theirs", cpu="3", nodeName="n1", schedulerName="someone-else")
+    writer.changes(
+        "Pod",
+        [
+            Change.upsert(api_object(theirs, "u-theirs")),
+            Change.upsert(api_object(pod("ours", cpu="2"), "u-ours")),
+        ],
+    )
+    writer.drain(1.0)
+    worker = cluster.worker
+    popped = worker.queue.pop(8, now_ms=clock.now_ms())  # no event read since
+    assert [p.key for p in popped] == ["default/ours"]
+    worker.schedule_one_batch(popped)
+    reserved = worker.ledger.pod_nodes(["default/ours"])
+    if holds_room:
+        assert reserved == {}  # refused by the ledger: n1 has 1 cpu left
+        assert worker.ledger.pod_nodes(["default/theirs"]) == {"default/theirs": "n1"}
+    else:
+        assert reserved == {"default/ours": "n1"}  # the race this closes: 5 cpu on 4
