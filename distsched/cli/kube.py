@@ -70,7 +70,7 @@ def kube_client(kubeconfig: str | None, context: str | None) -> Any:
 @click.option(
     "--write-linger-ms",
     type=click.IntRange(min=0),
-    default=20,
+    default=40,
     show_default=True,
     help="How long the API server's changes gather before one write into the store.",
 )

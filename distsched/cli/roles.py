@@ -55,7 +55,7 @@ def _assume_ttl_option(fn: Callable[..., Any]) -> Callable[..., Any]:
     type=click.IntRange(min=0),
     default=None,
     help="After a pop that emptied the queue, start the next turn this long after the last "
-    "one began, so that a trickle of pods is decided in batches  [default: 40 with "
+    "one began, so that a trickle of pods is decided in batches  [default: 80 with "
     "--kubeconfig, else 0]",
 )
 @click.option(

@@ -31,7 +31,7 @@ from distsched.workers.schedule_one import SchedulingWorker, WorkerConfig
 log = logging.getLogger(__name__)
 
 
-KUBE_POP_LINGER_MS = 40
+KUBE_POP_LINGER_MS = 80
 
 
 def pop_linger(kube: KubeMode | None) -> int:
