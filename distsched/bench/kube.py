@@ -38,6 +38,7 @@ from distsched.bench.checker import (
     check_topology_spread,
 )
 from distsched.bench.workloads import Names, Workload
+from distsched.event_log import ACTIONS, scheduled_message
 from distsched.kube.client import (
     EVENTS,
     NAMESPACES,
@@ -50,7 +51,7 @@ from distsched.kube.client import (
     create_request,
     delete_request,
 )
-from distsched.kube.events import micro_time
+from distsched.kube.events import new_event, object_reference
 from distsched.model import Node, Pod
 
 Obj = dict[str, Any]
@@ -325,20 +326,17 @@ def _scheduler_of(config: KubeBenchConfig) -> str:
 
 def scheduled_event(namespace: str, name: str, node: str) -> Obj:
     """The events.k8s.io "Scheduled" event kube-scheduler writes for a bound pod."""
-    now = time.time_ns()
-    return {
-        "apiVersion": "events.k8s.io/v1",
-        "kind": "Event",
-        "metadata": {"name": f"{name}.{now:x}", "namespace": namespace},
-        "eventTime": micro_time(now // 1_000_000),
-        "reportingController": "bench",
-        "reportingInstance": "bench",
-        "action": "Binding",
-        "reason": "Scheduled",
-        "regarding": {"apiVersion": "v1", "kind": "Pod", "namespace": namespace, "name": name},
-        "note": f"Successfully assigned {namespace}/{name} to {node}",
-        "type": "Normal",
-    }
+    return new_event(
+        object_reference({"metadata": {"namespace": namespace, "name": name}}),
+        None,
+        "Normal",
+        "Scheduled",
+        ACTIONS["Scheduled"],
+        scheduled_message(f"{namespace}/{name}", node),
+        reporting="bench",
+        instance="bench",
+        now_ms=time.time_ns() // 1_000_000,
+    )
 
 
 def _percentile(samples: Sequence[float], p: int) -> float:

@@ -70,6 +70,40 @@ def truncate(note: str) -> str:
     return note if len(note) <= NOTE_LIMIT else note[: NOTE_LIMIT - 4] + " ..."
 
 
+def new_event(
+    regarding: Obj,
+    related: Obj | None,
+    event_type: str,
+    reason: str,
+    action: str,
+    note: str,
+    *,
+    reporting: str,
+    instance: str,
+    now_ms: int,
+) -> Obj:
+    """An events.k8s.io/v1 Event about ``regarding`` (an :func:`object_reference`)."""
+    event: Obj = {
+        "apiVersion": "events.k8s.io/v1",
+        "kind": "Event",
+        "metadata": {
+            "name": f"{regarding['name']}.{time.time_ns():x}",
+            "namespace": regarding.get("namespace") or "default",
+        },
+        "eventTime": micro_time(now_ms),
+        "reportingController": reporting,
+        "reportingInstance": instance,
+        "action": action,
+        "reason": reason,
+        "regarding": regarding,
+        "note": truncate(note),
+        "type": event_type,
+    }
+    if related is not None:
+        event["related"] = related
+    return event
+
+
 @dataclass
 class _Entry:
     event: Obj
@@ -150,24 +184,17 @@ class EventRecorder:
                     return  # counted; written on refresh or when the series finishes
                 entry = known
             else:
-                event: Obj = {
-                    "apiVersion": "events.k8s.io/v1",
-                    "kind": "Event",
-                    "metadata": {
-                        "name": f"{ref['name']}.{time.time_ns():x}",
-                        "namespace": ref.get("namespace") or "default",
-                    },
-                    "eventTime": micro_time(now),
-                    "reportingController": reporting,
-                    "reportingInstance": f"{reporting}-{socket.gethostname()}",
-                    "action": action,
-                    "reason": reason,
-                    "regarding": ref,
-                    "note": truncate(note),
-                    "type": event_type,
-                }
-                if rel is not None:
-                    event["related"] = rel
+                event = new_event(
+                    ref,
+                    rel,
+                    event_type,
+                    reason,
+                    action,
+                    note,
+                    reporting=reporting,
+                    instance=f"{reporting}-{socket.gethostname()}",
+                    now_ms=now,
+                )
                 entry = self._cache[key] = _Entry(event, last_ms=now, refreshed_ms=now)
                 self.stats.by_reason[reason] = self.stats.by_reason.get(reason, 0) + 1
             wake = self._queue_locked([entry])
