@@ -11,6 +11,8 @@ import redis
 
 from distsched.clock import FakeClock
 from distsched.keys import Keys
+from distsched.queue_types import QueuedPod
+from distsched.workers.schedule_one import SchedulingWorker
 from tests.support.objects import node, pod
 from tests.workers.harness import InProcessCluster, decide_while_the_other_holds
 
@@ -38,6 +40,16 @@ def zonal_volume(name: str, zone: str, handle: str = "") -> Obj:
         "metadata": {"name": name, "labels": {ZONE: zone}},
         "spec": spec,
     }
+
+
+def one_pod_each(
+    cluster: InProcessCluster, other: SchedulingWorker, clock: FakeClock
+) -> tuple[list[QueuedPod], list[QueuedPod]]:
+    """After ``other`` has read every event, a pod popped by the cluster's first worker and
+    one popped by ``other``: two decisions about to be made at the same time."""
+    while other.informer.poll_once(0):
+        pass
+    return cluster.pop(1), other.queue.pop(1, now_ms=clock.now_ms())
 
 
 def user(name: str, *claims: str) -> Obj:
@@ -136,10 +148,7 @@ def test_concurrent_decisions_on_one_read_write_once_pod_claim_take_turns(
     cluster.create(claim("solo", volume="pv-solo", modes=("ReadWriteOncePod",)))
     cluster.create(user("a", "solo"), user("b", "solo"))
     cluster.handle_events()
-    while other.informer.poll_once(0):
-        pass
-    first = cluster.pop(1)
-    second = other.queue.pop(1, now_ms=clock.now_ms())
+    first, second = one_pod_each(cluster, other, clock)
     meanwhile, _ = decide_while_the_other_holds(cluster.worker, first, other, second)
     assert not meanwhile
     cluster.bind()
@@ -295,10 +304,7 @@ def test_a_second_worker_sees_the_first_ones_volume_on_the_node(
         )
     cluster.create(user("a", "c0"), user("b", "c1"))
     cluster.handle_events()
-    while other.informer.poll_once(0):
-        pass
-    first = cluster.pop(1)
-    second = other.queue.pop(1, now_ms=clock.now_ms())
+    first, second = one_pod_each(cluster, other, clock)
     cluster.schedule(first)
     other.schedule_one_batch(second)
     cluster.bind()
