@@ -285,6 +285,18 @@ class KubeClient:
             raise _unavailable(exc, verb, what) from exc
         return _decode(data) if data else {}
 
+    def get_text(self, path: str) -> str:
+        """GET a plain-text endpoint of the API server (``/metrics``)."""
+
+        async def get() -> str:
+            async with self._session.get(path, headers=self._headers(None), **self._extra()) as r:
+                body = await r.text()
+                if r.status >= 400:
+                    raise _error(r.status, body.encode(), "get", path)
+                return body
+
+        return self.run(get())
+
     def request(
         self,
         method: str,
@@ -442,13 +454,7 @@ class KubeClient:
         self, resource: Resource, name: str, patch: Obj, namespace: str | None = None
     ) -> Obj:
         """A strategic merge patch of the status subresource (conditions merge by type)."""
-        return self.request(
-            "PATCH",
-            resource.path(namespace, name, "status"),
-            body=patch,
-            content_type="application/strategic-merge-patch+json",
-            what=resource.describe(namespace, "status"),
-        )
+        return self.run(self.arequest(patch_status_request(resource, name, patch, namespace)))
 
     def bind(self, namespace: str, name: str, node: str, uid: str | None = None) -> None:
         """POST pods/{name}/binding (kube's DefaultBinder)."""
@@ -466,6 +472,19 @@ def binding_request(namespace: str, name: str, node: str, uid: str | None = None
         binding["metadata"]["uid"] = uid
     path = PODS.path(namespace, name, "binding")
     return Request("POST", path, binding, what=PODS.describe(namespace, "binding"))
+
+
+def patch_status_request(
+    resource: Resource, name: str, patch: Obj, namespace: str | None = None
+) -> Request:
+    """A strategic merge patch of the status subresource (conditions merge by type)."""
+    return Request(
+        "PATCH",
+        resource.path(namespace, name, "status"),
+        patch,
+        content_type="application/strategic-merge-patch+json",
+        what=resource.describe(namespace, "status"),
+    )
 
 
 def create_request(resource: Resource, obj: Obj, namespace: str | None = None) -> Request:

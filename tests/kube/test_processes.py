@@ -4,6 +4,7 @@ through the API server (as kubectl does); everything judged from the API server.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 from collections.abc import Iterator
@@ -20,7 +21,16 @@ from distsched.clock import SYSTEM_CLOCK
 from distsched.embedded import EmbeddedRedis
 from distsched.faults import MARKER_ENV, POINT_ENV, SECONDS_ENV
 from distsched.keys import Keys
-from distsched.kube.client import EVENTS, NODES, PODS, PVCS, STORAGE_CLASSES, KubeClient
+from distsched.kube.client import (
+    EVENTS,
+    NODES,
+    PODS,
+    PRIORITY_CLASSES,
+    PVCS,
+    STORAGE_CLASSES,
+    ApiError,
+    KubeClient,
+)
 from distsched.kube.testenv import TestEnv
 from tests.kube.helpers import api_node, api_pod, clean, node_of
 from tests.support.waits import wait_for
@@ -296,3 +306,41 @@ def test_a_wait_for_first_consumer_claim_gets_the_node_its_pod_is_bound_to(
     assert node_of(kube, "db") == "n-b"
     annotations = kube.get(PVCS, claim, "default")["metadata"].get("annotations") or {}
     assert annotations.get("volume.kubernetes.io/selected-node") == "n-b"
+
+
+def test_a_high_priority_pod_preempts_through_the_api_server(
+    kube: KubeClient, roles: tuple[ProcessGroup, EmbeddedRedis]
+) -> None:
+    """kube's PreemptPod through the API: each victim gets DisruptionTarget, is deleted
+    (uid precondition) and gets a Preempted event; the preemptor is nominated, then bound
+    where its victims were."""
+    group, _ = roles
+    high = {"apiVersion": "scheduling.k8s.io/v1", "kind": "PriorityClass",
+            "metadata": {"name": "distsched-test-high"}, "value": 10}  # fmt: skip
+    with contextlib.suppress(ApiError):
+        kube.create(PRIORITY_CLASSES, high)
+    try:
+        for i in range(2):
+            kube.create(NODES, api_node(f"n{i}", cpu="2"))
+        start(group)
+        low = [f"low{i}" for i in range(4)]
+        for name in low:
+            pod = api_pod(name, cpu="900m")
+            pod["spec"]["terminationGracePeriodSeconds"] = 0
+            kube.create(PODS, pod, "default")
+        wait_for("the low-priority pods bound", lambda: bound(kube, low), 60)
+        vip = api_pod("vip", cpu="1500m")
+        vip["spec"]["priorityClassName"] = "distsched-test-high"
+        kube.create(PODS, vip, "default")
+        wait_for("the preemptor bound", lambda: bound(kube, ["vip"]), 60)
+        pods, _ = kube.list(PODS, namespace="default")
+        left = {p["metadata"]["name"]: p["spec"]["nodeName"] for p in pods}
+        gone = sorted(set(low) - set(left))
+        assert len(gone) == 2, left  # the two pods of one node, no more
+        assert all(n != left["vip"] for name, n in left.items() if name != "vip")
+        preempted = wait_for("Preempted events", lambda: events_of(kube, "Preempted"), 20)
+        assert set(preempted) >= set(gone)
+        assert check_from_api(kube, {"default"}) == []
+    finally:
+        with contextlib.suppress(ApiError):
+            kube.delete(PRIORITY_CLASSES, "distsched-test-high")
