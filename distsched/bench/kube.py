@@ -26,9 +26,12 @@ import statistics
 import threading
 import time
 import uuid
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+from prometheus_client.parser import text_string_to_metric_families
 
 from distsched.bench.checker import (
     Cluster,
@@ -281,11 +284,13 @@ def run_kube_bench(kube: KubeClient, config: KubeBenchConfig) -> dict[str, Any]:
         measured = workload.measured_pods(names, 0, config.pods)
         keys = [f"{p['metadata']['namespace']}/{p['metadata']['name']}" for p in measured]
         _say(f"measuring: {len(measured)} {workload.name} pods created through the API server")
+        writes_before = api_writes(kube)
         start = time.monotonic()
         create_and_bind(kube, measured, config, node_names)
         created_end = time.monotonic()
         complete = _wait_bound(watch, keys, config.timeout_s, "measured pods")
         bound_times = [watch.bound_at[k] for k in keys if k in watch.bound_at]
+        writes = api_writes(kube) - writes_before
     finally:
         watch.stop()
     last = max(bound_times) if bound_times else time.monotonic()
@@ -312,10 +317,36 @@ def run_kube_bench(kube: KubeClient, config: KubeBenchConfig) -> dict[str, Any]:
         },
         "invariants": {"ok": not violations, "violations": violations[:20]},
         "watch_errors": watch.errors[:5],
+        "api_writes": {
+            "per_pod": round(sum(writes.values()) / max(len(bound_times), 1), 2),
+            "by_request": {k: v for k, v in writes.most_common()},
+        },
     }
     if not config.keep:
         _cleanup(kube, namespaces, node_names)
     return report
+
+
+WRITE_VERBS = frozenset({"POST", "PUT", "PATCH", "DELETE", "APPLY"})
+
+
+def api_writes(kube: KubeClient) -> Counter[str]:
+    """The API server's write requests so far (``apiserver_request_total``), by
+    "VERB resource[/subresource]": the measured phase's difference says what a scheduler
+    (and the bench's own creates) cost the API server per pod."""
+    counts: Counter[str] = Counter()
+    for family in text_string_to_metric_families(kube.get_text("/metrics")):
+        if family.name != "apiserver_request":
+            continue
+        for sample in family.samples:
+            labels = sample.labels
+            if sample.name != "apiserver_request_total" or labels.get("verb") not in WRITE_VERBS:
+                continue
+            what = labels.get("resource", "")
+            if labels.get("subresource"):
+                what += "/" + labels["subresource"]
+            counts[f"{labels['verb']} {what}"] += int(sample.value)
+    return counts
 
 
 def _scheduler_of(config: KubeBenchConfig) -> str:

@@ -52,6 +52,10 @@ def _say(message: str) -> None:
     print(f"[compare] {message}", file=sys.stderr, flush=True)
 
 
+# scheduler_perf's API server turns Priority admission off too: its pod templates set
+# spec.priority without a PriorityClass (PreemptionBasic's preemptors).
+SCHEDULER_PERF_ADMISSION_OFF = ("ServiceAccount", "TaintNodesByCondition", "Priority")
+
 SYNC_S = 3.0
 """Time a scheduler gets to start and list before the bench creates anything."""
 
@@ -59,7 +63,7 @@ SYNC_S = 3.0
 def one_run(
     name: str, config: KubeBenchConfig, workdir: Path, *, workers: int, binders: int
 ) -> dict[str, Any]:
-    env = TestEnv(workdir / name).start()
+    env = TestEnv(workdir / name, admission_off=SCHEDULER_PERF_ADMISSION_OFF).start()
     started: list[Any] = []
     try:
         kube = KubeClient(load(str(env.kubeconfig)))

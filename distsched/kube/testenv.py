@@ -81,6 +81,9 @@ class TestEnv:
 
     workdir: Path
     apiserver_args: list[str] = field(default_factory=list)
+    # Admission plugins off (see the module docstring); the benchmarks also turn off
+    # Priority, as scheduler_perf does, so that a pod may carry spec.priority itself.
+    admission_off: tuple[str, ...] = ("ServiceAccount", "TaintNodesByCondition")
     etcd: subprocess.Popen[bytes] | None = None
     apiserver: subprocess.Popen[bytes] | None = None
     apiserver_port: int = 0
@@ -134,7 +137,7 @@ class TestEnv:
             f"--service-account-key-file={self.workdir / 'sa.pub'}",
             f"--service-account-signing-key-file={self.workdir / 'sa.key'}",
             "--endpoint-reconciler-type=none",
-            "--disable-admission-plugins=ServiceAccount,TaintNodesByCondition",
+            f"--disable-admission-plugins={','.join(self.admission_off)}",
             "--service-cluster-ip-range=10.0.0.0/24",
             "--allow-privileged=true",
             *self.apiserver_args,

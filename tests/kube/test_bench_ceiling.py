@@ -31,6 +31,11 @@ def test_the_bind_only_ceilings_bind_every_pod_and_write_events_when_asked(
     report = run_kube_bench(kube, config)
     assert report["outcome"] == "complete" and report["bound"] == 12
     assert report["scheduler"] == ("bind-event-only" if with_events else "bind-only")
+    # The API server's own count of the measured phase's writes: each pod created and
+    # bound, and with events its Scheduled event.
+    writes = report["api_writes"]["by_request"]
+    assert writes["POST pods"] == 12 and writes["POST pods/binding"] == 12
+    assert writes.get("POST events", 0) == (12 if with_events else 0)
     events = [
         e
         for e in kube.list(EVENTS)[0]
