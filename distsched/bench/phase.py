@@ -1,6 +1,7 @@
 """The measured phase of a bench run: create the measured pods (at once or at a fixed
 rate), run the workload's churn, follow progress, and stop when every measured pod is
-bound (or the workload's ``target``: GangContention expects half), when progress stalls,
+bound (or deleted, for a workload whose measured pods may be preempted; or the
+workload's ``target``: GangContention expects half), when progress stalls,
 or at the deadline.
 
 Following progress must cost Redis little, since Redis CPU per pod is a result: every
@@ -26,7 +27,7 @@ from rich.progress import (
     TimeElapsedColumn,
 )
 
-from distsched.bench.workloads import ZONES, Names, Obj, churn_pod, node
+from distsched.bench.workloads import ZONES, Names, Obj, PodFactory, churn_pod, node
 from distsched.keys import Keys
 from distsched.output import err_console
 from distsched.store import NotFound, Store, parse_meta
@@ -41,11 +42,21 @@ class BindTracker:
     """Which of a set of pods are bound, and the resourceVersion of each binding (a bound
     pod is never written again, so its meta rv is the bind's rv)."""
 
-    def __init__(self, client: redis.Redis, keys: Keys, pod_keys: Sequence[str]) -> None:
+    def __init__(
+        self,
+        client: redis.Redis,
+        keys: Keys,
+        pod_keys: Sequence[str],
+        *,
+        deleted_done: bool = False,
+    ) -> None:
         self._client = client
         self._meta = keys.store_meta("Pod")
         self.pending: list[str] = list(pod_keys)
         self.bind_rv: dict[str, int] = {}
+        # deleted_done: a pod gone from the store (preempted) is done, not pending.
+        self.deleted_done = deleted_done
+        self.deleted: list[str] = []
         self.calls = 0
 
     def poll(self) -> int:
@@ -63,10 +74,12 @@ class BindTracker:
                 meta = parse_meta(raw) if raw is not None else None
                 if meta is not None and meta.node:
                     self.bind_rv[key] = int(meta.rv)
+                elif raw is None and self.deleted_done:
+                    self.deleted.append(key)
                 else:
                     still.append(key)
         self.pending = still
-        return len(self.bind_rv)
+        return len(self.bind_rv) + len(self.deleted)
 
     @property
     def bound(self) -> int:
@@ -109,6 +122,23 @@ class Churn:
 
 
 @dataclass
+class CreateChurn:
+    """scheduler_perf's churn op in "create" mode: every step creates one more pod from
+    the workload's template (PreemptionAsync: a high-priority pod that must preempt) and
+    deletes nothing."""
+
+    store: Store
+    names: Names
+    template: PodFactory
+    step: int = 0
+    deleted_init: list[str] = field(default_factory=list)  # none: the Churn interface
+
+    def run_step(self) -> None:
+        self.store.create(self.template(self.names, self.step))
+        self.step += 1
+
+
+@dataclass
 class PhaseResult:
     start: float  # monotonic time the first measured pod was created
     end: float
@@ -129,7 +159,7 @@ class MeasuredPhase:
     stall_s: float
     checkpoint: Callable[[], object]
     check_alive: Callable[[], None]
-    churn: Churn | None = None
+    churn: Churn | CreateChurn | None = None
     churn_interval_s: float = 0.25
     baseline_bound: int = 0
     target: int | None = None  # measured pods bound that complete the phase (None: all)

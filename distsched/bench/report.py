@@ -23,6 +23,9 @@ Definitions (also in BENCHMARKS.md):
 * gangs (gang workloads only, else null): see :mod:`distsched.bench.gangs`.
 * placement.pods_per_node: min, max, mean and stddev of the bound pods (init and measured)
   per node, every node counted: how evenly several workers spread identical pods.
+* churn (churn workloads only, else null): ``steps`` taken; ``preemptors_bound`` of the
+  pods the churn created (PreemptionAsync); ``measured_preempted``: measured pods deleted
+  as victims (PreemptionAsync counts them done).
 """
 
 from __future__ import annotations
@@ -71,6 +74,7 @@ class RawRun:
     warnings: list[str]
     gangs: dict[str, Any] | None = None  # gang workloads: bench.gangs.gang_figures
     placement: dict[str, float] | None = None  # bound pods per node: runner.placement_figures
+    churn: dict[str, int] | None = None  # churn workloads: what the churn did
 
 
 def _round(value: float | None, digits: int = 4) -> float | None:
@@ -178,6 +182,7 @@ def build_result(run: RawRun) -> dict[str, Any]:
         },
         "gangs": run.gangs,
         "placement": {"pods_per_node": run.placement},
+        "churn": run.churn,
         "invariants": {"ok": not run.violations, "violations": run.violations},
         "warnings": run.warnings,
     }

@@ -41,6 +41,7 @@ from distsched.bench.phase import (
     CREATE_CHUNK,
     BindTracker,
     Churn,
+    CreateChurn,
     MeasuredPhase,
     create_chunked,
 )
@@ -547,9 +548,13 @@ def _measure(
         _say(f"creating {len(volumes) // 2} claims and their PVs for the measured pods")
         create_chunked(store, volumes)
     pod_keys = [f"{p['metadata']['namespace']}/{p['metadata']['name']}" for p in pods]
-    tracker = BindTracker(client, keys, pod_keys)
+    tracker = BindTracker(client, keys, pod_keys, deleted_done=workload.measured_evictable)
     layout = GangLayout.of(setup, pods) if workload.gangs else None
-    churn = Churn(store, names, init_keys) if workload.churn else None
+    churn: Churn | CreateChurn | None = None
+    if workload.churn:
+        churn = Churn(store, names, init_keys)
+    elif workload.churn_creates is not None:
+        churn = CreateChurn(store, names, workload.churn_creates)
     pipe = client.pipeline(transaction=False)
     pipe.hlen(keys.ledger_pods)
     pipe.zcard(keys.ledger_assumed)
@@ -608,9 +613,8 @@ def _measure(
         )
     _say("draining and checking invariants")
     drain(deployment)
-    expected = (
-        set(pod_keys) if workload.expected_bound(config.nodes, config.pods) == len(pods) else set()
-    )
+    everyone = workload.expected_bound(config.nodes, config.pods) == len(pods)
+    expected = set(pod_keys) if everyone and not workload.measured_evictable else set()
     if workload.init_schedulable and not workload.init_evictable:
         expected.update(init_keys)
     violations = checker.check(client, keys, expect_bound=expected, history=history)
@@ -673,4 +677,24 @@ def _measure(
         warnings=warnings,
         gangs=gangs,
         placement=placement,
+        churn=churn_figures(client, keys, names, churn, tracker),
     )
+
+
+def churn_figures(
+    client: redis.Redis,
+    keys: Keys,
+    names: Names,
+    churn: Churn | CreateChurn | None,
+    tracker: BindTracker,
+) -> dict[str, int] | None:
+    """What the churn did (see report.py's ``churn``); None without churn."""
+    if churn is None:
+        return None
+    figures = {"steps": churn.step, "measured_preempted": len(tracker.deleted)}
+    if isinstance(churn, CreateChurn) and churn.step:
+        created = [churn.template(names, i)["metadata"] for i in range(churn.step)]
+        figures["preemptors_bound"] = len(
+            placed_pods(client, keys, [f"{m['namespace']}/{m['name']}" for m in created])
+        )
+    return figures

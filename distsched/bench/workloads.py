@@ -354,7 +354,10 @@ class Workload:
     pods when none is asked for; ``init_schedulable`` says whether init pods are waited
     for (and expected bound at the end unless ``init_evictable``); ``max_measured`` is
     how many measured pods can all be scheduled (None: no limit); with ``churn`` the
-    runner recreates objects every ``churn_interval_s`` while measured pods schedule;
+    runner recreates objects every ``churn_interval_s`` while measured pods schedule
+    (MixedChurn); with ``churn_creates`` it creates one more such pod every
+    ``churn_interval_s`` and deletes nothing (scheduler_perf's churn op in "create" mode);
+    ``measured_evictable``: a measured pod may be preempted, and one deleted counts as done;
     ``needs`` names the plugins without which the workload cannot pass; ``zones`` are the
     zone labels given to nodes in turn (empty: no zone label).
 
@@ -378,6 +381,8 @@ class Workload:
     max_measured: Callable[[int, int], int | None] = lambda _nodes, _init: None
     churn: bool = False
     churn_interval_s: float = 0.25
+    churn_creates: PodFactory | None = None
+    measured_evictable: bool = False
     needs: tuple[str, ...] = ()
     zones: tuple[str, ...] = ()
     gangs: bool = False
@@ -409,6 +414,17 @@ class Workload:
         if self.measured_all is not None:
             return self.measured_all(names, start + count)[start:]
         return [self.measured_pod(names, i) for i in range(start, start + count)]
+
+
+def _low_priority(names: Names, i: int) -> Obj:
+    """scheduler_perf's pod-low-priority.yaml: 900m, deleted at once (no grace period)."""
+    no_grace = {"terminationGracePeriodSeconds": 0}
+    return pod(f"init-{i:06d}", names.init_ns, cpu="900m", spec=no_grace)
+
+
+def _high_priority(name: str, namespace: str) -> Obj:
+    """scheduler_perf's pod-high-priority.yaml: priority 10, 3 cpu."""
+    return pod(name, namespace, cpu="3", priority=10)
 
 
 WORKLOADS: dict[str, Workload] = {
@@ -478,12 +494,25 @@ WORKLOADS: dict[str, Workload] = {
         Workload(
             "PreemptionBasic",
             "low-priority 900m pods fill every node; priority-10 3-cpu pods preempt",
-            init_pod=lambda n, i: pod(f"init-{i:06d}", n.init_ns, cpu="900m"),
-            measured_pod=lambda n, i: pod(f"pod-{i:06d}", n.measured_ns, cpu="3", priority=10),
+            init_pod=_low_priority,
+            measured_pod=lambda n, i: _high_priority(f"pod-{i:06d}", n.measured_ns),
             default_init=lambda nodes, _pods: 4 * nodes,
             init_evictable=True,
             max_measured=lambda nodes, _init: nodes,
             needs=("DefaultPreemption",),
+        ),
+        Workload(
+            "PreemptionAsync",
+            "nodes full of low-priority 900m pods; a priority-10 3-cpu pod every 0.2 s "
+            "preempts while plain pods are measured",
+            init_pod=_low_priority,
+            default_init=lambda nodes, _pods: 4 * nodes,
+            init_evictable=True,
+            max_measured=lambda nodes, _init: nodes,
+            needs=("DefaultPreemption",),
+            churn_creates=lambda n, i: _high_priority(f"preemptor-{i:06d}", n.init_ns),
+            churn_interval_s=0.2,
+            measured_evictable=True,
         ),
         Workload(
             "SchedulingCSIPVs",

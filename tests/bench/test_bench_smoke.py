@@ -124,3 +124,19 @@ def test_csi_volumes_smoke() -> None:
     assert code == 0, stderr
     assert result["bound"] == 50
     assert result["invariants"] == {"ok": True, "violations": []}
+
+
+def test_preemption_async_smoke() -> None:
+    """Upstream's PreemptionAsync, small: while plain pods arrive (10/s for 2 s), a
+    priority-10 pod every 0.2 s preempts low-priority ones; every measured pod ends bound
+    (or preempted itself, which counts as done), preemptors bind, invariants hold."""
+    code, result, stderr = _bench(
+        "--workload", "PreemptionAsync", "--nodes", "20", "--pods", "20", "--rate", "10",
+        "--workers", "1",
+    )  # fmt: skip
+    assert code == 0, stderr
+    assert result["outcome"] == "complete"
+    churn = result["churn"]
+    assert churn["steps"] >= 5 and churn["preemptors_bound"] >= 1
+    assert result["bound"] + churn["measured_preempted"] == 20
+    assert result["invariants"] == {"ok": True, "violations": []}
