@@ -67,11 +67,11 @@ def _assume_ttl_option(fn: Callable[..., Any]) -> Callable[..., Any]:
 )
 @click.option(
     "--even-placement/--no-even-placement",
-    default=False,
+    default=True,
     envvar="DISTSCHED_EVEN_PLACEMENT",
     show_default=True,
-    help="Refuse a node another worker filled since this worker's view, and decide again: "
-    "several workers spread pods as evenly as one, at the cost of those conflicts.",
+    help="With several workers: refuse a node another worker filled since this worker's "
+    "view, and decide again, so that they spread pods as evenly as one.",
 )
 @_assume_ttl_option
 @_metrics_option

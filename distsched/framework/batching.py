@@ -145,10 +145,12 @@ class _Entry:
     """
 
     __slots__ = (
+        "drop",
         "gen",
         "nonzero",
         "normalized",
         "passed",
+        "picks",
         "pre_filter",
         "pre_score",
         "raw",
@@ -176,6 +178,34 @@ class _Entry:
         # with whether it is the same for every node (then it cannot change the winner).
         self.nonzero: dict[str, int] = {}
         self.zeros_normalized: dict[tuple[str, int], tuple[np.ndarray, bool]] = {}
+        # The nodes the last pods of the signature went to (slot -> its score and the
+        # snapshot's version then), and what one such pod costs a node's score (0: not
+        # seen yet). A pod's sample of nodes rotates, so the node the previous pod went to
+        # is seldom in the next one's: a few picks are kept.
+        self.picks: dict[int, tuple[int, int]] = {}
+        self.drop = 0
+
+    def one_pod_drop(self, snapshot: Snapshot, feasible: np.ndarray, scores: np.ndarray) -> int:
+        """What one pod of this signature costs a node's score, as last observed: the
+        score of a node a recent pod went to, then and now, when nothing but that pod's
+        placement changed the node since (it touches the slot once or twice, right after
+        the pick; any later change gives the slot a later generation)."""
+        for slot, (before, version) in list(self.picks.items()):
+            if not version < snapshot.generation[slot] <= version + 2:
+                del self.picks[slot]
+                continue
+            at = (feasible == slot).nonzero()[0]
+            if at.size:
+                drop = before - int(scores[at[0]])
+                if drop > 0:
+                    self.drop = drop
+                del self.picks[slot]
+        return self.drop
+
+    def picked(self, slot: int, score: int, version: int) -> None:
+        if len(self.picks) >= _KEPT_PICKS:
+            del self.picks[next(iter(self.picks))]
+        self.picks[slot] = (score, version)
 
     def fresh(self, snapshot: Snapshot, where: slice | np.ndarray) -> np.ndarray:
         """Whether the cached answers of the slots ``where`` selects still hold."""
@@ -196,6 +226,9 @@ class _Entry:
         if not stale.size:
             return slots
         return np.union1d(slots, stale)
+
+
+_KEPT_PICKS = 8
 
 
 class BatchScheduler:
@@ -292,7 +325,14 @@ class BatchScheduler:
         if scores is None:
             return None
         fw.next_start_node_index = next_start
-        index = select_host(feasible, scores, fw.rng.randrange, snapshot.tie_preference)
+        prefer = snapshot.tie_preference
+        slack = 0
+        if prefer is not None and snapshot.tie_slack_pods:
+            slack = entry.one_pod_drop(snapshot, feasible, scores) * snapshot.tie_slack_pods
+        index = select_host(feasible, scores, fw.rng.randrange, prefer, slack)
+        if prefer is not None:
+            score = int(scores[(feasible == index).nonzero()[0][0]])
+            entry.picked(index, score, snapshot.version)
         return ScheduleResult(snapshot.node_name(index), index, evaluated, int(feasible.size))
 
     def _pre_filter(self, state: CycleState, pod: Pod, snapshot: Snapshot) -> _PreFilter:

@@ -224,19 +224,30 @@ def prioritize_nodes(
 
 
 def select_host(  # type: ignore[no-untyped-def]
-    feasible: np.ndarray, scores: np.ndarray, randrange, prefer: np.ndarray | None = None
+    feasible: np.ndarray,
+    scores: np.ndarray,
+    randrange,
+    prefer: np.ndarray | None = None,
+    slack: int = 0,
 ) -> int:
     """A node with the highest score, uniformly at random among ties (kube's reservoir).
-    ``prefer`` (a bool per snapshot slot, or None) narrows the ties to the preferred nodes
-    when any of them is among the best: several workers, each preferring its own share of
-    the nodes, then rarely pick the same one of equally good nodes."""
-    best = (scores == np.maximum.reduce(scores)).nonzero()[0]
-    if best.size == 1:
+    ``prefer`` (a bool per snapshot slot, or None) narrows the choice to the preferred
+    nodes when any of them scores within ``slack`` of the best (the best preferred ones
+    then, at random among their ties): several workers, each preferring its own share of
+    the nodes, then rarely pick the same one of equally good nodes, nor leave their own
+    share for a node that only looks better because their view lags the others'
+    reservations (``slack``: what one more such pod costs a node's score)."""
+    top = np.maximum.reduce(scores)
+    best = (scores == top).nonzero()[0]
+    if best.size == 1 and not slack:
         return int(feasible[best[0]])
     if prefer is not None:
-        slots = feasible[best]
+        near = best if not slack else (scores >= top - slack).nonzero()[0]
+        slots = feasible[near]
         inside = slots < prefer.size
-        mine = best[inside][prefer[slots[inside]]]
+        mine = near[inside][prefer[slots[inside]]]
         if mine.size:
+            if slack:
+                mine = mine[scores[mine] == np.maximum.reduce(scores[mine])]
             best = mine
     return int(feasible[best[randrange(best.size)]])

@@ -55,7 +55,7 @@ def run_worker(
     lease_ms: int | None = None,
     assume_ttl_ms: int | None = None,
     kube: KubeMode | None = None,
-    even_placement: bool = False,
+    even_placement: bool = True,
     pop_linger_ms: int | None = None,
 ) -> None:
     try:

@@ -118,22 +118,30 @@ class WorkerConfig:
     # How often one of the workers runs the consistency sweep (maintenance.ConsistencySweep).
     sweep_interval_s: float = 60.0
     # With several workers, each prefers its own share of the nodes among equally scored
-    # ones (schedule.select_host), so that they rarely pick the same node: the live
-    # workers (consumers of q:events active within share_idle_ms), re-read every
-    # share_refresh_s. False: ties are broken uniformly at random, as kube does.
+    # ones, and among nearly equal ones (up to the others' unreserved pods per node below
+    # the best: its view of their shares lags by that much), so that they
+    # rarely pick the same node (schedule.select_host): the live workers (consumers of
+    # q:events active within share_idle_ms), re-read every share_refresh_s (a worker
+    # that joins is counted by all within it). False: ties are broken uniformly at
+    # random, as kube does.
     share_ties: bool = True
-    share_refresh_s: float = 5.0
+    share_refresh_s: float = 0.5
     share_idle_ms: int = 15_000
-    # Refuse a reservation on a node another worker put pods on since this worker's view
-    # (Decision.seen_pods), and decide the pod again: several workers then spread pods as
-    # evenly as one does, at the cost of those conflicts (BENCHMARKS.md, issue 23).
-    even_placement: bool = False
+    # With several live workers: refuse a reservation on a node another worker put pods
+    # on since this worker's view (Decision.seen_pods), and decide the pod again: several
+    # workers then spread pods as evenly as one does. With the shares of the nodes above
+    # such collisions are rare, so the refusals cost little (BENCHMARKS.md, issue 23).
+    even_placement: bool = True
     # After a pop that found fewer pods than it asked for (the queue drained), the next
     # turn starts this long after the last one began: at a trickle of pods (a real
     # cluster's creations) each turn then decides several pods instead of one or two, and
     # a turn's fixed cost (its Redis round trips, the binding job) is shared. A pod waits
     # at most this long more; full pops (a backlog) never wait.
     pop_linger_s: float = 0.0
+
+
+# The least a pop may be held to by the share of the nodes (see _refresh_share).
+MIN_SHARE_POP = 64
 
 
 def next_pop_size(config: WorkerConfig, popped: int, current: int, elapsed_s: float) -> int:
@@ -318,6 +326,7 @@ class SchedulingWorker:
         # count) it was computed for, and when to look at the live workers again.
         self._share: tuple[int, int, int] = (0, 1, 0)
         self._share_due = 0.0
+        self._share_size = self.config.batch  # pods a pop may take (see _refresh_share)
 
     # ------------------------------------------------------------------ start-up
     def _setup_periodic(self) -> None:
@@ -336,10 +345,11 @@ class SchedulingWorker:
         )
 
     def _refresh_share(self) -> None:
-        """Which nodes this worker prefers among equally scored ones: those whose name
-        hashes to its index among the live workers (every worker computes the same split;
-        one that joins or leaves changes it within share_refresh_s)."""
-        if not self.config.share_ties:
+        """How many workers are live, and which nodes this worker prefers among equally
+        scored ones: those whose name hashes to its index among the live workers (every
+        worker computes the same split; one that joins or leaves changes it within
+        share_refresh_s). Even placement checks only when several are live."""
+        if not (self.config.share_ties or self.config.even_placement):
             return
         now = time.monotonic()
         nodes = self.snapshot.num_nodes
@@ -358,14 +368,35 @@ class SchedulingWorker:
         if (index, count, nodes) == self._share and self.snapshot.tie_preference is not None:
             return
         self._share = (index, count, nodes)
-        if count <= 1:
+        if count <= 1 or not self.config.share_ties:
             self.snapshot.tie_preference = None
+            self._share_size = self.config.batch
             return
         slots = self.snapshot.node_indices()
         mask = np.zeros(int(slots.max()) + 1 if slots.size else 0, dtype=bool)
         for slot in slots.tolist():
             mask[slot] = zlib.crc32(self.snapshot.node_name(slot).encode()) % count == index
         self.snapshot.tie_preference = mask
+        # A batch bigger than the share would leave the others' view of it more than a
+        # pod per node behind: pops are held to the share's size (small clusters only;
+        # never below MIN_SHARE_POP, where evenness matters less than round trips).
+        self._share_size = max(MIN_SHARE_POP, int(np.count_nonzero(mask)))
+
+    def _set_tie_slack(self, batch_size: int) -> None:
+        """Right after a pop (the view refreshed just before it): how many pods fuller
+        than the best a node of this worker's share may be and still be preferred: what
+        the other workers have popped and not reserved yet (the leases besides this
+        batch's; what they reserved is in this worker's view), spread over their shares.
+        Nodes of other shares look emptier than they are by that much; when nobody else
+        is deciding, exact ties only (a worker that popped more than the others then
+        evens out onto their nodes)."""
+        prefer = self.snapshot.tie_preference
+        if prefer is None:
+            self.snapshot.tie_slack_pods = 0
+            return
+        unseen = max(0, int(self.client.zcard(self.keys.inflight)) - batch_size)
+        others = max(1, self.snapshot.num_nodes - int(np.count_nonzero(prefer)))
+        self.snapshot.tie_slack_pods = -(-unseen // others)
 
     def _reclaim_leases(self) -> int:
         keys = self.queue.reclaim_expired_leases(now_ms=self.clock.now_ms())
@@ -539,7 +570,9 @@ class SchedulingWorker:
         self.periodic.tick()
         self._refresh_share()
         popped = self.queue.pop(
-            self.pop_size, now_ms=self.clock.now_ms(), unacknowledged=self._not_attempted
+            min(self.pop_size, self._share_size),
+            now_ms=self.clock.now_ms(),
+            unacknowledged=self._not_attempted,
         )
         if not popped:
             linger = self._linger_left()
@@ -549,6 +582,7 @@ class SchedulingWorker:
             self._flush_bindings()
             return 0
         pause_at("pop", [p.key for p in popped])
+        self._set_tie_slack(len(popped))
         started = time.monotonic()
         try:
             self.schedule_one_batch(popped)
@@ -1029,7 +1063,7 @@ class SchedulingWorker:
         # decisions (they are assumed in the snapshot already), which the ledger has
         # unless another worker put pods there since. Left out on a pod's last try, so
         # that evenness never fails a pod.
-        even = self.config.even_placement
+        even = self.config.even_placement and self._share[1] > 1
         batch_on_node = Counter(a.node for a in batch) if even else Counter()
         pods_col = self.snapshot.table.requested[:, PODS_COL]
         for attempt in batch:

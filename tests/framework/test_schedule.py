@@ -245,3 +245,26 @@ def test_select_host_prefers_its_share_of_the_ties_only_among_the_best() -> None
     # A slot beyond the mask (a node added since it was computed) counts as not preferred.
     short = np.array([False, False, True])
     assert {select_host(feasible, scores, rng.randrange, short) for _ in range(50)} == {2}
+
+
+def test_select_host_stays_in_its_share_within_the_slack() -> None:
+    import random
+
+    import numpy as np
+
+    from distsched.framework.schedule import select_host
+
+    feasible = np.array([10, 11, 12, 13])
+    scores = np.array([100, 97, 98, 90])
+    prefer = np.zeros(14, dtype=bool)
+    prefer[[11, 12, 13]] = True
+    rng = random.Random(3)
+    # Slack 2: the best preferred node within 2 of the best (98), not the best (100), not
+    # a preferred one further down (97 is within 3 only).
+    assert {select_host(feasible, scores, rng.randrange, prefer, 2) for _ in range(50)} == {12}
+    assert {select_host(feasible, scores, rng.randrange, prefer, 3) for _ in range(50)} == {12}
+    # No preferred node within the slack: the best, as without a preference.
+    prefer[[11, 12]] = False
+    assert {select_host(feasible, scores, rng.randrange, prefer, 5) for _ in range(50)} == {10}
+    # Without a preference the slack means nothing.
+    assert {select_host(feasible, scores, rng.randrange, None, 5) for _ in range(50)} == {10}
