@@ -142,6 +142,9 @@ class WorkerConfig:
 
 # The least a pop may be held to by the share of the nodes (see _refresh_share).
 MIN_SHARE_POP = 64
+# Even placement's check runs for batches decided while the other workers' undecided
+# pods come to at least this many per node of their shares (see _set_tie_slack).
+EVEN_CHECK_LAG = 0.5
 
 
 def next_pop_size(config: WorkerConfig, popped: int, current: int, elapsed_s: float) -> int:
@@ -327,6 +330,7 @@ class SchedulingWorker:
         self._share: tuple[int, int, int] = (0, 1, 0)
         self._share_due = 0.0
         self._share_size = self.config.batch  # pods a pop may take (see _refresh_share)
+        self._lag_per_node = 0.0  # see _set_tie_slack
 
     # ------------------------------------------------------------------ start-up
     def _setup_periodic(self) -> None:
@@ -391,12 +395,18 @@ class SchedulingWorker:
         is deciding, exact ties only (a worker that popped more than the others then
         evens out onto their nodes)."""
         prefer = self.snapshot.tie_preference
-        if prefer is None:
-            self.snapshot.tie_slack_pods = 0
+        self.snapshot.tie_slack_pods = 0
+        self._lag_per_node = 0.0
+        workers = self._share[1]
+        if workers <= 1:
             return
         unseen = max(0, int(self.client.zcard(self.keys.inflight)) - batch_size)
-        others = max(1, self.snapshot.num_nodes - int(np.count_nonzero(prefer)))
-        self.snapshot.tie_slack_pods = -(-unseen // others)
+        nodes = self.snapshot.num_nodes
+        mine = int(np.count_nonzero(prefer)) if prefer is not None else nodes // workers
+        others = max(1, nodes - mine)
+        self._lag_per_node = unseen / others
+        if prefer is not None:
+            self.snapshot.tie_slack_pods = -(-unseen // others)
 
     def _reclaim_leases(self) -> int:
         keys = self.queue.reclaim_expired_leases(now_ms=self.clock.now_ms())
@@ -1063,7 +1073,15 @@ class SchedulingWorker:
         # decisions (they are assumed in the snapshot already), which the ledger has
         # unless another worker put pods there since. Left out on a pod's last try, so
         # that evenness never fails a pod.
-        even = self.config.even_placement and self._share[1] > 1
+        # Only where the lag can move a node's level: on a cluster small for its workers
+        # (a share smaller than a batch), or while the others' undecided pods come to
+        # half a pod per node; on a large cluster they are a fraction of a pod per node
+        # and the shares suffice.
+        even = (
+            self.config.even_placement
+            and self._share[1] > 1
+            and (self._share_size < self.config.batch or self._lag_per_node >= EVEN_CHECK_LAG)
+        )
         batch_on_node = Counter(a.node for a in batch) if even else Counter()
         pods_col = self.snapshot.table.requested[:, PODS_COL]
         for attempt in batch:

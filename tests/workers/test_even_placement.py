@@ -38,6 +38,7 @@ def race(r: redis.Redis, keys: Keys, clock: FakeClock, *, even: bool) -> tuple[s
     cluster.handle_events()
     first_pop = cluster.pop(1)
     second_pop = second.queue.pop(1, now_ms=clock.now_ms())
+    second._set_tie_slack(len(second_pop))  # as run_once does: the first's pod undecided
     cluster.schedule(first_pop)
     second.schedule_one_batch(second_pop)  # its view: n1 still empty
     cluster.bind()
