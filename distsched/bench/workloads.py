@@ -17,7 +17,8 @@ Harder variants chosen for this project keep their own names: ``...ThreeZones`` 
 nodes over three zones (node affinity then excludes a third of the nodes; pod affinity
 has domains to choose from), ``TopologySpreadingMaxSkew1`` is maxSkew 1 with 1,000 init
 pods per 5,000 nodes. Unschedulable and MixedChurn are this project's (MixedChurn also
-deletes bound pods).
+deletes bound pods). PreemptionAsync is upstream's: while the measured plain pods
+arrive, a priority-10 pod every 0.2 s must preempt (its churn op in "create" mode).
 
 Gangs (issue 22): ``GangScheduling`` is upstream's gangscheduling/performance-config.yaml
 (kube 1.36): PodGroups ``gang-<k>`` of ``scheduling.k8s.io/v1alpha2`` with gang minCount 3
