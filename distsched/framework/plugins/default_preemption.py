@@ -183,9 +183,11 @@ class _DryRun:
         budgets: list[Budget],
         nominator: PodNominator | None,
         pod: Pod,
+        nominated: list[PodInfo] | None = None,
     ) -> _DryRun | None:
         """The dry run of ``node_index`` for a pod of ``priority`` (None: no pod there has
-        a lower priority, nothing to evict)."""
+        a lower priority, nothing to evict); ``nominated``: the node's nominated pods to
+        add, when the caller has them already."""
         potential = [i for i in snapshot.pods_on(node_index).values() if i.priority < priority]
         if not potential:
             return None
@@ -193,7 +195,8 @@ class _DryRun:
         violating, fine, which = filter_pods_with_pdb_violation(potential, budgets)
         order = [(info, True) for info in violating] + [(info, False) for info in fine]
         name = snapshot.node_name(node_index)
-        nominated = nominated_to_add(nominator, pod, priority, name)
+        if nominated is None:
+            nominated = nominated_to_add(nominator, pod, priority, name)
         return cls(potential, order, which, nominated, Candidate(node_index, name, []))
 
     def settle(self, info: PodInfo, counts: bool, fits: bool) -> None:
@@ -214,6 +217,29 @@ class _DryRun:
         return self.candidate
 
 
+# Dry-run outcomes kept per node (see DefaultPreemption._remembered).
+_DRY_RUN_CACHE = 16384
+
+
+@dataclass(frozen=True, slots=True)
+class _Outcome:
+    """A node's dry-run outcome for one kind of preemptor, with what it was computed
+    from that a key cannot hold by value (kept alive so that their ids stay theirs)."""
+
+    candidate: Candidate | None
+    status: Status | None
+    inputs: tuple[Any, ...]
+
+    def copy(self) -> tuple[Candidate | None, Status | None]:
+        c = self.candidate
+        if c is None:
+            return None, self.status
+        return Candidate(
+            c.node_index, c.node_name, list(c.victims), c.num_pdb_violations,
+            list(c.violations), list(c.spared),
+        ), self.status  # fmt: skip
+
+
 class DefaultPreemption(PostFilterPlugin):
     name = NAME
     # False: dry-run one node at a time even when nodes are independent (the reference
@@ -222,6 +248,9 @@ class DefaultPreemption(PostFilterPlugin):
     # False: move pods in lockstep dry runs even when only the nodes' free resources
     # matter to the filters (the reference the usage-only dry run is tested against).
     by_usage = True
+    # False: dry-run every node for every preemptor (the reference the remembered
+    # outcomes are tested against).
+    remember = True
 
     def __init__(
         self, *, min_percentage: int, min_absolute: int, handle: Handle, rng: random.Random
@@ -231,6 +260,8 @@ class DefaultPreemption(PostFilterPlugin):
         self.handle = handle
         self.rng = rng
         self.framework: Framework | None = None
+        self._outcomes: dict[tuple[Any, ...], _Outcome] = {}
+        self._outcomes_of: Snapshot | None = None
 
     def attach_framework(self, framework: Framework) -> None:
         self.framework = framework
@@ -340,14 +371,33 @@ class DefaultPreemption(PostFilterPlugin):
         budgets = self.handle.listers.budgets.all()
         results: dict[int, tuple[Candidate | None, Status | None]] = {}
         plans: list[_DryRun] = []
+        by_usage = self.by_usage and usage_decides(fw, state)
+        kind = self._kind(state, pod, snapshot, priority, budgets) if by_usage else None
+        keys: dict[int, tuple[tuple[Any, ...], list[PodInfo]]] = {}
         for node_index in nodes:
-            plan = _DryRun.plan(snapshot, node_index, priority, budgets, self.nominator, pod)
+            nominated = None
+            if kind is not None:
+                name = snapshot.node_name(node_index)
+                nominated = nominated_to_add(self.nominator, pod, priority, name)
+                key: tuple[Any, ...] = (kind, node_index, int(snapshot.generation[node_index]))
+                key += tuple(id(info) for info in nominated)
+                known = self._outcomes.get(key)
+                if known is not None:
+                    results[node_index] = known.copy()
+                    continue
+                keys[node_index] = (key, nominated)
+            plan = _DryRun.plan(
+                snapshot, node_index, priority, budgets, self.nominator, pod, nominated
+            )
             if plan is None:
                 results[node_index] = (None, Status.unresolvable(NO_VICTIMS))
             else:
                 plans.append(plan)
-        if plans and self.by_usage and usage_decides(fw, state):
-            results.update(self._dry_run_by_usage(state, pod, snapshot, plans))
+        if by_usage:
+            if plans:
+                results.update(self._dry_run_by_usage(state, pod, snapshot, plans))
+            if kind is not None:
+                self._remember(keys, results, (kind, budgets))
             return [results[n] for n in nodes]
         shared = state.clone()  # told nothing: every extension is skipped
         edits = [NodeEdit(fw, shared, pod, snapshot, p.candidate.node_index) for p in plans]
@@ -380,6 +430,48 @@ class DefaultPreemption(PostFilterPlugin):
             if plan.candidate.node_index not in results:
                 results[plan.candidate.node_index] = (plan.result(), None)
         return [results[n] for n in nodes]
+
+    def _kind(
+        self,
+        state: CycleState,
+        pod: Pod,
+        snapshot: Snapshot,
+        priority: int,
+        budgets: list[Budget],
+    ) -> tuple[Any, ...] | None:
+        """What, besides a node's own state and its nominated pods, decides the usage-only
+        dry run of that node: the pod's signature (its filters' view of it), its
+        priority, and the budgets (by identity: a changed budget is a new object). None:
+        not remembered (unsigned pod, or remembering off)."""
+        if not self.remember:
+            return None
+        if snapshot is not self._outcomes_of:
+            self._outcomes.clear()
+            self._outcomes_of = snapshot
+        assert self.framework is not None
+        signature = self.framework.sign_pod(pod, cycle_pod_info(state, pod), snapshot)
+        if signature is None:
+            return None
+        return (signature, priority, tuple(id(b) for b in budgets))
+
+    def _remember(
+        self,
+        keys: dict[int, tuple[tuple[Any, ...], list[PodInfo]]],
+        results: dict[int, tuple[Candidate | None, Status | None]],
+        inputs: tuple[Any, ...],
+    ) -> None:
+        """Keep each node's dry-run outcome: another preemptor of the same kind finds it
+        again while the node (its generation) and its nominated pods are unchanged, the
+        usual case for all but the node the previous preemptor was nominated to."""
+        if len(self._outcomes) + len(keys) > _DRY_RUN_CACHE:
+            self._outcomes.clear()
+        for node_index, (key, nominated) in keys.items():
+            candidate, status = results[node_index]
+            if candidate is not None:
+                candidate = _Outcome(candidate, None, ()).copy()[0]
+            # The key holds ids: the nominated pods and budgets stay referenced here so
+            # that no other object can take their ids while the outcome is kept.
+            self._outcomes[key] = _Outcome(candidate, status, (inputs, nominated))
 
     def _dry_run_by_usage(
         self, state: CycleState, pod: Pod, snapshot: Snapshot, plans: list[_DryRun]

@@ -281,3 +281,63 @@ def test_nodes_are_independent_when_every_filter_says_it_reads_only_its_node(
     _, status, _ = fw.run_pre_filter_plugins(state, incoming, snapshot_of([make_node("n0")]))
     assert status.is_success()
     assert nodes_are_independent(fw, state) is independent
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(clusters(), st.data())
+def test_remembered_dry_runs_equal_fresh_ones(cluster: dict[str, Any], data: st.DataObject) -> None:
+    """Preemptors of one kind, one after another on the same plugin, while pods leave
+    nodes and others are nominated: each gets what a plugin that remembers nothing gives
+    (the outcome of a node is kept by its generation and its nominated pods). Each plugin
+    has its own copy of the cluster: a dry run that moves pods reorders a node's pods,
+    and equally important victims are taken in that order (as kube's NodeInfo does)."""
+    budgets = DisruptionBudgets(
+        [b for b in map(budget_from_dict, cluster["budgets"]) if b is not None]
+    )
+    worlds = []
+    for remember in (True, False):
+        snapshot = snapshot_of(cluster["nodes"], cluster["existing"])
+        nominator = PodNominator()
+        for p in cluster["nominated"]:
+            nominator.add(p)
+        handle = Handle(listers=Listers(nominator=nominator, budgets=budgets))
+        fw = build_profiles(default_config(), handle=handle)[DEFAULT_SCHEDULER_NAME]
+        plugin = fw.plugins[default_preemption.NAME]
+        assert isinstance(plugin, DefaultPreemption)
+        plugin.remember = remember
+        plugin.min_absolute = cluster["absolute"]
+        worlds.append((snapshot, nominator, fw, plugin))
+    existing = [p.key for p in cluster["existing"]]
+    incoming = cluster["incoming"]
+    for round_ in range(4):
+        pod = replace(incoming, metadata=replace(incoming.metadata, name=f"incoming-{round_}"))
+        answers = []
+        for snapshot, _nominator, fw, plugin in worlds:
+            plugin.rng = random.Random(cluster["seed"] + round_)
+            state = CycleState()
+            try:
+                schedule_pod(fw, state, pod, snapshot)
+                answers.append("fits")
+                continue
+            except FitError as err:
+                diagnosis = err.diagnosis
+            candidates, statuses, errors = plugin.find_candidates(state, pod, snapshot, diagnosis)
+            failed = statuses.node_to_status.failed_nodes().tolist()
+            answers.append(
+                (
+                    [(c.node_name, [v.key for v in c.victims], c.violations, c.spared)
+                     for c in candidates],
+                    sorted((i, str(statuses.node_to_status.status_of(i))) for i in failed),
+                    errors,
+                )
+            )  # fmt: skip
+        assert answers[0] == answers[1]
+        change = data.draw(st.sampled_from(["remove", "nominate", "none"]))
+        if change == "remove" and existing:
+            gone = existing.pop(data.draw(st.integers(0, len(existing) - 1)))
+            for snapshot, *_ in worlds:
+                snapshot.remove_pod(gone)
+        elif change == "nominate":
+            node = data.draw(st.sampled_from(cluster["nodes"])).metadata.name
+            for _snapshot, nominator, *_ in worlds:
+                nominator.add(_pod(f"late{round_}", 500, 15, nominated=node))
