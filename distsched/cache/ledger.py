@@ -394,6 +394,29 @@ class Ledger:
         record of that uid, not one of a pod re-created under the same name since)."""
         return bool(self._release("delete", [pod_key], token=uid))
 
+    def pods_deleted(self, items: Sequence[tuple[str, str]]) -> list[bool]:
+        """:meth:`pod_deleted` of each (pod key, uid), in order, in two round trips: one
+        read of their records, then one release script each, pipelined (a record that
+        moved meanwhile is released again alone)."""
+        if not items:
+            return []
+        now = self._clock.now_ms()
+        raw_records = self._r.hmget(self.pods_key, [key for key, _ in items])
+        pipe = self._r.pipeline(transaction=False)
+        script = self._scripts.get("cache_release")
+        for (key, uid), raw in zip(items, raw_records, strict=True):
+            nodes = [] if raw is None else [decode_record(key, raw, None).node]
+            keys, args = self._release_call("delete", [key], nodes, uid, now)
+            script(keys=keys, args=args, client=pipe)
+        answers = []
+        for (key, uid), reply in zip(items, pipe.execute(), strict=True):
+            status, *released = reply
+            if as_text(status) == "OK":
+                answers.append(bool(released))
+            else:  # MOVED: another worker's write got in between
+                answers.append(self.pod_deleted(key, uid))
+        return answers
+
     def release_orphans(
         self, seen: Mapping[str, str], *, scan_count: int = 500
     ) -> tuple[list[str], dict[str, str]]:
@@ -445,7 +468,6 @@ class Ledger:
         self, mode: str, pod_keys: list[str], *, token: str = "", now: int | None = None
     ) -> list[str]:
         now = self._clock.now_ms() if now is None else now
-        backoff = self.queue_config
         for _ in range(_RETRIES):
             raw_records = self._r.hmget(self.pods_key, pod_keys)
             nodes = sorted(
@@ -455,36 +477,44 @@ class Ledger:
                     if raw is not None
                 }
             )
-            keys = [
-                self.pods_key,
-                self.assumed_key,
-                self.domgen_key,
-                self.aapods_key,
-                self.nodes_key,
-                self._keys.info,
-                self._keys.backoff,
-                self._keys.active,
-                self._keys.wake,
-                self.topokeys_key,
-            ]
-            for name in nodes:
-                keys += self.node_keys(name)
-            keys += [self._keys.store_meta("Pod"), *self.feed_keys]
-            args: list[str | int] = [
-                now,
-                mode,
-                token,
-                backoff.initial_backoff_ms,
-                backoff.max_backoff_ms,
-                WAKE_CAP,
-                len(nodes),
-                *nodes,
-                *pod_keys,
-            ]
+            keys, args = self._release_call(mode, pod_keys, nodes, token, now)
             status, *released = self._scripts.get("cache_release")(keys=keys, args=args)
             if as_text(status) == "OK":
                 return [as_text(k) for k in released]
         raise RuntimeError(f"cache_release kept seeing pods move between nodes: {pod_keys}")
+
+    def _release_call(
+        self, mode: str, pod_keys: list[str], nodes: list[str], token: str, now: int
+    ) -> tuple[list[str], list[str | int]]:
+        """KEYS and ARGV of a cache_release call for ``pod_keys`` on ``nodes``."""
+        backoff = self.queue_config
+        keys = [
+            self.pods_key,
+            self.assumed_key,
+            self.domgen_key,
+            self.aapods_key,
+            self.nodes_key,
+            self._keys.info,
+            self._keys.backoff,
+            self._keys.active,
+            self._keys.wake,
+            self.topokeys_key,
+        ]
+        for name in nodes:
+            keys += self.node_keys(name)
+        keys += [self._keys.store_meta("Pod"), *self.feed_keys]
+        args: list[str | int] = [
+            now,
+            mode,
+            token,
+            backoff.initial_backoff_ms,
+            backoff.max_backoff_ms,
+            WAKE_CAP,
+            len(nodes),
+            *nodes,
+            *pod_keys,
+        ]
+        return keys, args
 
     def add_bound_pod(
         self,

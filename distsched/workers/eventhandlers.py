@@ -231,17 +231,21 @@ class QueueEventHandlers:
         newly_bound: list[Event] = []
         relabelled: list[tuple[dict[str, Any], dict[str, Any]]] = []
         deleted: list[Event] = []
+        removals: list[Event] = []  # pod deletions in a row, released together
         for event in batch:
             try:
                 if event.kind == "Node":
+                    self._flush_removals(removals, deleted, now)
                     self._flush_adds(adds, now)
                     self._node_event(event)
                     continue
                 if event.kind == "PodGroup":
+                    self._flush_removals(removals, deleted, now)
                     self._flush_adds(adds, now)
                     self._pod_group_event(event)
                     continue
                 if event.kind in events.STORAGE_RESOURCES:
+                    self._flush_removals(removals, deleted, now)
                     self._flush_adds(adds, now)
                     self._storage_event(event, now)
                     continue
@@ -252,18 +256,9 @@ class QueueEventHandlers:
                     # A pod bound and then deleted within this batch must not be recorded
                     # as bound after its release (the ledger would keep it forever).
                     newly_bound = [e for e in newly_bound if e.key != event.key]
-                    # An unassigned pod may be assumed (reserved, not bound): release it too.
-                    # Its room is free again, so this is an AssignedPodDelete as well (kube:
-                    # RejectWaitingPod, or the binding's failure, moves the waiting pods; a
-                    # binder waiting on Permit for it sees the reservation gone and stops).
-                    # Only the deleted pod's own records: the store's create script may have
-                    # queued (even reserved) a pod re-created under the name since.
-                    uid = uid_of(event.obj)
-                    released = self.ledger.pod_deleted(event.key, uid)
-                    self.queue.delete([event.key], now_ms=now, uids=[uid])
-                    if event.node or released:
-                        deleted.append(event)
+                    removals.append(event)
                     continue
+                self._flush_removals(removals, deleted, now)
                 if event.node:
                     if event.binding:
                         newly_bound.append(event)
@@ -292,6 +287,7 @@ class QueueEventHandlers:
                 log.exception(
                     "skipping %s %s %s: cannot handle it", event.type, event.kind, event.key
                 )
+        self._flush_removals(removals, deleted, now)
         self._flush_adds(adds, now)
         if newly_bound:
             self._record_bound(newly_bound)
@@ -304,6 +300,38 @@ class QueueEventHandlers:
             )
         if deleted:
             self._assigned_pods_deleted(deleted, now)
+
+    def _flush_removals(self, removals: list[Event], deleted: list[Event], now: int) -> None:
+        """Release the pods deleted in a row: from the ledger whether assumed (reserved,
+        not bound) or bound, and from the queue. An assumed pod's room is free again, so
+        its deletion is an AssignedPodDelete as well (kube: RejectWaitingPod, or the
+        binding's failure, moves the waiting pods; a binder waiting on Permit for it
+        sees the reservation gone and stops). Only the deleted pods' own records: the
+        store's create script may have queued (even reserved) a pod re-created under the
+        name since."""
+        if not removals:
+            return
+        batch = list(removals)
+        removals.clear()
+        try:
+            self._remove(batch, deleted, now)
+        except (redis.ConnectionError, redis.TimeoutError):
+            raise
+        except Exception:  # one bad record: each alone, so that only it is skipped
+            for event in batch:
+                try:
+                    self._remove([event], deleted, now)
+                except (redis.ConnectionError, redis.TimeoutError):
+                    raise
+                except Exception:
+                    log.exception("skipping %s Pod %s: cannot handle it", event.type, event.key)
+
+    def _remove(self, batch: list[Event], deleted: list[Event], now: int) -> None:
+        uids = [uid_of(event.obj) for event in batch]
+        keys = [event.key for event in batch]
+        released = self.ledger.pods_deleted(list(zip(keys, uids, strict=True)))
+        self.queue.delete(keys, now_ms=now, uids=uids)
+        deleted += [e for e, gone in zip(batch, released, strict=True) if e.node or gone]
 
     def _pod_group_event(self, event: Event) -> None:
         """A PodGroup's minimum is the queue's (it holds the group's members until that

@@ -387,3 +387,29 @@ def test_add_bound_pod_records_only_what_the_store_has_bound_there(
     assert ledger.node_state(["n1"])["n1"].requested.get("cpu", 0) == 0
     bound_in_store(r, keys, "ns/p", "u1", "n1")
     assert ledger.add_bound_pod("ns/p", "u1", "n1", {"cpu": 100}) == "added"
+
+
+def test_pods_deleted_together_release_as_one_by_one(
+    r: redis.Redis, keys: Keys, clock: FakeClock, ledger: Ledger
+) -> None:
+    """The event handlers' batch of deletions: one read, one pipelined script each; a
+    record of another uid stays, an unknown pod releases nothing."""
+    token = reserve(r, keys, clock, ledger, "ns/bound", "n1")
+    assert ledger.confirm_bound("ns/bound", token)
+    reserve(r, keys, clock, ledger, "ns/assumed", "n2")
+    reserve(r, keys, clock, ledger, "ns/other", "n2")
+    uids = {k: ledger.pod(k).uid for k in ("ns/bound", "ns/assumed", "ns/other")}  # type: ignore[union-attr]
+    answers = ledger.pods_deleted(
+        [
+            ("ns/bound", uids["ns/bound"]),
+            ("ns/assumed", uids["ns/assumed"]),
+            ("ns/other", "an-older-uid"),
+            ("ns/unknown", ""),
+        ]
+    )
+    assert answers == [True, True, False, False]
+    assert ledger.pod("ns/bound") is None and ledger.pod("ns/assumed") is None
+    assert ledger.pod("ns/other") is not None
+    assert ledger.node_state(["n1"])["n1"].requested == {}
+    assert ledger.node_state(["n2"])["n2"].requested["cpu"] == 100
+    assert ledger.check_consistency() == []
