@@ -405,8 +405,11 @@ class SchedulingWorker:
         mine = int(np.count_nonzero(prefer)) if prefer is not None else nodes // workers
         others = max(1, nodes - mine)
         self._lag_per_node = unseen / others
-        if prefer is not None:
-            self.snapshot.tie_slack_pods = -(-unseen // others)
+        if prefer is not None and unseen:
+            # One pod at most: a wider slack would let the shares drift apart by as much
+            # (on a small cluster the lag is several pods per node; the ledger's
+            # refusals, on there, catch what one pod does not cover).
+            self.snapshot.tie_slack_pods = 1
 
     def _reclaim_leases(self) -> int:
         keys = self.queue.reclaim_expired_leases(now_ms=self.clock.now_ms())
