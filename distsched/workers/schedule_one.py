@@ -118,8 +118,8 @@ class WorkerConfig:
     # How often one of the workers runs the consistency sweep (maintenance.ConsistencySweep).
     sweep_interval_s: float = 60.0
     # With several workers, each prefers its own share of the nodes among equally scored
-    # ones, and among nearly equal ones (up to the others' unreserved pods per node below
-    # the best: its view of their shares lags by that much), so that they
+    # ones, and, while other workers have pods popped and not reserved (its view of their
+    # shares lags), among those one pod's score below the best, so that they
     # rarely pick the same node (schedule.select_host): the live workers (consumers of
     # q:events active within share_idle_ms), re-read every share_refresh_s (a worker
     # that joins is counted by all within it). False: ties are broken uniformly at
@@ -387,13 +387,13 @@ class SchedulingWorker:
         self._share_size = max(MIN_SHARE_POP, int(np.count_nonzero(mask)))
 
     def _set_tie_slack(self, batch_size: int) -> None:
-        """Right after a pop (the view refreshed just before it): how many pods fuller
-        than the best a node of this worker's share may be and still be preferred: what
-        the other workers have popped and not reserved yet (the leases besides this
-        batch's; what they reserved is in this worker's view), spread over their shares.
-        Nodes of other shares look emptier than they are by that much; when nobody else
-        is deciding, exact ties only (a worker that popped more than the others then
-        evens out onto their nodes)."""
+        """Right after a pop (the view refreshed just before it): what the other workers
+        have popped and not reserved yet (the leases besides this batch's; what they
+        reserved is in this worker's view), per node of their shares: the lag of this
+        worker's view of them, which decides where even placement checks. While there is
+        any, a node of this worker's share may be a pod fuller than the best and still be
+        preferred; when nobody else is deciding, exact ties only (a worker that popped
+        more than the others then evens out onto their nodes)."""
         prefer = self.snapshot.tie_preference
         self.snapshot.tie_slack_pods = 0
         self._lag_per_node = 0.0
