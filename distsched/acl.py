@@ -56,11 +56,12 @@ RQ_WORKER = (
 # the queue's events (a consumer group); then its periodic maintenance: trimming the
 # streams by what their readers have read (store/trim.py), the consistency sweep's scans
 # (scan.py), and the live workers (the consumers of the queue's events) among which it
-# takes its share of the nodes for tie-breaks.
+# takes its share of the nodes for tie-breaks; pods deleted in a row are released by
+# pipelined scripts (cache/ledger.py pods_deleted), for which redis-py asks SCRIPT EXISTS.
 WORKER = (
     "blpop", "xread", "xreadgroup", "xack", "xautoclaim", "xgroup|create",
     "xgroup|createconsumer", "xrange",
-    "xtrim", "xinfo|groups", "xinfo|consumers", "xpending", "hscan",
+    "xtrim", "xinfo|groups", "xinfo|consumers", "xpending", "hscan", "script|exists",
 )  # fmt: skip
 # The workload controller: its informer reads the store's event stream (XRANGE when it
 # checks for a gap) and lists the store in one MULTI; it writes through the store's
