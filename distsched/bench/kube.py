@@ -284,13 +284,16 @@ def run_kube_bench(kube: KubeClient, config: KubeBenchConfig) -> dict[str, Any]:
         measured = workload.measured_pods(names, 0, config.pods)
         keys = [f"{p['metadata']['namespace']}/{p['metadata']['name']}" for p in measured]
         _say(f"measuring: {len(measured)} {workload.name} pods created through the API server")
-        writes_before = api_writes(kube)
+        writes_before = api_writes(kube)  # None: /metrics not readable with these rights
         start = time.monotonic()
         create_and_bind(kube, measured, config, node_names)
         created_end = time.monotonic()
         complete = _wait_bound(watch, keys, config.timeout_s, "measured pods")
         bound_times = [watch.bound_at[k] for k in keys if k in watch.bound_at]
-        writes = api_writes(kube) - writes_before
+        writes_after = api_writes(kube)
+        writes = (
+            None if writes_before is None or writes_after is None else writes_after - writes_before
+        )
     finally:
         watch.stop()
     last = max(bound_times) if bound_times else time.monotonic()
@@ -317,9 +320,11 @@ def run_kube_bench(kube: KubeClient, config: KubeBenchConfig) -> dict[str, Any]:
         },
         "invariants": {"ok": not violations, "violations": violations[:20]},
         "watch_errors": watch.errors[:5],
-        "api_writes": {
+        "api_writes": None
+        if writes is None
+        else {
             "per_pod": round(sum(writes.values()) / max(len(bound_times), 1), 2),
-            "by_request": {k: v for k, v in writes.most_common()},
+            "by_request": dict(writes.most_common()),
         },
     }
     if not config.keep:
@@ -330,12 +335,18 @@ def run_kube_bench(kube: KubeClient, config: KubeBenchConfig) -> dict[str, Any]:
 WRITE_VERBS = frozenset({"POST", "PUT", "PATCH", "DELETE", "APPLY"})
 
 
-def api_writes(kube: KubeClient) -> Counter[str]:
+def api_writes(kube: KubeClient) -> Counter[str] | None:
     """The API server's write requests so far (``apiserver_request_total``), by
     "VERB resource[/subresource]": the measured phase's difference says what a scheduler
-    (and the bench's own creates) cost the API server per pod."""
+    (and the bench's own creates) cost the API server per pod. None when the bench's
+    credentials may not read ``/metrics`` (a real cluster's)."""
+    try:
+        text = kube.get_text("/metrics")
+    except ApiError as exc:
+        _say(f"no API server metrics: {exc}")
+        return None
     counts: Counter[str] = Counter()
-    for family in text_string_to_metric_families(kube.get_text("/metrics")):
+    for family in text_string_to_metric_families(text):
         if family.name != "apiserver_request":
             continue
         for sample in family.samples:

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from distsched.bench.kube import KubeBenchConfig, run_kube_bench
+from distsched.bench.kube import KubeBenchConfig, api_writes, run_kube_bench
 from distsched.bench.workloads import WORKLOADS
 from distsched.kube.client import EVENTS, KubeClient
+from distsched.kube.config import load
+from distsched.kube.testenv import TestEnv
 from tests.kube.helpers import clean
 
 pytestmark = pytest.mark.kube
@@ -44,3 +46,15 @@ def test_the_bind_only_ceilings_bind_every_pod_and_write_events_when_asked(
     assert len(events) == (12 if with_events else 0)
     if with_events:
         assert all(e["note"].startswith("Successfully assigned ") for e in events)
+
+
+def test_api_writes_need_the_right_to_read_metrics(kube: KubeClient, apiserver: TestEnv) -> None:
+    """An admin reads the API server's request counts; a user without that right gets
+    None (the bench then reports no ``api_writes``), not a failed run."""
+    counts = api_writes(kube)
+    assert counts is not None and counts  # the test API server has served writes already
+    limited = KubeClient(load(str(apiserver.limited_kubeconfig)))
+    try:
+        assert api_writes(limited) is None
+    finally:
+        limited.close()
