@@ -267,6 +267,11 @@ class KubeClient:
 
     async def arequest(self, req: Request) -> Obj:
         """One request, on the client's loop; the decoded JSON reply (``{}`` if empty)."""
+        data = await self._araw(req)
+        return _decode(data) if data else {}
+
+    async def _araw(self, req: Request) -> bytes:
+        """One request, on the client's loop; the reply's body as sent."""
         content = None if req.body is None else _encode(req.body)
         verb, what = VERBS.get(req.method, req.method.lower()), req.what or req.path
         try:
@@ -283,19 +288,11 @@ class KubeClient:
                     raise _error(reply.status, data, verb, what)
         except (TimeoutError, aiohttp.ClientError, OSError) as exc:
             raise _unavailable(exc, verb, what) from exc
-        return _decode(data) if data else {}
+        return data
 
     def get_text(self, path: str) -> str:
         """GET a plain-text endpoint of the API server (``/metrics``)."""
-
-        async def get() -> str:
-            async with self._session.get(path, headers=self._headers(None), **self._extra()) as r:
-                body = await r.text()
-                if r.status >= 400:
-                    raise _error(r.status, body.encode(), "get", path)
-                return body
-
-        return self.run(get())
+        return self.run(self._araw(Request("GET", path))).decode()
 
     def request(
         self,
