@@ -131,10 +131,12 @@ class CreateChurn:
     names: Names
     template: PodFactory
     step: int = 0
+    created: list[str] = field(default_factory=list)  # the pods' keys
     deleted_init: list[str] = field(default_factory=list)  # none: the Churn interface
 
     def run_step(self) -> None:
-        self.store.create(self.template(self.names, self.step))
+        meta = self.store.create(self.template(self.names, self.step))["metadata"]
+        self.created.append(f"{meta['namespace']}/{meta['name']}")
         self.step += 1
 
 

@@ -677,14 +677,13 @@ def _measure(
         warnings=warnings,
         gangs=gangs,
         placement=placement,
-        churn=churn_figures(client, keys, names, churn, tracker),
+        churn=churn_figures(client, keys, churn, tracker),
     )
 
 
 def churn_figures(
     client: redis.Redis,
     keys: Keys,
-    names: Names,
     churn: Churn | CreateChurn | None,
     tracker: BindTracker,
 ) -> dict[str, int] | None:
@@ -692,9 +691,6 @@ def churn_figures(
     if churn is None:
         return None
     figures = {"steps": churn.step, "measured_preempted": len(tracker.deleted)}
-    if isinstance(churn, CreateChurn) and churn.step:
-        created = [churn.template(names, i)["metadata"] for i in range(churn.step)]
-        figures["preemptors_bound"] = len(
-            placed_pods(client, keys, [f"{m['namespace']}/{m['name']}" for m in created])
-        )
+    if isinstance(churn, CreateChurn):
+        figures["preemptors_bound"] = len(placed_pods(client, keys, churn.created))
     return figures

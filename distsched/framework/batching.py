@@ -43,7 +43,7 @@ from distsched.framework.cycle_state import CycleState
 from distsched.framework.diagnosis import ScheduleResult
 from distsched.framework.interface import MAX_NODE_SCORE, MIN_NODE_SCORE, ScorePlugin
 from distsched.framework.podinfo import POD_INFO_STATE_KEY, PodInfo, cycle_pod_info
-from distsched.framework.schedule import schedule_pod, select_host
+from distsched.framework.schedule import schedule_pod, select_position
 from distsched.framework.status import Status
 from distsched.model.objects import Pod
 
@@ -329,10 +329,10 @@ class BatchScheduler:
         slack = 0
         if prefer is not None and snapshot.tie_slack_pods:
             slack = entry.one_pod_drop(snapshot, feasible, scores) * snapshot.tie_slack_pods
-        index = select_host(feasible, scores, fw.rng.randrange, prefer, slack)
+        position = select_position(feasible, scores, fw.rng.randrange, prefer, slack)
+        index = int(feasible[position])
         if prefer is not None:
-            score = int(scores[(feasible == index).nonzero()[0][0]])
-            entry.picked(index, score, snapshot.version)
+            entry.picked(index, int(scores[position]), snapshot.version)
         return ScheduleResult(snapshot.node_name(index), index, evaluated, int(feasible.size))
 
     def _pre_filter(self, state: CycleState, pod: Pod, snapshot: Snapshot) -> _PreFilter:

@@ -230,7 +230,19 @@ def select_host(  # type: ignore[no-untyped-def]
     prefer: np.ndarray | None = None,
     slack: int = 0,
 ) -> int:
-    """A node with the highest score, uniformly at random among ties (kube's reservoir).
+    """The slot of :func:`select_position`'s choice."""
+    return int(feasible[select_position(feasible, scores, randrange, prefer, slack)])
+
+
+def select_position(  # type: ignore[no-untyped-def]
+    feasible: np.ndarray,
+    scores: np.ndarray,
+    randrange,
+    prefer: np.ndarray | None = None,
+    slack: int = 0,
+) -> int:
+    """The position in ``feasible`` of a node with the highest score, uniformly at random
+    among ties (kube's reservoir).
     ``prefer`` (a bool per snapshot slot, or None) narrows the choice to the preferred
     nodes when any of them scores within ``slack`` of the best (the best preferred ones
     then, at random among their ties): several workers, each preferring its own share of
@@ -240,7 +252,7 @@ def select_host(  # type: ignore[no-untyped-def]
     top = np.maximum.reduce(scores)
     best = (scores == top).nonzero()[0]
     if best.size == 1 and not slack:
-        return int(feasible[best[0]])
+        return int(best[0])
     if prefer is not None:
         near = best if not slack else (scores >= top - slack).nonzero()[0]
         slots = feasible[near]
@@ -250,4 +262,4 @@ def select_host(  # type: ignore[no-untyped-def]
             if slack:
                 mine = mine[scores[mine] == np.maximum.reduce(scores[mine])]
             best = mine
-    return int(feasible[best[randrange(best.size)]])
+    return int(best[randrange(best.size)])

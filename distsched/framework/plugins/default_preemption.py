@@ -217,7 +217,7 @@ class _DryRun:
         return self.candidate
 
 
-# Dry-run outcomes kept per node (see DefaultPreemption._remembered).
+# Dry-run outcomes kept per node (see DefaultPreemption._remember).
 _DRY_RUN_CACHE = 16384
 
 
@@ -232,12 +232,15 @@ class _Outcome:
 
     def copy(self) -> tuple[Candidate | None, Status | None]:
         c = self.candidate
-        if c is None:
-            return None, self.status
-        return Candidate(
-            c.node_index, c.node_name, list(c.victims), c.num_pdb_violations,
-            list(c.violations), list(c.spared),
-        ), self.status  # fmt: skip
+        return (None if c is None else _copy_candidate(c)), self.status
+
+
+def _copy_candidate(c: Candidate) -> Candidate:
+    """A candidate whose lists are its own (the one kept is never handed out)."""
+    return Candidate(
+        c.node_index, c.node_name, list(c.victims), c.num_pdb_violations,
+        list(c.violations), list(c.spared),
+    )  # fmt: skip
 
 
 class DefaultPreemption(PostFilterPlugin):
@@ -468,7 +471,7 @@ class DefaultPreemption(PostFilterPlugin):
         for node_index, (key, nominated) in keys.items():
             candidate, status = results[node_index]
             if candidate is not None:
-                candidate = _Outcome(candidate, None, ()).copy()[0]
+                candidate = _copy_candidate(candidate)
             # The key holds ids: the nominated pods and budgets stay referenced here so
             # that no other object can take their ids while the outcome is kept.
             self._outcomes[key] = _Outcome(candidate, status, (inputs, nominated))
