@@ -13,7 +13,7 @@ PreScore or Score plugin reads), it keeps for every node slot
 each valid while the slot's ``Snapshot.generation`` has not moved. A pod with a known
 signature then runs exactly ``schedule_pod``'s algorithm on those values: the same
 rotating ``next_start_node_index``, the same ``num_feasible_nodes_to_find`` and cutoff,
-NormalizeScore over the feasible nodes, the weights, and ``select_host`` with the
+NormalizeScore over the feasible nodes, the weights, and ``select_position`` with the
 framework's rng. Only nodes whose generation moved are filtered and scored again, when
 the search reaches one of them, all together in one call per plugin.
 

@@ -52,7 +52,9 @@ def schedule_pod(fw: Framework, state: CycleState, pod: Pod, snapshot: Snapshot)
         index = int(feasible[0])
         return ScheduleResult(snapshot.node_name(index), index, evaluated, 1)
     scores = prioritize_nodes(fw, state, pod, snapshot, feasible)
-    index = select_host(feasible, scores, fw.rng.randrange, snapshot.tie_preference)
+    index = int(
+        feasible[select_position(feasible, scores, fw.rng.randrange, snapshot.tie_preference)]
+    )
     return ScheduleResult(snapshot.node_name(index), index, evaluated, int(feasible.size))
 
 
@@ -223,17 +225,6 @@ def prioritize_nodes(
     return fw.run_score_plugins(state, pod, snapshot, feasible)
 
 
-def select_host(  # type: ignore[no-untyped-def]
-    feasible: np.ndarray,
-    scores: np.ndarray,
-    randrange,
-    prefer: np.ndarray | None = None,
-    slack: int = 0,
-) -> int:
-    """The slot of :func:`select_position`'s choice."""
-    return int(feasible[select_position(feasible, scores, randrange, prefer, slack)])
-
-
 def select_position(  # type: ignore[no-untyped-def]
     feasible: np.ndarray,
     scores: np.ndarray,
@@ -241,11 +232,11 @@ def select_position(  # type: ignore[no-untyped-def]
     prefer: np.ndarray | None = None,
     slack: int = 0,
 ) -> int:
-    """The position in ``feasible`` of a node with the highest score, uniformly at random
-    among ties (kube's reservoir).
-    ``prefer`` (a bool per snapshot slot, or None) narrows the choice to the preferred
-    nodes when any of them scores within ``slack`` of the best (the best preferred ones
-    then, at random among their ties): several workers, each preferring its own share of
+    """kube's selectHost: the position in ``feasible`` of a node with the highest score,
+    uniformly at random among ties (kube's reservoir). ``prefer`` (a bool per snapshot
+    slot, or None) narrows the choice to the preferred nodes when any of them scores
+    within ``slack`` of the best (the best preferred ones then, at random among their
+    ties): several workers, each preferring its own share of
     the nodes, then rarely pick the same one of equally good nodes, nor leave their own
     share for a node that only looks better because their view lags the others'
     reservations (``slack``: what one more such pod costs a node's score)."""

@@ -120,7 +120,7 @@ class WorkerConfig:
     # With several workers, each prefers its own share of the nodes among equally scored
     # ones, and, while other workers have pods popped and not reserved (its view of their
     # shares lags), among those one pod's score below the best, so that they
-    # rarely pick the same node (schedule.select_host): the live workers (consumers of
+    # rarely pick the same node (schedule.select_position): the live workers (consumers of
     # q:events active within share_idle_ms), re-read every share_refresh_s (a worker
     # that joins is counted by all within it). False: ties are broken uniformly at
     # random, as kube does.

@@ -230,7 +230,10 @@ def test_select_host_prefers_its_share_of_the_ties_only_among_the_best() -> None
 
     import numpy as np
 
-    from distsched.framework.schedule import select_host
+    from distsched.framework.schedule import select_position
+
+    def select_host(feasible, *args):  # type: ignore[no-untyped-def]
+        return int(feasible[select_position(feasible, *args)])
 
     feasible = np.array([0, 1, 2, 3, 4])
     scores = np.array([90, 100, 100, 100, 80])
@@ -252,7 +255,10 @@ def test_select_host_stays_in_its_share_within_the_slack() -> None:
 
     import numpy as np
 
-    from distsched.framework.schedule import select_host
+    from distsched.framework.schedule import select_position
+
+    def select_host(feasible, *args):  # type: ignore[no-untyped-def]
+        return int(feasible[select_position(feasible, *args)])
 
     feasible = np.array([10, 11, 12, 13])
     scores = np.array([100, 97, 98, 90])

@@ -66,10 +66,10 @@ class Snapshot:
         # node (see usage.py): placed pods then only feed the pod lists.
         self.usage_from_ledger = usage_from_ledger
         # Slots this worker prefers among equally scored nodes (None: no preference); see
-        # schedule.select_host and SchedulingWorker's share of the nodes.
+        # schedule.select_position and SchedulingWorker's share of the nodes.
         self.tie_preference: np.ndarray | None = None
         # With a tie preference: how many pods' worth of score a preferred node may trail
-        # the best by (see framework/schedule.py select_host).
+        # the best by (see framework/schedule.py select_position).
         self.tie_slack_pods = 0
         owner = weakref.ref(self)  # the table must not keep the snapshot alive (a cycle)
 
