@@ -59,20 +59,43 @@
 
 local n = tonumber(ARGV[3])
 local now, wake_cap = tonumber(ARGV[4]), tonumber(ARGV[5])
-local seen = {}
+
+-- Reads and writes go one command per hash (per kind slot), not one per object: a batch
+-- of pods costs a few commands plus one event each.
+local by_slot, slots = {}, {}
+local seen, first_duplicate = {}, nil
 for i = 0, n - 1 do
   local base = 6 + 11 * i
   local slot = tonumber(ARGV[base])
   local key = ARGV[base + 2]
-  local meta_key = KEYS[14 + 2 * slot]
-  if redis.call('HEXISTS', meta_key, key) == 1 then
-    return {'exists', i + 1}
-  end
   local id = slot .. '\0' .. key
-  if seen[id] then
-    return {'duplicate', i + 1}
-  end
+  if seen[id] and not first_duplicate then first_duplicate = i end
   seen[id] = true
+  local group = by_slot[slot]
+  if not group then
+    group = { keys = {}, at = {}, objects = {}, metas = {} }
+    by_slot[slot] = group
+    slots[#slots + 1] = slot
+  end
+  group.keys[#group.keys + 1] = key
+  group.at[#group.at + 1] = i
+end
+local first_existing = nil
+for _, slot in ipairs(slots) do
+  local group = by_slot[slot]
+  local found = hmget_all(KEYS[14 + 2 * slot], group.keys)
+  for j = 1, #group.keys do
+    if found[j] and (not first_existing or group.at[j] < first_existing) then
+      first_existing = group.at[j]
+    end
+  end
+end
+-- The first object (in batch order) that exists or repeats an earlier one is the answer.
+if first_existing and (not first_duplicate or first_existing < first_duplicate) then
+  return {'exists', first_existing + 1}
+end
+if first_duplicate then
+  return {'duplicate', first_duplicate + 1}
 end
 
 -- Whether a pending pod of this scheduler, with (gates = '1') or without scheduling gates,
@@ -106,9 +129,29 @@ local function leave_queue(key, r)
   end
 end
 
+-- Pending pods the store enqueues itself (i -> priority), with the queue records their
+-- names already have.
+local enqueue, candidates = {}, {}
+for i = 0, n - 1 do
+  local base = 6 + 11 * i
+  local key = ARGV[base + 2]
+  if ARGV[base + 1] == 'Pod' and ARGV[base + 4] == '' and not string.find(key, '|', 1, true) then
+    local priority = enqueue_here(ARGV[base + 8], ARGV[base + 10]) and int32(ARGV[base + 9])
+    if priority then
+      enqueue[i] = priority
+      candidates[#candidates + 1] = key
+    end
+  end
+end
+local queued = {}
+if #candidates > 0 then
+  local records = hmget_all(KEYS[6], candidates)
+  for j, key in ipairs(candidates) do queued[key] = records[j] end
+end
+
 local last = redis.call('INCRBY', KEYS[1], n)
 local first = last - n + 1
-local infos, activated = {}, 0
+local infos, active, activated = {}, {}, 0
 
 for i = 0, n - 1 do
   local base = 6 + 11 * i
@@ -118,24 +161,28 @@ for i = 0, n - 1 do
   local node = ARGV[base + 4]
   local rv = string.format('%d', first + i)
   local blob = ARGV[base + 6] .. string.char(0xa0 + #rv) .. rv .. ARGV[base + 7]
-  redis.call('HSET', KEYS[13 + 2 * slot], key, blob)
-  redis.call('HSET', KEYS[14 + 2 * slot], key, meta_string(rv, node, '', ARGV[base + 3]))
+  local group = by_slot[slot]
+  group.objects[#group.objects + 1] = key
+  group.objects[#group.objects + 1] = blob
+  group.metas[#group.metas + 1] = key
+  group.metas[#group.metas + 1] = meta_string(rv, node, '', ARGV[base + 3])
   if kind ~= 'Pod' then
     store_event(queue_kind(kind), 'ADDED', kind, key, rv, 'obj', blob)
   else
     local enqueued = false
-    local priority = node == '' and enqueue_here(ARGV[base + 8], ARGV[base + 10])
-      and int32(ARGV[base + 9])
-    if priority and not string.find(key, '|', 1, true) then
+    local priority = enqueue[i]
+    if priority then
       enqueued = true
-      local known = rec_decode(redis.call('HGET', KEYS[6], key))
+      local known = rec_decode(queued[key])
       if known and known.uid ~= ARGV[base + 3] then
         leave_queue(key, known)
         known = nil
       end
       if not known then
         local r = rec_new(ARGV[base + 3], priority, now)
-        to_active(key, r, KEYS[7])
+        r.w = 'active'
+        active[#active + 1] = -priority
+        active[#active + 1] = active_member(now, key)
         activated = activated + 1
         infos[#infos + 1] = key
         infos[#infos + 1] = rec_encode(r)
@@ -149,6 +196,11 @@ for i = 0, n - 1 do
     end
   end
 end
+for _, slot in ipairs(slots) do
+  in_slices('HSET', KEYS[13 + 2 * slot], by_slot[slot].objects)
+  in_slices('HSET', KEYS[14 + 2 * slot], by_slot[slot].metas)
+end
+in_slices('ZADD', KEYS[7], active)
 in_slices('HSET', KEYS[6], infos)
 wake(KEYS[9], activated, wake_cap)
 if activated > 0 then redis.call('HINCRBY', KEYS[14], 'active', activated) end
