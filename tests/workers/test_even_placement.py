@@ -7,11 +7,15 @@ from __future__ import annotations
 
 import statistics
 from collections import Counter
+from collections.abc import Sequence
+from typing import Any
 
 import redis
 
+from distsched.cache.ledger_types import Decision, ReserveResult
 from distsched.clock import FakeClock
 from distsched.keys import Keys
+from distsched.workers.schedule_one import MIN_SHARE_POP, SchedulingWorker
 from tests.support.objects import node, pod
 from tests.support.readers import bound_nodes
 from tests.workers.harness import InProcessCluster
@@ -25,6 +29,16 @@ def race(r: redis.Redis, keys: Keys, clock: FakeClock, *, even: bool) -> tuple[s
     for worker in cluster.workers:
         worker.config.even_placement = even
     cluster.create(node("n1", cpu="16", pods="10"), node("n2", cpu="8", pods="10"))
+    return _race_on(cluster, second, r, keys, clock)
+
+
+def _race_on(
+    cluster: InProcessCluster,
+    second: SchedulingWorker,
+    r: redis.Redis,
+    keys: Keys,
+    clock: FakeClock,
+) -> tuple[str, str, int]:
     for worker in cluster.workers:  # both live consumers: even placement applies
         worker.run_once()
     for worker in cluster.workers:
@@ -58,6 +72,46 @@ def test_with_it_the_ledger_refuses_and_the_pod_is_decided_again(
     a, b, conflicts = race(r, keys, clock, even=True)
     assert conflicts == 1  # "node usage changed": decided again on the refreshed view
     assert (a, b) == ("n1", "n2")
+
+
+def _seen_pods_sent(
+    r: redis.Redis, keys: Keys, clock: FakeClock, *, nodes: int, batch: int
+) -> list[int]:
+    """The race on ``nodes`` equal nodes with the shares of the nodes on and pops of
+    ``batch``: the node pod counts the second worker's decisions carried (-1: none, the
+    ledger does not check)."""
+    cluster = InProcessCluster(r, keys, clock)
+    second = cluster.add_worker()
+    for worker in cluster.workers:
+        worker.config.share_ties = True
+        worker.config.batch = batch
+    cluster.create(*(node(f"n{i}", cpu="8", pods="10") for i in range(1, nodes + 1)))
+    sent: list[int] = []
+    reserve = second.ledger.reserve_batch
+
+    def noting(decisions: Sequence[Decision], **kwargs: Any) -> list[ReserveResult]:
+        sent.extend(d.seen_pods for d in decisions)
+        return reserve(decisions, **kwargs)
+
+    second.ledger.reserve_batch = noting  # type: ignore[method-assign]
+    _race_on(cluster, second, r, keys, clock)
+    return sent
+
+
+def test_even_placement_checks_only_where_the_lag_can_move_a_level(
+    r: redis.Redis, keys: Keys, clock: FakeClock
+) -> None:
+    """The first worker's one undecided pod over the nodes of its share: n1 and n2 both
+    hash to its share, half a pod per node: checked. Of n1..n6, n1..n3 hash to its share
+    (n4..n6 to the second's), a third of a pod per node, and each share holds a pop: the
+    decision carries no pod count (the bench's large clusters: no refusals, no cost).
+    The same 6 nodes with pops bigger than a share (at least MIN_SHARE_POP nodes): one
+    pop could move a node's level by more than a pod, checked again."""
+    assert min(_seen_pods_sent(r, keys, clock, nodes=2, batch=16)) >= 0
+    r.flushdb()
+    assert _seen_pods_sent(r, keys, clock, nodes=6, batch=16) == [-1]
+    r.flushdb()
+    assert min(_seen_pods_sent(r, keys, clock, nodes=6, batch=MIN_SHARE_POP + 1)) >= 0
 
 
 def test_workers_split_the_nodes_they_prefer_among_ties(
