@@ -588,11 +588,14 @@ class EventConsumer:
     ) -> None:
         self.client = client
         self.stream = stream
-        # The highest store rv among the events of other kinds than Pod handled (entry
-        # ids are "<rv>-0"): the worker's informer must have read that far before the
-        # worker decides a pod, or an event already used for queue moves (a claim or a
-        # node created) would be missing from what the pod is decided on, and nothing
-        # would move the pod again. (A pod the informer lacks is read from the store.)
+        # The highest store rv among the events handled of other kinds than Pod, and of
+        # pod deletions (entry ids are "<rv>-0"): the worker's informer must have read
+        # that far before the worker decides a pod, or an event already used for queue
+        # moves (a claim or a node created, the room a deleted pod left, which the
+        # handlers release in the ledger) would be missing from what the pod is decided
+        # on, with what came before it in the stream (a preemptor's nomination to that
+        # room), and nothing would move the pod again. (A pod the informer lacks is
+        # read from the store.)
         self.handled_rv = 0
         self.consumer = consumer
         self.handlers = handlers
@@ -685,7 +688,7 @@ class EventConsumer:
             ids.append(entry_id)
             if fields:  # a trimmed entry comes back empty
                 batch.append(fields)
-                if fields.get(b"kind") != b"Pod":
+                if fields.get(b"kind") != b"Pod" or fields.get(b"type") == b"DELETED":
                     rv = int(entry_id.split(b"-", 1)[0])
                     self.handled_rv = max(self.handled_rv, rv)
         self.handlers.handle(self.decode(batch))

@@ -2,10 +2,10 @@
 
 The plugin decides (distsched/framework/plugins/default_preemption.py); the worker acts through
 its :class:`~distsched.framework.cluster_writer.ClusterWriter` (standalone: the store): it
-preempts the victims (each delete is an AssignedPodDelete event, which moves the
-preemptor back from the unschedulable set), clears lower-priority nominations on the
-node, and records status.nominatedNodeName on the preemptor so that its next attempt
-tries that node first.
+records status.nominatedNodeName on the preemptor so that its next attempt tries that
+node first and the other workers keep the room for it, preempts the victims (each
+delete is an AssignedPodDelete event, which moves the preemptor back from the
+unschedulable set) and clears lower-priority nominations on the node.
 """
 
 from __future__ import annotations
@@ -60,9 +60,21 @@ def carry_out(
     victims: Sequence[Pod],
     clear: Sequence[Pod] = (),
 ) -> bool:
-    """kube's prepareCandidate for one preemptor: delete the victims, clear the lower-
-    priority nominations on the node, and nominate the preemptor to it. Returns whether
-    the nomination was recorded."""
+    """kube's prepareCandidate for one preemptor: nominate the preemptor to the node,
+    delete the victims, clear the lower-priority nominations on the node. Returns
+    whether the nomination was recorded (nothing is deleted when it was not).
+
+    The nomination is written before the deletions, where kube writes it after: kube
+    records it first in its scheduler's memory, which every later decision reads. Here
+    the other workers learn it from the store's stream, and a worker that saw the
+    victims' room freed (the ledger, released as their deletions are handled) before
+    the nomination would give that room to another pod, and the preemptor would have to
+    preempt again elsewhere. In the stream the nomination now comes first."""
+    try:
+        writer.set_nominated_node(pod.ref(), node)
+    except StoreError as exc:
+        log.warning("cannot nominate %s for %s: %s", node, pod.key, exc)
+        return False
     for victim in victims:
         try:
             writer.preempt(victim, preemptor=pod, node=node)
@@ -72,9 +84,4 @@ def carry_out(
         with contextlib.suppress(StoreError):
             writer.set_nominated_node(PodRef(other.key), "")
     metrics.preemption_victims.observe(len(victims))
-    try:
-        writer.set_nominated_node(pod.ref(), node)
-    except StoreError as exc:
-        log.warning("cannot nominate %s for %s: %s", node, pod.key, exc)
-        return False
     return True

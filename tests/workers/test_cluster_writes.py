@@ -99,7 +99,9 @@ def test_preemption_deletes_and_nominates_through_the_writer(
     cluster.turn()
     assert cluster.store.get("Pod", "default/victim") is None
     assert cluster.pod("urgent")["status"]["nominatedNodeName"] == "n1"
+    # The nomination first: a worker that sees the victim's room free must already have
+    # it in the stream before (distsched.workers.preemption.carry_out).
     assert [c for c in writer.calls if c[0] != "pod_unschedulable"] == [
-        ("preempt", "default/victim", "for default/urgent on n1"),
         ("set_nominated_node", "default/urgent", "n1"),
+        ("preempt", "default/victim", "for default/urgent on n1"),
     ]

@@ -67,3 +67,36 @@ def test_preemptors_decided_in_one_batch_see_each_others_nominations(
     cluster.flush()
     cluster.settle()
     assert {cluster.node_of("urgent-a"), cluster.node_of("urgent-b")} == {"n1", "n2"}
+
+
+def test_a_worker_that_sees_the_victims_room_free_knows_the_nomination(
+    r: redis.Redis, keys: Keys, clock: FakeClock
+) -> None:
+    """Issue 23: with two workers, a preemptor's room went to another pod. Worker B's
+    handlers released the victim (the ledger showed the room free) before B's informer
+    read the preemptor's nomination, so B's decision did not count it. Now a worker whose
+    handlers used a pod's deletion reads the stream that far before deciding, and the
+    nomination comes before the deletions in the stream (test_cluster_writes pins that
+    order; this test fails without the first half)."""
+    cluster = InProcessCluster(r, keys, clock)
+    second = cluster.add_worker()
+    cluster.create(node("only", cpu="2"), pod("victim", cpu="2", nodeName="only", priority=1))
+    cluster.handle_events()
+    while second.informer.poll_once(0):
+        pass
+    cluster.create(pod("urgent", cpu="2", priority=1000))
+    cluster.handle_events()
+    cluster.schedule(cluster.pop())  # the first worker preempts: nomination, deletion
+    assert cluster.pod("urgent")["status"]["nominatedNodeName"] == "only"
+    cluster.create(pod("sneaky", cpu="2", priority=0))
+    # The second worker's loop up to its pop, its informer not polled in between: its
+    # handlers take the deletion (and sneaky's arrival) from the queue's stream.
+    while second.consumer.poll(None):
+        pass
+    second._informer_past_handled_events()
+    second.view.refresh_from_ledger()
+    popped = second.queue.pop(10, now_ms=clock.now_ms())
+    assert [p.key for p in popped] == ["default/sneaky"]
+    second.schedule_one_batch(popped)
+    cluster.bind()
+    assert cluster.node_of("sneaky") == ""

@@ -291,7 +291,7 @@ class DefaultPreemption(PostFilterPlugin):
             statuses.node_to_status.absent_status = Status.unresolvable(NOT_HELPFUL)
             message = str(FitError(pod, snapshot.num_nodes, statuses))
             return PreemptionResult(""), Status.unschedulable("preemption: " + message)
-        best = select_candidate(candidates)
+        best = select_candidate(candidates, snapshot.tie_preference)
         note = pdb_note(best, candidates)
         if note:
             diagnosis.post_filter_msg = note
@@ -598,10 +598,16 @@ def _record(statuses: Diagnosis, node_index: int, status: Status) -> None:
     statuses.node_to_status.record(plugin, nodes, entries)
 
 
-def select_candidate(candidates: list[Candidate]) -> Candidate:
+def select_candidate(candidates: list[Candidate], prefer: np.ndarray | None = None) -> Candidate:
     """kube's pickOneNodeForPreemption with its default criteria, in order: fewest PDB
     violations, lowest highest-victim priority, smallest sum of victim priorities, fewest
-    victims, latest start of the highest-priority victims; then the first candidate."""
+    victims, latest start of the highest-priority victims; then the first candidate.
+
+    ``prefer`` (the worker's share of the nodes, by node index; see
+    Snapshot.tie_preference): among candidates still tied, the first in the share. kube
+    takes the first of the ties, found from a random node; several workers each
+    preempting from their own share do not pick the same node for two preemptors (each
+    would then see the other's nomination fill it, and preempt again elsewhere)."""
     criteria: tuple[Callable[[Candidate], float], ...] = (
         lambda c: -c.num_pdb_violations,
         lambda c: -c.victims[0].priority,
@@ -615,7 +621,11 @@ def select_candidate(candidates: list[Candidate]) -> Candidate:
         best = max(scores)
         remaining = [c for c, s in zip(remaining, scores, strict=True) if s == best]
         if len(remaining) == 1:
-            break
+            return remaining[0]
+    if prefer is not None:
+        for c in remaining:
+            if c.node_index < prefer.size and prefer[c.node_index]:
+                return c
     return remaining[0]
 
 

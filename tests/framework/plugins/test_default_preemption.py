@@ -280,6 +280,31 @@ def test_candidates_come_from_a_random_offset_and_stop_when_enough():
     assert [c.node_name for c in candidates] == ["n3", "n4"]
 
 
+def test_tied_candidates_go_to_the_workers_share_of_the_nodes():
+    """Issue 23: two workers preempting at once picked the same node for two preemptors
+    (kube's first of the ties, from a random offset, is anywhere); each then saw the
+    other's nomination fill the node and preempted again elsewhere. Among candidates
+    still tied after kube's criteria, a worker takes the first in its share; a better
+    candidate outside the share still wins, and without shares the first one does."""
+    existing = [pod(f"v{i}", 4000, 1, f"n{i}") for i in range(4)]
+    snapshot = snapshot_of([node(f"n{i}") for i in range(4)], existing)
+    result, _ = preempt(snapshot, pod("p", 4000, 10))
+    first = result.nominated_node_name
+    share = np.zeros(4, dtype=bool)
+    other = next(i for i in range(4) if f"n{i}" != first)
+    share[snapshot.get_index(f"n{other}")] = True
+    snapshot.tie_preference = share
+    result, _ = preempt(snapshot, pod("p", 4000, 10))
+    assert result.nominated_node_name == f"n{other}"
+
+    # n3's victim is less important than the others: the criteria decide, not the share.
+    existing = [pod(f"v{i}", 4000, 1 if i < 3 else 0, f"n{i}") for i in range(4)]
+    snapshot = snapshot_of([node(f"n{i}") for i in range(4)], existing)
+    snapshot.tie_preference = np.array([i != snapshot.get_index("n3") for i in range(4)])
+    result, _ = preempt(snapshot, pod("p", 4000, 10))
+    assert result.nominated_node_name == "n3"
+
+
 @pytest.mark.parametrize(
     ("nodes", "percentage", "absolute", "want"),
     [(10, 10, 100, 10), (1000, 10, 100, 100), (5000, 10, 100, 500), (30, 40, 0, 12)],
