@@ -154,36 +154,50 @@ local records = redis.call('HMGET', KEYS[2], unpack(pod_keys))
 local held = redis.call('HMGET', KEYS[3], unpack(pod_keys))
 local watched = watched_keys(KEYS[8])
 
+-- A node hash's field names repeat from node to node: each is split at its ':' once.
+local field_parts = {}
+local function split_field(f)
+  local parts = field_parts[f]
+  if parts == nil then
+    local colon = string.find(f, ':', 1, true)
+    if colon then
+      parts = { string.sub(f, 1, colon - 1), string.sub(f, colon + 1) }
+    else
+      parts = { f, '' }
+    end
+    field_parts[f] = parts
+  end
+  return parts[1], parts[2]
+end
+
 local state, all_doms, seen_dom = {}, {}, {}
 for i, name in ipairs(nodes) do
   local base = 8 + 3 * (i - 1)
   local st = { name = name, node_key = KEYS[base + 1], ports_key = KEYS[base + 2],
                pods_key = KEYS[base + 3], live = false, gen = 0, alloc = {}, req = {},
-               topo = {}, doms = {}, dreq = {}, dgen = 0, pcache = {}, padd = {},
-               newpods = {} }
+               topo = {}, doms = {}, watched_doms = {}, dreq = {}, dgen = 0, pcache = {},
+               padd = {}, newpods = {} }
   local flat = redis.call('HGETALL', st.node_key)
   for j = 1, #flat, 2 do
-    local f, v = flat[j], flat[j + 1]
-    local colon = string.find(f, ':', 1, true)
-    if f == 'live' then
-      st.live = (v == '1')
-    elseif f == 'gen' then
-      st.gen = tonumber(v)
-    elseif colon then
-      local kind, res = string.sub(f, 1, colon - 1), string.sub(f, colon + 1)
-      if kind == 'alloc' then
-        st.alloc[res] = tonumber(v)
-      elseif kind == 'req' then
-        st.req[res] = tonumber(v)
-      elseif kind == 'topo' then
-        local dom = res .. '=' .. v
-        st.topo[res] = v
-        st.doms[#st.doms + 1] = dom
-        if not seen_dom[dom] then
-          seen_dom[dom] = true
-          all_doms[#all_doms + 1] = dom
-        end
+    local kind, res = split_field(flat[j])
+    local v = flat[j + 1]
+    if kind == 'req' then
+      st.req[res] = tonumber(v)
+    elseif kind == 'alloc' then
+      st.alloc[res] = tonumber(v)
+    elseif kind == 'topo' then
+      local dom = res .. '=' .. v
+      st.topo[res] = v
+      st.doms[#st.doms + 1] = dom
+      if watched[res] then st.watched_doms[#st.watched_doms + 1] = dom end
+      if not seen_dom[dom] then
+        seen_dom[dom] = true
+        all_doms[#all_doms + 1] = dom
       end
+    elseif res == '' and kind == 'live' then
+      st.live = (v == '1')
+    elseif res == '' and kind == 'gen' then
+      st.gen = tonumber(v)
     end
   end
   state[i] = st
@@ -285,10 +299,7 @@ local function check(d, dec)
   end
   st.dgen = st.dgen + 1
   st.newpods[#st.newpods + 1] = key
-  for _, dom in ipairs(st.doms) do
-    local tk = string.sub(dom, 1, string.find(dom, '=', 1, true) - 1)
-    if watched[tk] then dominc[dom] = (dominc[dom] or 0) + 1 end
-  end
+  for _, dom in ipairs(st.watched_doms) do dominc[dom] = (dominc[dom] or 0) + 1 end
   for _, tk in ipairs(dec.aks) do
     local v = st.topo[tk]
     if v then
@@ -314,10 +325,7 @@ local function unapply(r)
   end
   st.dgen = st.dgen - 1
   st.newpods[#st.newpods] = nil  -- undone in reverse order: its own entry is the last
-  for _, dom in ipairs(st.doms) do
-    local tk = string.sub(dom, 1, string.find(dom, '=', 1, true) - 1)
-    if watched[tk] then dominc[dom] = dominc[dom] - 1 end
-  end
+  for _, dom in ipairs(st.watched_doms) do dominc[dom] = dominc[dom] - 1 end
   for _, tk in ipairs(dec.aks) do
     local v = st.topo[tk]
     if v then
