@@ -326,7 +326,18 @@ class DefaultPreemption(PostFilterPlugin):
         n = int(potential.size)
         offset = self.rng.randrange(n)
         wanted = self.calculate_num_candidates(n)
-        in_order = np.roll(potential, -offset).tolist()  # kube's potential[(offset + i) % n]
+        rolled = np.roll(potential, -offset)  # kube's potential[(offset + i) % n]
+        prefer = snapshot.tie_preference
+        if prefer is not None:
+            # Several workers: each samples its own share of the nodes first (kube's
+            # sample is any window from a random node), so that two preempting at once
+            # do not pick one node, which kube's criteria (the victims' start times
+            # among them) would otherwise make them do.
+            mine = np.zeros(rolled.size, dtype=bool)
+            known = rolled < prefer.size
+            mine[known] = prefer[rolled[known]]
+            rolled = np.concatenate((rolled[mine], rolled[~mine]))
+        in_order = rolled.tolist()
         together = self.lockstep and self.nodes_are_independent(state)
         candidates: list[Candidate] = []
         errors: list[str] = []

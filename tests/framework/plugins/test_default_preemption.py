@@ -280,6 +280,42 @@ def test_candidates_come_from_a_random_offset_and_stop_when_enough():
     assert [c.node_name for c in candidates] == ["n3", "n4"]
 
 
+def test_with_several_workers_candidates_come_from_the_workers_share_first():
+    """kube samples candidates from a random node on; a worker samples its own share of the
+    nodes first (from the same random node), so two workers preempting at once look at
+    disjoint nodes; the rest follow when the share has too few."""
+
+    class Offset:
+        def randrange(self, n):
+            return 1
+
+    existing = [pod(f"v{i}", 4000, 1, f"n{i}") for i in range(6)]
+    snapshot = snapshot_of([node(f"n{i}") for i in range(6)], existing)
+    fw = framework()
+    plugin = default_preemption.new(
+        {"minCandidateNodesPercentage": 0, "minCandidateNodesAbsolute": 3}, fw.handle
+    )
+    plugin.attach_framework(fw)
+    plugin.rng = Offset()
+    incoming = pod("p", 2000, 10)
+
+    def candidates():
+        state = CycleState()
+        with pytest.raises(FitError) as info:
+            schedule_pod(fw, state, incoming, snapshot)
+        found, _, _ = plugin.find_candidates(state, incoming, snapshot, info.value.diagnosis)
+        return [c.node_name for c in found]
+
+    assert candidates() == ["n1", "n2", "n3"]
+    share = np.zeros(6, dtype=bool)
+    for name in ("n0", "n2", "n5"):
+        share[snapshot.get_index(name)] = True
+    snapshot.tie_preference = share
+    assert candidates() == ["n2", "n5", "n0"]
+    share[snapshot.get_index("n5")] = False
+    assert candidates() == ["n2", "n0", "n1"]
+
+
 def test_tied_candidates_go_to_the_workers_share_of_the_nodes():
     """Issue 23: two workers preempting at once picked the same node for two preemptors
     (kube's first of the ties, from a random offset, is anywhere); each then saw the
