@@ -80,6 +80,12 @@ class ClusterWriter(Protocol):
         refused (another incarnation holds the name)."""
         ...
 
+    def deleting(self, pod_keys: Sequence[str]) -> bool:
+        """Whether a deletion :meth:`preempt` was asked for, of one of these pods, is still
+        under way: never for the store (it deletes before answering); against an API
+        server, until the requests are answered (kube's async preemption)."""
+        ...
+
     def set_nominated_node(self, pod: PodRef, node: str) -> None:
         """Record status.nominatedNodeName ("" clears it); raises when refused."""
         ...

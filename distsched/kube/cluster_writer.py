@@ -108,6 +108,9 @@ class KubeClusterWriter:
     def preempt(self, victim: Pod, *, preemptor: Pod, node: str) -> None:
         self.api.preempt(_pod_dict(victim), _pod_dict(preemptor), node)
 
+    def deleting(self, pod_keys: Sequence[str]) -> bool:
+        return self.api.deleting(pod_keys)
+
     def set_nominated_node(self, pod: PodRef, node: str) -> None:
         self.api.nominate(_reference(pod) | {"status": {"nominatedNodeName": None}}, node)
 

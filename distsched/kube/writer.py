@@ -92,6 +92,7 @@ class KubeWriter:
         self._gate: asyncio.Semaphore | None = None  # made on the loop
         self._tasks: set[asyncio.Task[None]] = set()
         self._statuses: dict[tuple[str, str], Obj] = {}
+        self._victims: set[tuple[str, str]] = set()  # preempt()ed, requests not answered
         self._lock = threading.Lock()
 
     def close(self) -> None:
@@ -217,6 +218,13 @@ class KubeWriter:
         profile = _profile(preemptor, self.scheduler_name)
 
         async def act() -> None:
+            try:
+                await evict()
+            finally:
+                with self._lock:
+                    self._victims.discard((namespace, name))
+
+        async def evict() -> None:
             condition = {
                 "type": "DisruptionTarget",
                 "status": "True",
@@ -237,7 +245,16 @@ class KubeWriter:
                 f"Preempted by pod {preemptor_uid} on node {node}", controller=profile,
             )  # fmt: skip
 
+        with self._lock:
+            self._victims.add((namespace, name))
         self._background((namespace, name), act)
+
+    def deleting(self, pod_keys: Sequence[str]) -> bool:
+        """Whether a preempt() of one of these pods ("namespace/name") has not finished."""
+        with self._lock:
+            if not self._victims:
+                return False
+            return any(tuple(key.split("/", 1)) in self._victims for key in pod_keys)
 
     # --- background ----------------------------------------------------------------------
     def _background(self, key: tuple[str, str], work: Work) -> None:

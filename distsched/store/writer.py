@@ -61,6 +61,9 @@ class StoreWriter:
         )
         self.record_events([event])
 
+    def deleting(self, pod_keys: Sequence[str]) -> bool:
+        return False  # preempt() deletes before it returns
+
     def set_nominated_node(self, pod: PodRef, node: str) -> None:
         self.store.update_pod_status(pod.key, nominated_node_name=node, uid=pod.uid or None)
 

@@ -35,9 +35,10 @@ def apply_post_filter(
     *,
     snapshot: Snapshot,
     writer: ClusterWriter,
-) -> str:
+) -> tuple[str, tuple[str, ...]]:
     """Run PostFilter for a pod that fits nowhere; returns the node the pod is now
-    nominated to in the store ("" if none, or if recording the nomination failed)."""
+    nominated to in the store ("" if none, or if recording the nomination failed) and
+    the keys of the victims preempted for it."""
     result, status = fw.run_post_filter_plugins(state, pod, snapshot, err.diagnosis)
     if result is None or not result.nominated_node_name:
         log.debug("no preemption for %s: %s", pod.key, status.message())
@@ -45,12 +46,14 @@ def apply_post_filter(
             # kube: an empty result clears a nomination that no longer helps.
             with contextlib.suppress(StoreError):
                 writer.set_nominated_node(PodRef(pod.key), "")
-        return ""
+        return "", ()
     node = result.nominated_node_name
     victims = result.victims if isinstance(result, PreemptionResult) else ()
     clear = result.clear_nominations if isinstance(result, PreemptionResult) else ()
     log.info("preempting %d pod(s) on %s for %s", len(victims), node, pod.key)
-    return node if carry_out(writer, pod, node, victims, clear) else ""
+    if not carry_out(writer, pod, node, victims, clear):
+        return "", ()
+    return node, tuple(victim.key for victim in victims)
 
 
 def carry_out(

@@ -142,6 +142,9 @@ class WorkerConfig:
 
 # The least a pop may be held to by the share of the nodes (see _refresh_share).
 MIN_SHARE_POP = 64
+
+# How often an idle worker looks whether its held preemptors' victims are gone.
+HELD_POLL_S = 0.02
 # Even placement's check runs for batches decided while the other workers' undecided
 # pods come to at least this many per node of their shares (see _set_tie_slack).
 EVEN_CHECK_LAG = 0.5
@@ -331,6 +334,8 @@ class SchedulingWorker:
         self._share_due = 0.0
         self._share_size = self.config.batch  # pods a pop may take (see _refresh_share)
         self._lag_per_node = 0.0  # see _set_tie_slack
+        # (attempt, its failure, victim keys, deadline ms): see _hold_preemptor
+        self._held_preemptors: list[tuple[Attempt, FitError, tuple[str, ...], int]] = []
 
     # ------------------------------------------------------------------ start-up
     def _setup_periodic(self) -> None:
@@ -571,6 +576,7 @@ class SchedulingWorker:
     def run_once(self) -> int:
         """One turn of the loop; returns the number of pods popped."""
         self._hand_back_unattempted()
+        self._release_held_preemptors()
         for _ in range(self.config.event_batches_per_loop):
             if not self.informer.poll_once(0):
                 break
@@ -590,6 +596,8 @@ class SchedulingWorker:
         if not popped:
             linger = self._linger_left()
             wait = min(linger, self.config.idle_wait_s) if self._pending_bindings else None
+            if self._held_preemptors:
+                wait = min(wait or HELD_POLL_S, HELD_POLL_S)
             if wait is None or wait > 0:
                 self.client.blpop([self.keys.wake], timeout=wait or self.config.idle_wait_s)
             self._flush_bindings()
@@ -700,6 +708,9 @@ class SchedulingWorker:
         holds the event stream back."""
         self._flush_bindings(force=True)
         self._hand_back_unattempted()
+        for attempt, failure, _victims, _deadline in self._held_preemptors:
+            self._fail_member(attempt, failure)
+        self._held_preemptors = []
         self.informer.forget_position()
 
     def _not_attempted(self, popped: Sequence[QueuedPod]) -> None:
@@ -789,9 +800,41 @@ class SchedulingWorker:
         if failure is None:
             return True
         if isinstance(failure, FitError):
-            self._post_filter(attempt, failure)
+            victims = self._post_filter(attempt, failure)
+            if victims and self.writer.deleting(victims):
+                self._hold_preemptor(attempt, failure, victims)
+                return False
         self._fail_member(attempt, failure)
         return False
+
+    def _hold_preemptor(self, attempt: Attempt, failure: FitError, victims: Sequence[str]) -> None:
+        """kube's async preemption keeps a preemptor out of activeQ (DefaultPreemption's
+        PreEnqueue) while its victims' deletions are under way: tried again before they
+        are done, it finds its node still full and preempts elsewhere. Here the worker
+        keeps the pod leased (no other worker can pop it) and hands it back with its
+        failure once the writer's deletions are answered and the ledger has released the
+        victims (their deletions, handled meanwhile, made it a move request: it goes to
+        backoffQ or activeQ, not the unschedulable set), or at half its lease at the
+        latest."""
+        deadline = self.clock.now_ms() + self.queue.config.lease_ms // 2
+        self._held_preemptors.append((attempt, failure, tuple(victims), deadline))
+
+    def _release_held_preemptors(self) -> None:
+        if not self._held_preemptors:
+            return
+        now = self.clock.now_ms()
+        asked = [v for _, _, victims, deadline in self._held_preemptors if now < deadline
+                 for v in victims]  # fmt: skip
+        in_ledger = self.ledger.pod_nodes(asked) if asked else {}
+        still = []
+        for held in self._held_preemptors:
+            attempt, failure, victims, deadline = held
+            waiting = self.writer.deleting(victims) or any(v in in_ledger for v in victims)
+            if now < deadline and waiting:
+                still.append(held)
+            else:
+                self._fail_member(attempt, failure)
+        self._held_preemptors = still
 
     def _place(self, attempt: Attempt) -> Outcome:
         """Run the scheduling algorithm and the Reserve plugins, and assume the result
@@ -1023,27 +1066,29 @@ class SchedulingWorker:
             plan.key,
         )
 
-    def _post_filter(self, attempt: Attempt, err: FitError) -> None:
+    def _post_filter(self, attempt: Attempt, err: FitError) -> tuple[str, ...]:
         """PostFilter (preemption); the pod itself still goes back to the queue (a plugin
-        that raises is logged: the pod fails as it would without preemption)."""
+        that raises is logged: the pod fails as it would without preemption). Returns
+        the keys of the victims preempted for it."""
         fw = attempt.framework
         if not fw.post_filter_plugins:
-            return
+            return ()
         metrics.preemption_attempts.inc()
         try:
-            node = apply_post_filter(
+            node, victims = apply_post_filter(
                 fw, attempt.state, attempt.pod, err, snapshot=self.snapshot, writer=self.writer
             )
         except redis.RedisError:
             raise
         except Exception:
             log.exception("preemption for %s raised", attempt.pod.key)
-            return
+            return ()
         if node:
             # kube's AddNominatedPod after a PostFilter: the rest of this batch must see
             # the nomination (and not pick the same node and victims) before the status
             # update's event comes back through the informer.
             self.view.nominate(attempt.pod, node)
+        return victims
 
     def _undo_reserve(self, attempt: Attempt) -> None:
         """The ledger refused (or the view moved under) a decision whose Reserve plugins

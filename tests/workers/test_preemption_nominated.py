@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import redis
 
 from distsched.clock import FakeClock
 from distsched.keys import Keys
+from distsched.model import Pod
+from distsched.store import Store
+from distsched.store.writer import StoreWriter
 from tests.support.objects import node, pod
 from tests.workers.harness import InProcessCluster
 
@@ -100,3 +105,85 @@ def test_a_worker_that_sees_the_victims_room_free_knows_the_nomination(
     second.schedule_one_batch(popped)
     cluster.bind()
     assert cluster.node_of("sneaky") == ""
+
+
+class SlowDeletes(StoreWriter):
+    """The store's writer, but each victim's deletion is only "under way" (as against an
+    API server) until the test lets it finish: then the deletion reaches the store."""
+
+    def __init__(self, store: Store) -> None:
+        super().__init__(store)
+        self.waiting: list[tuple[Pod, Pod, str]] = []
+
+    def preempt(self, victim: Pod, *, preemptor: Pod, node: str) -> None:
+        self.waiting.append((victim, preemptor, node))
+
+    def deleting(self, pod_keys: Sequence[str]) -> bool:
+        return any(victim.key in pod_keys for victim, _, _ in self.waiting)
+
+    def finish(self) -> None:
+        for victim, preemptor, on in self.waiting:
+            super().preempt(victim, preemptor=preemptor, node=on)
+        self.waiting = []
+
+
+def test_a_preemptor_stays_leased_while_its_victims_deletions_are_under_way(
+    r: redis.Redis, keys: Keys, clock: FakeClock
+) -> None:
+    """Issue 23: through an API server, a preemptor tried again before its victims were
+    gone found its node still full and preempted elsewhere (kube holds it in
+    DefaultPreemption's PreEnqueue meanwhile). The worker keeps it leased until the
+    writer's deletions are done, then hands it back with its failure; at half its lease
+    at the latest."""
+    writer = SlowDeletes(Store(r, keys, clock=clock))
+    cluster = InProcessCluster(r, keys, clock, writer=writer)
+    cluster.create(node("n1", cpu="2"), node("n2", cpu="2"))
+    cluster.create(pod("v1", cpu="2", nodeName="n1", priority=1))
+    cluster.create(pod("v2", cpu="2", nodeName="n2", priority=1))
+    cluster.handle_events()
+    cluster.create(pod("urgent", cpu="2", priority=1000))
+    cluster.handle_events()
+    cluster.schedule(cluster.pop())
+    assert cluster.pod("urgent")["status"]["nominatedNodeName"] in ("n1", "n2")
+    assert [v.key for v, _, _ in writer.waiting] in (["default/v1"], ["default/v2"])
+    # Held: still leased to the worker, not back in any queue, however long it waits
+    # short of half its lease, and nothing else preempted.
+    for _ in range(3):
+        clock.step(1_000)
+        cluster.turn()
+        assert cluster.where("urgent") == "inflight"
+    assert len(writer.waiting) == 1
+    writer.finish()  # the deletion answered: in the store, not yet released in the ledger
+    cluster.turn()  # still held at the turn's start; its handlers release the victim
+    assert cluster.where("urgent") == "inflight"
+    cluster.turn()  # handed back: the deletion during its attempt was a move request
+    assert cluster.where("urgent") in ("backoff", "active")
+    clock.step(2_000)
+    cluster.flush()
+    cluster.settle()
+    assert cluster.node_of("urgent") == cluster.pod("urgent")["status"]["nominatedNodeName"]
+    assert (
+        cluster.store.get("Pod", "default/v1") is None
+        or cluster.store.get("Pod", "default/v2") is None
+    )
+    assert (
+        cluster.store.get("Pod", "default/v1") is not None
+        or cluster.store.get("Pod", "default/v2") is not None
+    )  # one victim only
+
+
+def test_a_held_preemptor_goes_back_at_half_its_lease(
+    r: redis.Redis, keys: Keys, clock: FakeClock
+) -> None:
+    writer = SlowDeletes(Store(r, keys, clock=clock))
+    cluster = InProcessCluster(r, keys, clock, writer=writer)
+    cluster.create(node("n1", cpu="2"), pod("v1", cpu="2", nodeName="n1", priority=1))
+    cluster.handle_events()
+    cluster.create(pod("urgent", cpu="2", priority=1000))
+    cluster.handle_events()
+    cluster.schedule(cluster.pop())
+    assert cluster.where("urgent") == "inflight"
+    clock.step(cluster.queue.config.lease_ms // 2)
+    cluster.turn()
+    assert cluster.where("urgent") in ("unschedulable", "backoff", "active")
+    assert writer.waiting  # the deletion still under way: the pod went back anyway
