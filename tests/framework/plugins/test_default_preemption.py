@@ -259,16 +259,17 @@ def test_schedule_pod_counts_nominated_pods_through_the_handle():
     assert schedule_pod(fw, CycleState(), big, snapshot).suggested_host == "n1"
 
 
-def test_candidates_come_from_a_random_offset_and_stop_when_enough():
+def candidate_names(snapshot, offset: int, wanted: int) -> list[str]:
+    """The nodes find_candidates returns for a 2-cpu priority-10 pod when its random
+    node is ``offset`` and ``wanted`` candidates are enough."""
+
     class Offset:
         def randrange(self, n):
-            return 3
+            return offset
 
-    existing = [pod(f"v{i}", 4000, 1, f"n{i}") for i in range(5)]
-    snapshot = snapshot_of([node(f"n{i}") for i in range(5)], existing)
     fw = framework()
     plugin = default_preemption.new(
-        {"minCandidateNodesPercentage": 0, "minCandidateNodesAbsolute": 2}, fw.handle
+        {"minCandidateNodesPercentage": 0, "minCandidateNodesAbsolute": wanted}, fw.handle
     )
     plugin.attach_framework(fw)
     plugin.rng = Offset()
@@ -276,44 +277,30 @@ def test_candidates_come_from_a_random_offset_and_stop_when_enough():
     state = CycleState()
     with pytest.raises(FitError) as info:
         schedule_pod(fw, state, incoming, snapshot)
-    candidates, _, _ = plugin.find_candidates(state, incoming, snapshot, info.value.diagnosis)
-    assert [c.node_name for c in candidates] == ["n3", "n4"]
+    found, _, _ = plugin.find_candidates(state, incoming, snapshot, info.value.diagnosis)
+    return [c.node_name for c in found]
+
+
+def test_candidates_come_from_a_random_offset_and_stop_when_enough():
+    existing = [pod(f"v{i}", 4000, 1, f"n{i}") for i in range(5)]
+    snapshot = snapshot_of([node(f"n{i}") for i in range(5)], existing)
+    assert candidate_names(snapshot, 3, 2) == ["n3", "n4"]
 
 
 def test_with_several_workers_candidates_come_from_the_workers_share_first():
     """kube samples candidates from a random node on; a worker samples its own share of the
     nodes first (from the same random node), so two workers preempting at once look at
     disjoint nodes; the rest follow when the share has too few."""
-
-    class Offset:
-        def randrange(self, n):
-            return 1
-
     existing = [pod(f"v{i}", 4000, 1, f"n{i}") for i in range(6)]
     snapshot = snapshot_of([node(f"n{i}") for i in range(6)], existing)
-    fw = framework()
-    plugin = default_preemption.new(
-        {"minCandidateNodesPercentage": 0, "minCandidateNodesAbsolute": 3}, fw.handle
-    )
-    plugin.attach_framework(fw)
-    plugin.rng = Offset()
-    incoming = pod("p", 2000, 10)
-
-    def candidates():
-        state = CycleState()
-        with pytest.raises(FitError) as info:
-            schedule_pod(fw, state, incoming, snapshot)
-        found, _, _ = plugin.find_candidates(state, incoming, snapshot, info.value.diagnosis)
-        return [c.node_name for c in found]
-
-    assert candidates() == ["n1", "n2", "n3"]
+    assert candidate_names(snapshot, 1, 3) == ["n1", "n2", "n3"]
     share = np.zeros(6, dtype=bool)
     for name in ("n0", "n2", "n5"):
         share[snapshot.get_index(name)] = True
     snapshot.tie_preference = share
-    assert candidates() == ["n2", "n5", "n0"]
+    assert candidate_names(snapshot, 1, 3) == ["n2", "n5", "n0"]
     share[snapshot.get_index("n5")] = False
-    assert candidates() == ["n2", "n0", "n1"]
+    assert candidate_names(snapshot, 1, 3) == ["n2", "n0", "n1"]
 
 
 def test_tied_candidates_go_to_the_workers_share_of_the_nodes():
