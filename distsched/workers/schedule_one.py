@@ -145,6 +145,7 @@ MIN_SHARE_POP = 64
 
 # How often an idle worker looks whether its held preemptors' victims are gone.
 HELD_POLL_S = 0.02
+
 # Even placement's check runs for batches decided while the other workers' undecided
 # pods come to at least this many per node of their shares (see _set_tie_slack).
 EVEN_CHECK_LAG = 0.5

@@ -291,7 +291,7 @@ class DefaultPreemption(PostFilterPlugin):
             statuses.node_to_status.absent_status = Status.unresolvable(NOT_HELPFUL)
             message = str(FitError(pod, snapshot.num_nodes, statuses))
             return PreemptionResult(""), Status.unschedulable("preemption: " + message)
-        best = select_candidate(candidates, snapshot.tie_preference)
+        best = select_candidate(candidates)
         note = pdb_note(best, candidates)
         if note:
             diagnosis.post_filter_msg = note
@@ -332,7 +332,8 @@ class DefaultPreemption(PostFilterPlugin):
             # Several workers: each samples its own share of the nodes first (kube's
             # sample is any window from a random node), so that two preempting at once
             # do not pick one node, which kube's criteria (the victims' start times
-            # among them) would otherwise make them do.
+            # among them) would otherwise make them do; and the first of candidates
+            # still tied after the criteria is then one of its share.
             mine = np.zeros(rolled.size, dtype=bool)
             known = rolled < prefer.size
             mine[known] = prefer[rolled[known]]
@@ -609,16 +610,12 @@ def _record(statuses: Diagnosis, node_index: int, status: Status) -> None:
     statuses.node_to_status.record(plugin, nodes, entries)
 
 
-def select_candidate(candidates: list[Candidate], prefer: np.ndarray | None = None) -> Candidate:
+def select_candidate(candidates: list[Candidate]) -> Candidate:
     """kube's pickOneNodeForPreemption with its default criteria, in order: fewest PDB
     violations, lowest highest-victim priority, smallest sum of victim priorities, fewest
-    victims, latest start of the highest-priority victims; then the first candidate.
-
-    ``prefer`` (the worker's share of the nodes, by node index; see
-    Snapshot.tie_preference): among candidates still tied, the first in the share. kube
-    takes the first of the ties, found from a random node; several workers each
-    preempting from their own share do not pick the same node for two preemptors (each
-    would then see the other's nomination fill it, and preempt again elsewhere)."""
+    victims, latest start of the highest-priority victims; then the first candidate (in
+    the order they were found: with several workers, one in the worker's share of the
+    nodes first, see find_candidates)."""
     criteria: tuple[Callable[[Candidate], float], ...] = (
         lambda c: -c.num_pdb_violations,
         lambda c: -c.victims[0].priority,
@@ -632,11 +629,7 @@ def select_candidate(candidates: list[Candidate], prefer: np.ndarray | None = No
         best = max(scores)
         remaining = [c for c, s in zip(remaining, scores, strict=True) if s == best]
         if len(remaining) == 1:
-            return remaining[0]
-    if prefer is not None:
-        for c in remaining:
-            if c.node_index < prefer.size and prefer[c.node_index]:
-                return c
+            break
     return remaining[0]
 
 
