@@ -25,6 +25,7 @@ import secrets
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import partial
 from typing import Any
 
 import msgpack
@@ -266,9 +267,13 @@ class ObjectRef:
         obj = self._obj
         if obj is None:
             make = self._make
-            if make is None:
+            if make is not None:
+                obj = self._obj = make()
+            elif isinstance(self._raw, bytes):  # a whole blob, as most entries carry
+                obj = self._obj = decode_object(self._raw)
+                self._raw = None
+            else:
                 raise ValueError(f"ObjectRef {self.key!r} has neither an object nor a maker")
-            obj = self._obj = make()
             self._make = None  # drop what it closed over (a previous copy, a blob)
             self._raw = None
         return obj
@@ -291,14 +296,21 @@ class ObjectRef:
         substring test on the undecoded blob: a map key or string value of the object
         appears there as its UTF-8 bytes); True when one may be there, or when there is
         no blob to look at (decoded already: look at :meth:`get`)."""
-        raw = self._raw
-        while isinstance(raw, ObjectRef):  # a binding: the blob of the object before it
-            if raw._obj is not None:
-                return True
-            raw = raw._raw
+        raw = self.blob()
         if raw is None:
             return True
         return any(needle in raw for needle in needles)
+
+    def blob(self) -> bytes | None:
+        """The msgpack bytes the object will be decoded from (for a binding not rebuilt
+        yet, those of the object before it), or None once anything on the way is decoded:
+        what a substring test such as :meth:`may_contain` may look at."""
+        raw = self._raw
+        while isinstance(raw, ObjectRef):
+            if raw._obj is not None:
+                return None
+            raw = raw._raw
+        return raw
 
     @property
     def node(self) -> str:
@@ -434,6 +446,9 @@ def _blob_ref(
     """A ref to an object a stream entry carries: its blob, and the meta of that moment
     when the blob predates the pod's binding; ``rv`` overrides its resourceVersion."""
 
+    if meta is None and rv is None:
+        return ObjectRef(key, None, node=node, nominated=nominated, raw=blob)
+
     def make() -> Obj:
         obj = stored_object(blob, parse_meta(meta) if meta else None)
         return with_rv(obj, rv) if rv is not None else obj
@@ -480,6 +495,21 @@ def decode_event(
     return Event._of(etype, kind, key, rv, epoch, new, old, False)
 
 
+def bound_ref(previous: ObjectRef, node: str, rv: int, bound_at: str) -> ObjectRef:
+    """The ref of a pod after its binding, rebuilt from ``previous`` when first asked."""
+    return ObjectRef(
+        previous.key,
+        None,
+        make=partial(_rebuild_bound, previous, node, rv, bound_at),
+        node=node,
+        raw=previous,
+    )
+
+
+def _rebuild_bound(previous: ObjectRef, node: str, rv: int, bound_at: str) -> Obj:
+    return with_binding(previous.get(), node, rv, bound_at)
+
+
 def _binding_event(
     etype: str,
     kind: str,
@@ -492,13 +522,8 @@ def _binding_event(
     fetch: Fetch | None,
 ) -> Event:
     if previous is not None:
-        base = previous
-
-        def bound() -> Obj:
-            return with_binding(base.get(), node, rv, bound_at)
-
-        new = ObjectRef(key, None, make=bound, node=node, raw=base)
-        return Event._of(etype, kind, key, rv, epoch, new, base, True)
+        new = bound_ref(previous, node, rv, bound_at)
+        return Event._of(etype, kind, key, rv, epoch, new, previous, True)
     pair: list[tuple[Obj | None, Obj | None]] = []
 
     def resolved() -> tuple[Obj | None, Obj | None]:

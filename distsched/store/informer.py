@@ -24,7 +24,9 @@ Lazy decoding. The indexer holds :class:`~distsched.store.codec.ObjectRef` value
 object is decoded when someone first asks for it (:meth:`Informer.get`, :meth:`Informer.list`,
 a handler), not when its event arrives. A handler registered with ``lazy=True`` gets the
 refs themselves, with the key and, for pods, node and nominated node at hand, and decodes
-only what it needs (a worker's cache ignores pending pods, most of the stream). A binding
+only what it needs (a worker's cache ignores pending pods, most of the stream); while every
+handler of pods is lazy, a pod entry goes straight to refs and handlers, without an
+:class:`Event` (a worker follows every pod: this is its hot path). A binding
 event carries no object: the informer rebuilds the bound pod from its own previous copy
 (old = that copy, new = it with spec.nodeName, PodScheduled and the rv set, the same pair
 as if the whole object had been shipped); without a copy it reads the store.
@@ -60,6 +62,7 @@ from distsched.store.codec import (
     Event,
     Obj,
     ObjectRef,
+    bound_ref,
     decode_event,
     uid_of,
 )
@@ -105,6 +108,23 @@ class FuncHandler(Generic[T]):
             self.delete(obj, final_state_unknown)
 
 
+class MethodHandler:
+    """An :class:`EventHandler` of three callables, called directly (no method of its own
+    in between): for the handlers of the informer's hot path."""
+
+    __slots__ = ("on_add", "on_delete", "on_update")
+
+    def __init__(
+        self,
+        add: Callable[[Any, bool], None],
+        update: Callable[[Any, Any], None],
+        delete: Callable[[Any, bool], None],
+    ) -> None:
+        self.on_add = add
+        self.on_update = update
+        self.on_delete = delete
+
+
 def _entries(reply: Any) -> list[tuple[bytes, dict[bytes, bytes]]]:
     """Entries of a single-stream XREAD reply, RESP2 (list) or RESP3 (dict)."""
     if not reply:
@@ -142,7 +162,7 @@ class Informer:
         self._indexer: dict[str, dict[str, ObjectRef]] = {k: {} for k in self._kinds}
         self._lock = threading.RLock()
         self._rv = 0
-        self._epoch = ""
+        self._epoch_raw = b""
         self._need_relist = True
         self._synced = threading.Event()
         self._stop = threading.Event()
@@ -155,6 +175,15 @@ class Informer:
         self.reader = reader or f"informer-{uuid.uuid4().hex[:12]}"
         self._clock = clock
         self._next_report_ms = 0
+
+    @property
+    def _epoch(self) -> str:
+        """The store's epoch the indexer reflects ("" before the first list or event)."""
+        return self._epoch_raw.decode()
+
+    @_epoch.setter
+    def _epoch(self, epoch: str) -> None:
+        self._epoch_raw = epoch.encode()  # compared with each entry's bytes as they come
 
     # --- handlers and the indexer -----------------------------------------------------
     def add_handler(self, kind: str, handler: EventHandler, *, lazy: bool = False) -> None:
@@ -250,21 +279,74 @@ class Informer:
         if not entries:
             return self._check_idle()
         delivered = 0
-        for entry_id, fields in entries:
-            rv = int(entry_id.split(b"-", 1)[0])
-            epoch = fields[b"epoch"].decode()
-            first_ever = self._rv == 0 and not self._epoch
-            if rv != self._rv + 1 or (epoch != self._epoch and not first_ever):
-                log.info("informer: stream gap at rv %d (next entry %d); relisting", self._rv, rv)
-                return delivered + self._relist()
-            kind = fields[b"kind"].decode()
-            if kind in self._indexer:
-                key = fields[b"key"].decode()
-                previous = self._indexer[kind].get(key)
-                self._deliver(decode_event(fields, previous), previous)
-                delivered += 1
-            self._rv, self._epoch = rv, epoch
+        pods = self._indexer.get("Pod", {})
+        lean_pods = "Pod" in self._indexer and all(lazy for _, lazy in self._handlers["Pod"])
+        with self._lock:
+            for entry_id, fields in entries:
+                rv = int(entry_id.split(b"-", 1)[0])
+                raw_epoch = fields[b"epoch"]
+                if raw_epoch != self._epoch_raw:
+                    epoch = raw_epoch.decode()
+                    if self._rv != 0 or self._epoch:
+                        log.info("informer: the stream's epoch changed at rv %d; relisting", rv)
+                        return delivered + self._relist()
+                    self._epoch = epoch
+                if rv != self._rv + 1:
+                    log.info(
+                        "informer: stream gap at rv %d (next entry %d); relisting", self._rv, rv
+                    )
+                    return delivered + self._relist()
+                raw_kind = fields[b"kind"]
+                if raw_kind == b"Pod" and lean_pods and self._deliver_pod(fields, rv, pods):
+                    delivered += 1
+                else:
+                    kind = raw_kind.decode()
+                    if kind in self._indexer:
+                        key = fields[b"key"].decode()
+                        previous = self._indexer[kind].get(key)
+                        self._deliver(decode_event(fields, previous), previous)
+                        delivered += 1
+                self._rv = rv
         return delivered
+
+    def _deliver_pod(self, fields: dict[bytes, bytes], rv: int, pods: dict[str, ObjectRef]) -> bool:
+        """The two events of almost every pod, a pending pod added and its binding, made
+        into refs and handed to lazy handlers without an :class:`Event` in between: a
+        worker follows every pod of the cluster, so this is its informer's hot path.
+        False: not one of those (the general path delivers it)."""
+        get = fields.get
+        raw_node = get(b"node")
+        if raw_node is None or fields[b"type"] == b"DELETED" or b"objmeta" in fields:
+            return False
+        key = fields[b"key"].decode()
+        previous = pods.get(key)
+        node = raw_node.decode()
+        bound_at = get(b"bound")
+        if bound_at is not None:
+            if previous is None:
+                return False
+            new = bound_ref(previous, node, rv, bound_at.decode())
+        elif b"old" in fields:
+            return False
+        else:
+            nom = get(b"nom")
+            new = ObjectRef(
+                key,
+                None,
+                node=node,
+                nominated="" if nom is None else nom.decode(),
+                raw=fields[b"obj"],
+            )
+        pods[key] = new
+        for handler, _lazy in self._handlers["Pod"]:
+            try:
+                if previous is None:
+                    handler.on_add(new, False)
+                else:
+                    handler.on_update(previous, new)
+            except Exception:
+                log.exception("informer: event handler %r failed", handler)
+        return True
 
     def _check_idle(self) -> int:
         """Nothing to read: make sure that is because nothing happened."""

@@ -30,6 +30,7 @@ the last refresh, before the pod lists synced after it.
 from __future__ import annotations
 
 import logging
+import re
 from dataclasses import replace
 from functools import partial
 
@@ -49,6 +50,7 @@ from distsched.model import LABEL_HOSTNAME, Node, Pod
 from distsched.model.decode import spec_with_node_name
 from distsched.model.volumes import VOLUME_KINDS
 from distsched.store import FuncHandler, Informer, ObjectRef, Store
+from distsched.store.informer import MethodHandler
 
 Obj = dict
 
@@ -56,6 +58,8 @@ log = logging.getLogger(__name__)
 
 _POD_AFFINITY_KEYS = (b"podAffinity", b"podAntiAffinity")
 _CLAIM_KEYS = (b"persistentVolumeClaim",)
+# Either of the above in a blob: one scan tells that a bound pod may be deferred.
+_PARSE_NOW = re.compile(b"|".join(re.escape(k) for k in (*_POD_AFFINITY_KEYS, *_CLAIM_KEYS)))
 
 
 def declares_pod_affinity(ref: ObjectRef) -> bool:
@@ -157,9 +161,7 @@ class ClusterView:
         node_handler = FuncHandler(
             add=self._on_node_add, update=self._on_node_update, delete=self._on_node_delete
         )
-        pod_handler = FuncHandler(
-            add=self._on_pod_add, update=self._on_pod_update, delete=self._on_pod_delete
-        )
+        pod_handler = MethodHandler(self._on_pod_add, self._on_pod_update, self._on_pod_delete)
         self.informer.add_handler("Node", node_handler)
         # Lazy: most pod events are pending pods, which only the nominator may care about.
         self.informer.add_handler("Pod", pod_handler, lazy=True)
@@ -285,7 +287,7 @@ class ClusterView:
             self.nominator.delete(ref.key)
             # Pods using claims are parsed at once too: VolumeRestrictions counts every
             # claim's users (Snapshot.claim_users) without reading any node's pods.
-            if self.lazy_pods and not declares_pod_affinity(ref) and not uses_claims(ref):
+            if self.lazy_pods and self._deferrable(ref):
                 self.snapshot.defer_pod(ref.key, node, partial(self._load, ref))
             else:
                 self.snapshot.add_pod(self.pod_from(ref.get()))
@@ -294,6 +296,13 @@ class ClusterView:
         else:
             # A pending pod: not decoded, parsed only when a worker pops it.
             self.nominator.delete(ref.key)
+
+    @staticmethod
+    def _deferrable(ref: ObjectRef) -> bool:
+        blob = ref.blob()
+        if blob is not None and _PARSE_NOW.search(blob) is None:
+            return True  # the common case, told by one scan of the undecoded bytes
+        return not declares_pod_affinity(ref) and not uses_claims(ref)
 
     def _load(self, ref: ObjectRef) -> Pod | None:
         """A deferred bound pod, parsed now (None, logged, if it does not parse: the
