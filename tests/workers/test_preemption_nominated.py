@@ -9,6 +9,7 @@ import redis
 from distsched.clock import FakeClock
 from distsched.keys import Keys
 from distsched.model import Pod
+from distsched.queue_types import QueueConfig
 from distsched.store import Store
 from distsched.store.writer import StoreWriter
 from tests.support.objects import node, pod
@@ -187,3 +188,38 @@ def test_a_held_preemptor_goes_back_at_half_its_lease(
     cluster.turn()
     assert cluster.where("urgent") in ("unschedulable", "backoff", "active")
     assert writer.waiting  # the deletion still under way: the pod went back anyway
+
+
+class SlowDecision(SlowDeletes):
+    """SlowDeletes, and the batch that preempts takes ``slow_ms`` before its hold (as a
+    long batch would): the fake clock moves on when the worker asks about the deletions."""
+
+    def __init__(self, store: Store, clock: FakeClock, slow_ms: int) -> None:
+        super().__init__(store)
+        self.clock, self.slow_ms = clock, slow_ms
+
+    def deleting(self, pod_keys: Sequence[str]) -> bool:
+        if self.slow_ms:
+            self.clock.step(self.slow_ms)
+            self.slow_ms = 0
+        return super().deleting(pod_keys)
+
+
+def test_a_held_preemptors_half_lease_runs_from_its_pop_not_from_its_hold(
+    r: redis.Redis, keys: Keys, clock: FakeClock
+) -> None:
+    """A hold counted from its own start could outlast the pod's lease after a slow
+    batch; it ends half a lease after the pod was taken up."""
+    lease_ms = QueueConfig().lease_ms
+    writer = SlowDecision(Store(r, keys, clock=clock), clock, slow_ms=lease_ms * 2 // 5)
+    cluster = InProcessCluster(r, keys, clock, writer=writer)
+    assert cluster.queue.config.lease_ms == lease_ms
+    cluster.create(node("n1", cpu="2"), pod("v1", cpu="2", nodeName="n1", priority=1))
+    cluster.handle_events()
+    cluster.create(pod("urgent", cpu="2", priority=1000))
+    cluster.handle_events()
+    cluster.schedule(cluster.pop())
+    assert cluster.where("urgent") == "inflight" and writer.waiting
+    clock.step(lease_ms // 10 + 1)  # half a lease since the pop, 0.1 lease since the hold
+    cluster.turn()
+    assert cluster.where("urgent") in ("unschedulable", "backoff", "active")
