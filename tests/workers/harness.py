@@ -15,13 +15,14 @@ import json
 import random
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import redis
 
 from distsched.binder.cycle import Binder, BindOutcome
 from distsched.binder.jobs import Binding, bind_queue
+from distsched.cache.ledger_types import Decision
 from distsched.clock import FakeClock
 from distsched.framework.cluster_writer import ClusterWriter
 from distsched.framework.interface import PluginSpec
@@ -197,13 +198,13 @@ def decide_while_the_other_holds(
     second_reserved = threading.Event()
     reserve_first, reserve_second = first.ledger.reserve_batch, second.ledger.reserve_batch
 
-    def first_waits(decisions):  # type: ignore[no-untyped-def]
+    def first_waits(decisions: Sequence[Decision], *, groups: Sequence[int] | None = None) -> Any:
         assert go.wait(10)
-        return reserve_first(decisions)
+        return reserve_first(decisions, groups=groups)
 
-    def second_notes(decisions):  # type: ignore[no-untyped-def]
+    def second_notes(decisions: Sequence[Decision], *, groups: Sequence[int] | None = None) -> Any:
         second_reserved.set()
-        return reserve_second(decisions)
+        return reserve_second(decisions, groups=groups)
 
     first.ledger.reserve_batch = first_waits  # type: ignore[method-assign]
     second.ledger.reserve_batch = second_notes  # type: ignore[method-assign]
