@@ -87,7 +87,10 @@ class KubeWriter:
         self.clock = clock
         self.events = events or EventRecorder(client, controller=scheduler_name, clock=clock)
         self.bind_concurrency = bind_concurrency
-        self._pending: dict[tuple[str, str], Work] = {}
+        # Background work by (what, namespace, name): "status" patches of one pod merge,
+        # and a later one replaces the earlier one not started yet; an "evict" (preempt())
+        # is queued apart, so that no status patch can take its place.
+        self._pending: dict[tuple[str, str, str], Work] = {}
         self._outstanding = 0  # tasks started or about to be, not finished
         self._gate: asyncio.Semaphore | None = None  # made on the loop
         self._tasks: set[asyncio.Task[None]] = set()
@@ -206,7 +209,7 @@ class KubeWriter:
                 if not exc.not_found and not exc.conflict:
                     log.warning("status of pod %s/%s not written: %s", namespace, name, exc)
 
-        self._background(key, patch)
+        self._background(("status", namespace, name), patch)
 
     # --- preemption ----------------------------------------------------------------------
     def preempt(self, victim: Obj, preemptor: Obj, node: str) -> None:
@@ -247,7 +250,7 @@ class KubeWriter:
 
         with self._lock:
             self._victims.add((namespace, name))
-        self._background((namespace, name), act)
+        self._background(("evict", namespace, name), act)
 
     def deleting(self, pod_keys: Sequence[str]) -> bool:
         """Whether a preempt() of one of these pods ("namespace/name") has not finished."""
@@ -257,7 +260,7 @@ class KubeWriter:
             return any(tuple(key.split("/", 1)) in self._victims for key in pod_keys)
 
     # --- background ----------------------------------------------------------------------
-    def _background(self, key: tuple[str, str], work: Work) -> None:
+    def _background(self, key: tuple[str, str, str], work: Work) -> None:
         with self._lock:
             queued = key in self._pending
             self._pending[key] = work
@@ -266,12 +269,12 @@ class KubeWriter:
         if not queued:
             self.client.call_soon(lambda: self._start(key))
 
-    def _start(self, key: tuple[str, str]) -> None:  # on the client's loop
+    def _start(self, key: tuple[str, str, str]) -> None:  # on the client's loop
         task = asyncio.get_running_loop().create_task(self._run_latest(key))
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _run_latest(self, key: tuple[str, str]) -> None:
+    async def _run_latest(self, key: tuple[str, str, str]) -> None:
         try:
             if self._gate is None:
                 self._gate = asyncio.Semaphore(BACKGROUND_WRITES)
@@ -281,7 +284,7 @@ class KubeWriter:
                 if work is not None:
                     await work()
         except Exception:  # a background write must not take the loop down with it
-            log.exception("background write for %s/%s failed", *key)
+            log.exception("background %s of %s/%s failed", *key)
         finally:
             with self._lock:
                 self._outstanding -= 1
