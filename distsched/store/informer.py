@@ -281,21 +281,23 @@ class Informer:
         delivered = 0
         pods = self._indexer.get("Pod", {})
         lean_pods = "Pod" in self._indexer and all(lazy for _, lazy in self._handlers["Pod"])
-        with self._lock:
+        gap = False
+        with self._lock:  # once per batch; a relist reads the store outside it
             for entry_id, fields in entries:
                 rv = int(entry_id.split(b"-", 1)[0])
                 raw_epoch = fields[b"epoch"]
                 if raw_epoch != self._epoch_raw:
-                    epoch = raw_epoch.decode()
-                    if self._rv != 0 or self._epoch:
+                    if self._rv != 0 or self._epoch_raw:
                         log.info("informer: the stream's epoch changed at rv %d; relisting", rv)
-                        return delivered + self._relist()
-                    self._epoch = epoch
+                        gap = True
+                        break
+                    self._epoch = raw_epoch.decode()
                 if rv != self._rv + 1:
                     log.info(
                         "informer: stream gap at rv %d (next entry %d); relisting", self._rv, rv
                     )
-                    return delivered + self._relist()
+                    gap = True
+                    break
                 raw_kind = fields[b"kind"]
                 if raw_kind == b"Pod" and lean_pods and self._deliver_pod(fields, rv, pods):
                     delivered += 1
@@ -307,6 +309,8 @@ class Informer:
                         self._deliver(decode_event(fields, previous), previous)
                         delivered += 1
                 self._rv = rv
+        if gap:
+            return delivered + self._relist()
         return delivered
 
     def _deliver_pod(self, fields: dict[bytes, bytes], rv: int, pods: dict[str, ObjectRef]) -> bool:
