@@ -124,6 +124,13 @@ def one_run(
 )
 @click.option("--timeout", type=float, default=900.0, show_default=True)
 @click.option("-o", "output", type=click.Choice(["text", "json"]), default="text")
+@click.option(
+    "--workdir",
+    type=click.Path(file_okay=False, path_type=Path),
+    default=None,
+    help="Keep each run's API server, Redis and process logs here (default: a temporary "
+    "directory, removed).",
+)
 def main(
     workload: str,
     nodes: int,
@@ -134,6 +141,7 @@ def main(
     only: tuple[str, ...],
     timeout: float,
     output: str,
+    workdir: Path | None,
 ) -> None:
     """Measure the bind-only ceiling, distsched and kube-scheduler on fresh API servers."""
     chosen = WORKLOADS.get(workload)
@@ -143,8 +151,11 @@ def main(
     config = KubeBenchConfig(chosen, nodes, init, pods, timeout_s=timeout, keep=True)
     reports = []
     with tempfile.TemporaryDirectory(prefix="distsched-compare-") as tmp:
+        base = Path(tmp) if workdir is None else workdir
         for name in only or RUNS:
-            reports.append(one_run(name, config, Path(tmp), workers=workers, binders=binders))
+            if (base / name).exists():
+                raise click.UsageError(f"--workdir: {base / name} exists already")
+            reports.append(one_run(name, config, base, workers=workers, binders=binders))
     overall = {r["run"]: r["throughput"]["overall"] for r in reports}
     if output == "json":
         click.echo(json.dumps({"runs": reports, "overall": overall}, indent=2))

@@ -836,8 +836,14 @@ class SchedulingWorker:
             waiting = self.writer.deleting(victims) or any(v in in_ledger for v in victims)
             if now < deadline and waiting:
                 still.append(held)
-            else:
-                self._fail_member(attempt, failure)
+                continue
+            if waiting:
+                log.info(
+                    "preemptor %s back to the queue at half its lease, its victims' "
+                    "deletions not done",
+                    attempt.queued.key,
+                )
+            self._fail_member(attempt, failure)
         self._held_preemptors = still
 
     def _place(self, attempt: Attempt) -> Outcome:
