@@ -68,19 +68,29 @@ objects before the pods that use them."""
 
 def store_object(kind: str, api_version: str, obj: Obj) -> Obj:
     """The API object as the store keeps it (a shallow copy: the input is not changed).
-    A pod's status keeps what scheduling reads (phase, nominatedNodeName): the rest
-    (conditions, container statuses, IPs) is the kubelet's, changes often and is never
-    read, and writing it would wake every worker for nothing."""
+    A pod's status keeps what scheduling reads (phase, nominatedNodeName, and of the
+    conditions only DisruptionTarget: a victim whose preemption is under way, which
+    preemption's eligibility check reads): the rest (other conditions, container
+    statuses, IPs) is the kubelet's, changes often and is never read, and writing it
+    would wake every worker for nothing."""
     meta = {k: v for k, v in (obj.get("metadata") or {}).items() if k not in _DROPPED_META}
     out = {**obj, "kind": kind, "apiVersion": api_version, "metadata": meta}
     if kind == "Pod" and "status" in obj:
         status = obj.get("status") or {}
         out["status"] = {k: status[k] for k in _POD_STATUS if k in status}
+        kept = [
+            c
+            for c in status.get("conditions") or ()
+            if isinstance(c, dict) and c.get("type") in _POD_CONDITIONS
+        ]
+        if kept:
+            out["status"]["conditions"] = kept
     return out
 
 
 _DROPPED_META = frozenset({"managedFields", "resourceVersion"})
 _POD_STATUS = ("phase", "nominatedNodeName")
+_POD_CONDITIONS = frozenset({"DisruptionTarget"})
 
 
 def wanted(kind: str, obj: Obj, profiles: Collection[str]) -> bool:

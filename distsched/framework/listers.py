@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -153,9 +153,17 @@ def _key_of(obj: Mapping[str, Any]) -> str:
     return f"{namespace}/{name}" if namespace else str(name)
 
 
+def _nothing_deleting(_keys: Sequence[str]) -> bool:
+    return False
+
+
 @dataclass(slots=True)
 class Listers:
     nominator: PodNominator = field(default_factory=PodNominator)
     budgets: DisruptionBudgets = field(default_factory=DisruptionBudgets)
     namespaces: NamespaceLabels = field(default_factory=NamespaceLabels)
     volumes: VolumeObjects = field(default_factory=VolumeObjects)
+    # Whether a deletion the worker's writer sent for one of these pods ("ns/name") is not
+    # answered yet (preemption's victims, through an API server): DefaultPreemption's
+    # eligibility check counts them as terminating. The worker sets it to its writer's.
+    deleting: Callable[[Sequence[str]], bool] = _nothing_deleting

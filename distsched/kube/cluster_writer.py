@@ -17,18 +17,20 @@ deadline: the reaper leaves it alone while the binding is in flight):
 
 Status patches, preemption and events go to the API server in the background
 (:class:`~distsched.kube.writer.KubeWriter`): the bridge mirrors what they change back into
-the store.
+the store. A nomination is also written into the store at once (see
+:meth:`KubeClusterWriter.set_nominated_node`).
 """
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Mapping, Sequence
 
 from distsched.event_log import ACTIONS, PodEvent, scheduled
-from distsched.kube.writer import ApiBinding, KubeWriter
+from distsched.kube.writer import ApiBinding, KubeWriter, disruption_condition
 from distsched.model import Pod, PodRef
-from distsched.store import Store
+from distsched.store import Store, StoreError
 from distsched.store.writer import StoreWriter
 
 CONDITION_CACHE = 100_000
@@ -106,12 +108,32 @@ class KubeClusterWriter:
         raise RuntimeError(f"binding {pod.key} to {node}: {answer}")
 
     def preempt(self, victim: Pod, *, preemptor: Pod, node: str) -> None:
+        """The victim is marked in the store at once (DisruptionTarget, as the API server
+        will have it), then evicted through the API server in the background: the other
+        workers' preemption counts it as terminating while its deletion is queued there,
+        instead of choosing it again for another preemptor."""
+        profile = preemptor.spec.scheduler_name or self.api.scheduler_name
+        condition = disruption_condition(profile, self.api.clock.now_ms())
+        with contextlib.suppress(StoreError):  # gone already, or another incarnation
+            self.store.store.update_pod_status(
+                victim.key, conditions=[condition], uid=victim.metadata.uid or None
+            )
         self.api.preempt(_pod_dict(victim), _pod_dict(preemptor), node)
 
     def deleting(self, pod_keys: Sequence[str]) -> bool:
         return self.api.deleting(pod_keys)
 
     def set_nominated_node(self, pod: PodRef, node: str) -> None:
+        """Written into the store at once, then patched through the API server in the
+        background. kube-scheduler's nominator is its own memory, which its next decision
+        reads; the store is the workers' shared one. Through the API server alone, the
+        other workers learned a nomination seconds later under load (the patch queued
+        behind the victims' deletions, then the watch and the bridge), and meanwhile
+        chose the same node and victims for their own preemptors. The bridge's mirror
+        later writes the API server's copy over it (the same nomination once the patch
+        is in). A pod the store no longer has (or has under another uid) raises
+        :class:`~distsched.store.StoreError`, and nothing goes to the API server."""
+        self.store.set_nominated_node(pod, node)
         self.api.nominate(_reference(pod) | {"status": {"nominatedNodeName": None}}, node)
 
     def pod_unschedulable(self, pod: PodRef, *, reason: str, message: str) -> bool:

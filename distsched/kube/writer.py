@@ -228,13 +228,7 @@ class KubeWriter:
                     self._victims.discard((namespace, name))
 
         async def evict() -> None:
-            condition = {
-                "type": "DisruptionTarget",
-                "status": "True",
-                "reason": "PreemptionByScheduler",
-                "message": f"{profile}: preempting to accommodate a higher priority pod",
-                "lastTransitionTime": rfc3339(self.clock.now_ms()),
-            }
+            condition = disruption_condition(profile, self.clock.now_ms())
             body = {"metadata": {"uid": uid}, "status": {"conditions": [condition]}}
             try:
                 await self.client.arequest(patch_status_request(PODS, name, body, namespace))
@@ -307,6 +301,17 @@ def _merge_status(pending: Obj, patch: Obj) -> Obj:
         by_type.update({c["type"]: c for c in patch["conditions"]})
         out["conditions"] = list(by_type.values())
     return out
+
+
+def disruption_condition(profile: str, now_ms: int) -> Obj:
+    """The condition kube's preemption sets on a victim before deleting it."""
+    return {
+        "type": "DisruptionTarget",
+        "status": "True",
+        "reason": "PreemptionByScheduler",
+        "message": f"{profile}: preempting to accommodate a higher priority pod",
+        "lastTransitionTime": rfc3339(now_ms),
+    }
 
 
 def _profile(pod: Obj, default: str) -> str:

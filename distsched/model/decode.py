@@ -485,6 +485,7 @@ def _decode_pod_status(f: Fields) -> PodStatus:
                 status=status,
                 reason=c.get_str("reason"),
                 message=c.get_str("message"),
+                last_transition_time=c.get_str("lastTransitionTime"),
             )
         )
     nominated = f.get_str("nominatedNodeName")

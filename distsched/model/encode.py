@@ -78,7 +78,13 @@ def pod_to_dict(pod: Pod) -> Json:
     if status.conditions:
         out_status["conditions"] = [
             _omit_empty(
-                {"type": c.type, "status": c.status, "reason": c.reason, "message": c.message}
+                {
+                    "type": c.type,
+                    "status": c.status,
+                    "reason": c.reason,
+                    "message": c.message,
+                    "lastTransitionTime": c.last_transition_time,
+                }
             )
             for c in status.conditions
         ]

@@ -188,6 +188,7 @@ class PodCondition:
     status: str
     reason: str = ""
     message: str = ""
+    last_transition_time: str = ""  # RFC 3339, "" when not given
 
 
 @dataclass(frozen=True, slots=True)

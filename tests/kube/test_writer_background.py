@@ -1,5 +1,6 @@
-"""KubeWriter's background writes, on a fake client whose loop the test runs: what is
-queued for one pod, and what replaces what."""
+"""The Kubernetes mode's writers on fakes: KubeWriter's background writes (a client whose
+loop the test runs: what is queued for one pod, what replaces what), and what
+KubeClusterWriter writes into the store before the API server answers."""
 
 from __future__ import annotations
 
@@ -7,9 +8,20 @@ import asyncio
 from collections.abc import Callable
 from typing import Any, cast
 
+import pytest
+import redis
+
+from distsched.clock import FakeClock
+from distsched.framework.plugins.default_preemption import terminating_by_preemption
+from distsched.keys import Keys
 from distsched.kube.client import KubeClient, Request
+from distsched.kube.cluster_writer import KubeClusterWriter
 from distsched.kube.events import EventRecorder
 from distsched.kube.writer import KubeWriter
+from distsched.model import Pod, PodRef
+from distsched.model.decode import pod_from_dict
+from distsched.store import Store, StoreError
+from tests.store.helpers import make_pod
 
 
 class LoopClient:
@@ -74,3 +86,78 @@ def test_status_patches_of_one_pod_still_merge_into_one_request() -> None:
     writer.condition(pending, reason="Unschedulable", message="0/1 nodes are available")
     client.drain()
     assert client.sent == [("PATCH", "/api/v1/namespaces/default/pods/pending/status")]
+
+
+def view_pod(store: Store, key: str) -> Pod:
+    obj = store.get("Pod", key)
+    assert obj is not None
+    return pod_from_dict(obj)
+
+
+def view_pod_of(obj: dict[str, Any]) -> Pod:
+    return pod_from_dict(obj)
+
+
+class RecordingApi:
+    """The KubeWriter calls KubeClusterWriter makes for nominations, recorded."""
+
+    def __init__(self) -> None:
+        self.nominated: list[tuple[str, str]] = []
+
+    def nominate(self, pod: dict[str, Any], node: str) -> None:
+        self.nominated.append((pod["metadata"]["name"], node))
+
+
+def test_a_nomination_reaches_the_store_before_the_api_server_answers(
+    r: redis.Redis, keys: Keys, clock: FakeClock
+) -> None:
+    """Issue 23: through the API server alone, the other workers learned a nomination
+    seconds later under load and chose the same node and victims for their own
+    preemptors. The store (the workers' shared nominator) has it at once."""
+    store = Store(r, keys, clock=clock)
+    created = store.create(make_pod("urgent"))
+    api = RecordingApi()
+    writer = KubeClusterWriter(cast(KubeWriter, api), store)
+    ref = PodRef("default/urgent", created["metadata"]["uid"])
+    writer.set_nominated_node(ref, "n1")
+    stored = store.get("Pod", "default/urgent")
+    assert stored is not None and stored["status"]["nominatedNodeName"] == "n1"
+    assert api.nominated == [("urgent", "n1")]
+    writer.set_nominated_node(ref, "")
+    stored = store.get("Pod", "default/urgent")
+    assert stored is not None and not stored["status"].get("nominatedNodeName")
+    assert api.nominated[-1] == ("urgent", "")
+    with pytest.raises(StoreError):
+        writer.set_nominated_node(PodRef("default/urgent", "another-uid"), "n1")
+    assert len(api.nominated) == 2, "nothing to the API server for a pod the store lacks"
+
+
+class PreemptingApi(RecordingApi):
+    scheduler_name = "default-scheduler"
+
+    def __init__(self, clock: FakeClock) -> None:
+        super().__init__()
+        self.clock = clock
+        self.evicted: list[str] = []
+
+    def preempt(self, victim: dict[str, Any], preemptor: dict[str, Any], node: str) -> None:
+        self.evicted.append(victim["metadata"]["name"])
+
+
+def test_a_victim_is_marked_in_the_store_before_its_eviction_is_sent(
+    r: redis.Redis, keys: Keys, clock: FakeClock
+) -> None:
+    """The other workers count it as terminating (DefaultPreemption's eligibility check)
+    while its deletion waits behind the API server's writes."""
+    store = Store(r, keys, clock=clock)
+    store.create(make_pod("victim", nodeName="n1"))
+    api = PreemptingApi(clock)
+    writer = KubeClusterWriter(cast(KubeWriter, api), store)
+    victim = view_pod(store, "default/victim")
+    writer.preempt(victim, preemptor=view_pod_of(make_pod("urgent")), node="n1")
+    assert api.evicted == ["victim"]
+    marked = view_pod(store, "default/victim")
+    assert terminating_by_preemption(marked, clock.now_ms() / 1000)
+    store.delete("Pod", "default/victim")
+    writer.preempt(victim, preemptor=view_pod_of(make_pod("urgent")), node="n1")
+    assert api.evicted == ["victim", "victim"], "gone from the store: still sent"

@@ -21,9 +21,16 @@ on the chosen node, or a node passed over for its violations) the plugin says so
 diagnosis' PostFilter message, which ends the pod's "0/N nodes are available" line that
 ``distsched explain`` shows.
 
-Not modelled: extenders, and the "terminating victims on the nominated node"
-eligibility check (a deleted pod leaves the store at once here, there is no graceful
-termination).
+kube's eligibility check holds: a pod nominated to a node where a lower-priority pod is
+still being preempted (it carries DisruptionTarget, reason PreemptionByScheduler) does
+not preempt again but waits for that deletion. kube also asks for the victim's
+deletionTimestamp (graceful termination); a deleted pod leaves the store at once here,
+so a condition older than :data:`PREEMPTION_GRACE_S` counts as a preemption that did not
+happen (its deletion failed) instead. Standalone, victims are deleted as they are
+preempted; through an API server their deletions queue behind its writes, and a
+preemptor tried again meanwhile preempted on another node.
+
+Not modelled: extenders.
 
 Args (kube's DefaultPreemptionArgs): ``minCandidateNodesPercentage`` (0..100, default
 10) and ``minCandidateNodesAbsolute`` (>= 0, default 100), not both 0.
@@ -35,6 +42,7 @@ import dataclasses
 import functools
 import math
 import random
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -77,6 +85,10 @@ NAME = "DefaultPreemption"
 EVENTS: tuple[ClusterEvent, ...] = ()
 NEVER = "Never"
 NOT_ELIGIBLE_NEVER = "not eligible due to preemptionPolicy=Never."
+NOT_ELIGIBLE_TERMINATING = "not eligible due to a terminating pod on the nominated node."
+PREEMPTION_GRACE_S = 30.0
+"""How long a victim's DisruptionTarget counts as a deletion under way (kube's default
+termination grace period)."""
 NO_VICTIMS = "No preemption victims found for incoming pod"
 NOT_HELPFUL = "Preemption is not helpful for scheduling"
 DEFAULT_MIN_CANDIDATE_NODES_PERCENTAGE = 10
@@ -281,6 +293,8 @@ class DefaultPreemption(PostFilterPlugin):
             return None, Status(Code.ERROR, "DefaultPreemption is not attached to a framework")
         if pod.spec.preemption_policy == NEVER:
             return None, Status.unschedulable("preemption: " + NOT_ELIGIBLE_NEVER)
+        if not self._eligible(state, pod, snapshot, diagnosis):
+            return None, Status.unschedulable("preemption: " + NOT_ELIGIBLE_TERMINATING)
         try:
             candidates, statuses, errors = self.find_candidates(state, pod, snapshot, diagnosis)
         except SchedulingError as exc:
@@ -302,6 +316,27 @@ class DefaultPreemption(PostFilterPlugin):
                 pod, cycle_pod_info(state, pod).priority, best.node_name
             ),
         ), Status.success()
+
+    def _eligible(
+        self, state: CycleState, pod: Pod, snapshot: Snapshot, diagnosis: Diagnosis
+    ) -> bool:
+        """kube's PodEligibleToPreemptOthers past preemptionPolicy: not while a
+        lower-priority pod on the pod's nominated node is being preempted (it carries the
+        preemption's condition, or this worker's writer has its deletion in flight),
+        unless the filters found that node hopeless for it."""
+        node = pod.status.nominated_node_name
+        index = snapshot.get_index(node) if node else None
+        if index is None:
+            return True
+        status = diagnosis.node_to_status.status_of(index)
+        if status is not None and status.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
+            return True
+        priority = cycle_pod_info(state, pod).priority
+        now = time.time()
+        lower = [info for info in snapshot.pods_on(index).values() if info.priority < priority]
+        if any(terminating_by_preemption(info.pod, now) for info in lower):
+            return False
+        return not (lower and self.handle.listers.deleting([info.key for info in lower]))
 
     def calculate_num_candidates(self, num_nodes: int) -> int:
         n = num_nodes * self.min_percentage // 100
@@ -631,6 +666,24 @@ def select_candidate(candidates: list[Candidate]) -> Candidate:
         if len(remaining) == 1:
             break
     return remaining[0]
+
+
+def terminating_by_preemption(pod: Pod, now_s: float) -> bool:
+    """Whether ``pod`` is a victim whose deletion is under way: DisruptionTarget=True,
+    reason PreemptionByScheduler, set less than :data:`PREEMPTION_GRACE_S` ago (without
+    a time that parses it does not count: nothing could end the wait)."""
+    for condition in pod.status.conditions:
+        if (
+            condition.type == "DisruptionTarget"
+            and condition.status == "True"
+            and condition.reason == "PreemptionByScheduler"
+        ):
+            try:
+                at = datetime.fromisoformat(condition.last_transition_time).timestamp()
+            except ValueError:
+                return False
+            return now_s - at < PREEMPTION_GRACE_S
+    return False
 
 
 def pdb_note(best: Candidate, candidates: list[Candidate]) -> str:

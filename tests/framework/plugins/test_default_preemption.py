@@ -4,7 +4,9 @@ pods in filtering (RunFilterPluginsWithNominatedPods), and the default profile e
 from __future__ import annotations
 
 import random
+import time
 from dataclasses import replace
+from datetime import UTC, datetime
 
 import numpy as np
 import pytest
@@ -33,6 +35,7 @@ from distsched.model.objects import (
     LabelSelector,
     PodAffinity,
     PodAffinityTerm,
+    PodCondition,
     TopologySpreadConstraint,
 )
 from tests.framework.builders import snapshot_of
@@ -64,6 +67,69 @@ def test_preemption_policy_never_is_not_eligible():
     assert result is None
     assert status.code == Code.UNSCHEDULABLE
     assert status.message() == "preemption: not eligible due to preemptionPolicy=Never."
+
+
+def being_preempted(victim, seconds_ago=1.0):
+    """``victim`` with the DisruptionTarget condition kube's preemption sets first."""
+    at = datetime.fromtimestamp(time.time() - seconds_ago, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+    condition = PodCondition("DisruptionTarget", "True", "PreemptionByScheduler", "preempting", at)
+    return replace(victim, status=replace(victim.status, conditions=(condition,)))
+
+
+def nominated(incoming, node_name):
+    return replace(incoming, status=replace(incoming.status, nominated_node_name=node_name))
+
+
+def test_a_pod_waits_for_a_victim_being_preempted_on_its_nominated_node():
+    """kube's PodEligibleToPreemptOthers: through an API server the victims' deletions
+    queue, and a preemptor tried again meanwhile preempted on another node."""
+    going = being_preempted(pod("going", 3000, 1, "n1"))
+    snapshot = snapshot_of([node("n1"), node("n2")], [going, pod("low", 3000, 1, "n2")])
+    result, status = preempt(snapshot, nominated(pod("p", 2000, 10), "n1"))
+    assert result is None
+    assert status.code == Code.UNSCHEDULABLE
+    assert status.message() == (
+        "preemption: not eligible due to a terminating pod on the nominated node."
+    )
+
+
+def test_a_pod_waits_for_a_victim_whose_deletion_its_writer_has_in_flight():
+    """Through an API server the condition comes back with the watch, later than the
+    worker's own writer knows the deletion is under way: that counts too."""
+    snapshot = snapshot_of(
+        [node("n1"), node("n2")], [pod("going", 3000, 1, "n1"), pod("low", 3000, 1, "n2")]
+    )
+    incoming = nominated(pod("p", 2000, 10), "n1")
+    fw = framework()
+    fw.handle.listers.deleting = lambda keys: "default/going" in keys
+    state = CycleState()
+    with pytest.raises(FitError) as info:
+        schedule_pod(fw, state, incoming, snapshot)
+    result, status = fw.run_post_filter_plugins(state, incoming, snapshot, info.value.diagnosis)
+    assert result is None and "terminating pod on the nominated node" in status.message()
+    fw.handle.listers.deleting = lambda keys: False
+    state = CycleState()
+    with pytest.raises(FitError) as info:
+        schedule_pod(fw, state, incoming, snapshot)
+    result, status = fw.run_post_filter_plugins(state, incoming, snapshot, info.value.diagnosis)
+    assert status.is_success()
+
+
+@pytest.mark.parametrize(
+    "case",
+    ["not nominated", "nominated elsewhere", "victim of higher priority", "condition too old"],
+)
+def test_eligible_unless_a_lower_victim_is_going_on_the_nominated_node(case):
+    going = being_preempted(
+        pod("going", 3000, 20 if case == "victim of higher priority" else 1, "n1"),
+        seconds_ago=60.0 if case == "condition too old" else 1.0,
+    )
+    snapshot = snapshot_of([node("n1"), node("n2")], [going, pod("low", 3000, 1, "n2")])
+    incoming = pod("p", 2000, 10)
+    if case != "not nominated":
+        incoming = nominated(incoming, "n2" if case == "nominated elsewhere" else "n1")
+    result, status = preempt(snapshot, incoming)
+    assert status.is_success() and isinstance(result, PreemptionResult)
 
 
 def test_preempts_the_lower_priority_pod():
