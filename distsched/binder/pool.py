@@ -24,6 +24,7 @@ from __future__ import annotations
 import logging
 import multiprocessing as mp
 import signal
+import threading
 import time
 from multiprocessing.process import BaseProcess
 from typing import Any
@@ -141,11 +142,23 @@ def run_one_binder(
             [queue], connection=client, serializer=MsgpackSerializer, job_class=job_class, what=what
         )
 
+    # Between rq's runs (rq installs its own handlers in work()), a stop request ends the
+    # wait for Redis instead of killing the process mid-retry without a word.
+    stop_requested = threading.Event()
+
+    def on_sigterm(_signum: int, _frame: object) -> None:
+        stop_requested.set()
+
     # Started while Redis is down, or rq's loop ended on an outage (it raises from its
     # teardown): wait for Redis, saying so, and go on with a new rq worker.
     while True:
-        worker = retry_redis(new_worker, what=what, role="binder")
-        assert worker is not None  # no stop() given: it waits as long as it takes
+        signal.signal(signal.SIGTERM, on_sigterm)
+        worker = retry_redis(new_worker, what=what, role="binder", stop=stop_requested.is_set)
+        if worker is None:
+            log.warning("%s: Redis unavailable at stop; exiting", what)
+            return
+        if stop_requested.is_set():
+            return
         log.info("%s ready (rq worker %s)", mp.current_process().name, worker.name)
         started = time.monotonic()
         try:

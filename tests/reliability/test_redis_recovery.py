@@ -213,3 +213,22 @@ def test_a_binder_pool_stops_on_sigterm_while_redis_is_down(
     text = h.log_text(tmp_path, "binder")
     assert "Redis unavailable at stop" in text, text[-2000:]
     h.report(f"binder pool stopped {time.monotonic() - stopped:.2f}s after SIGTERM, Redis down")
+
+
+def test_a_binder_waiting_for_redis_stops_on_sigterm_and_says_so(
+    server: Server, group_on: list[ProcessGroup], tmp_path: Path
+) -> None:
+    """Between rq's runs (here: started while Redis is down) the child waits in its own
+    retry loop; a SIGTERM there once killed it mid-retry without a word (CI saw it when
+    rq's run ended on the outage just before the stop)."""
+    group = ProcessGroup(server.url, log_dir=tmp_path)
+    group_on.append(group)
+    binder = group.spawn("binder")
+    h.wait_until(
+        "the binder to wait for Redis",
+        lambda: "retrying in" in h.log_text(tmp_path, "binder"),
+        30,
+    )
+    binder.signal(signal.SIGTERM)
+    h.wait_until("the binder pool to exit", lambda: not binder.alive(), 15)
+    assert "Redis unavailable at stop" in h.log_text(tmp_path, "binder")
