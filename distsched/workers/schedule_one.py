@@ -169,6 +169,8 @@ class Attempt:
     queued: QueuedPod
     pod: Pod
     framework: Framework
+    # When the worker took the pod up, just after its pop: its lease runs from about then.
+    prepared_ms: int
     state: CycleState = field(default_factory=CycleState)
     started: float = field(default_factory=time.perf_counter)
     node: str = ""
@@ -176,8 +178,6 @@ class Attempt:
     tries: int = 0
     reserved: bool = False
     gang: str = ""  # the pod group ("ns/name") whose gang this member is decided with
-    # When the worker took the pod up, just after its pop: its lease runs from about then.
-    prepared_ms: int = 0
 
 
 # The lock batches with ReadWriteOncePod claims hold (see _uses_rwop_claim). Unlike the
@@ -795,7 +795,7 @@ class SchedulingWorker:
         if fw is None:
             self.queue.delete([queued.key], now_ms=now, uids=[queued.uid])
             return None
-        return Attempt(queued, pod, fw, prepared_ms=now)
+        return Attempt(queued, pod, fw, now)
 
     def _decide(self, attempt: Attempt) -> bool:
         """Run the scheduling algorithm and assume the result locally; a pod that does
@@ -821,7 +821,7 @@ class SchedulingWorker:
         backoffQ or activeQ, not the unschedulable set), or at half its lease at the
         latest: half the lease from when it was taken up, not from now (a slow batch
         must not hold it past its lease: the reclaim would requeue it meanwhile)."""
-        deadline = (attempt.prepared_ms or self.clock.now_ms()) + self.queue.config.lease_ms // 2
+        deadline = attempt.prepared_ms + self.queue.config.lease_ms // 2
         self._held_preemptors.append((attempt, failure, tuple(victims), deadline))
 
     def _release_held_preemptors(self) -> None:
