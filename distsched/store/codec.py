@@ -271,7 +271,6 @@ class ObjectRef:
                 obj = self._obj = make()
             elif isinstance(self._raw, bytes):  # a whole blob, as most entries carry
                 obj = self._obj = decode_object(self._raw)
-                self._raw = None
             else:
                 raise ValueError(f"ObjectRef {self.key!r} has neither an object nor a maker")
             self._make = None  # drop what it closed over (a previous copy, a blob)
@@ -435,7 +434,7 @@ def field_str(fields: Mapping[bytes, bytes], name: bytes) -> str:
     return fields[name].decode()
 
 
-def _blob_ref(
+def blob_ref(
     key: str,
     blob: bytes,
     meta: bytes | None,
@@ -487,11 +486,11 @@ def decode_event(
     if node is not None:
         raw_nom = get(b"nom")
         nominated = "" if raw_nom is None else raw_nom.decode()
-    new = _blob_ref(
+    new = blob_ref(
         key, fields[b"obj"], get(b"objmeta"), rv if etype == DELETED else None, node, nominated
     )
     old_blob = get(b"old")
-    old = _blob_ref(key, old_blob, get(b"oldmeta")) if old_blob else None
+    old = blob_ref(key, old_blob, get(b"oldmeta")) if old_blob else None
     return Event._of(etype, kind, key, rv, epoch, new, old, False)
 
 

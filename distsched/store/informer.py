@@ -62,6 +62,7 @@ from distsched.store.codec import (
     Event,
     Obj,
     ObjectRef,
+    blob_ref,
     bound_ref,
     decode_event,
     uid_of,
@@ -334,12 +335,8 @@ class Informer:
             return False
         else:
             nom = get(b"nom")
-            new = ObjectRef(
-                key,
-                None,
-                node=node,
-                nominated="" if nom is None else nom.decode(),
-                raw=fields[b"obj"],
+            new = blob_ref(
+                key, fields[b"obj"], None, None, node, "" if nom is None else nom.decode()
             )
         pods[key] = new
         for handler, _lazy in self._handlers["Pod"]:
