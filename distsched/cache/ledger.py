@@ -317,7 +317,8 @@ class Ledger:
         spec = "0" if all(n == 1 for n in sizes) else "g:" + ",".join(map(str, sizes))
         args: list[str | int] = [deadline, spec, len(index), *index, *per_pod]
         raw = self._scripts.get("cache_reserve")(keys=keys, args=args)
-        kinds = [(as_text(kind), as_text(detail)) for kind, detail in raw]
+        flat = [as_text(x) for x in raw]  # kind, detail of each decision in turn
+        kinds = list(zip(flat[::2], flat[1::2], strict=True))
         if any(kind == "R" for kind, _ in kinds):
             # The binder acts on these tokens: they must survive a failover first.
             replication.acknowledge(self._r, self._keys.ack, "reservation")

@@ -44,9 +44,9 @@ then per decision, in order:
          own decisions; 0: no check): refused if another worker added pods to the node
          since, so that concurrent workers do not all pick the node that looked emptiest,
          C = number of domain checks, then C pairs (domain "<key>=<value>", generation)
-Returns one entry per decision: {"R", token} reserved, {"X", reason} rejected, {"S", reason}
-stale (fencing), {"I", reason} invalid: a request beyond 2^53-1 (numbers here are doubles),
-refused alone, the batch goes on. Any other invalid input returns an error and writes
+Returns a flat list, two entries per decision (kind, detail): "R", token reserved; "X",
+reason rejected; "S", reason stale (fencing); "I", reason invalid: a request beyond 2^53-1
+(numbers here are doubles), refused alone, the batch goes on. Any other invalid input returns an error and writes
 nothing.
 ]]
 
@@ -87,6 +87,8 @@ end
 
 local decisions = {}
 local parsed_req, parsed_ports, parsed_aks, req_invalid = {}, {}, {}, {}
+local NONE = {}  -- shared by every decision without domain checks; never written
+local any_aks = false
 local a = 4 + n_nodes
 while a <= #ARGV do
   local d = #decisions + 1
@@ -119,7 +121,8 @@ while a <= #ARGV do
     if not ports then return fail(msg) end
     parsed_ports[ports_text] = ports
   end
-  local checks = {}
+  local checks = NONE
+  if n_checks > 0 then checks = {} end
   for c = 1, n_checks do
     local dom, gen = ARGV[a + 8 + 2 * c], tonumber(ARGV[a + 9 + 2 * c])
     if not dom or not string.find(dom, '=', 1, true) or not is_count(gen) then
@@ -133,6 +136,7 @@ while a <= #ARGV do
     for tk in string.gmatch(ak, '[^,]+') do aks[#aks + 1] = tk end
     parsed_aks[ak] = aks
   end
+  if #aks > 0 then any_aks = true end
   decisions[d] = { key = key, uid = uid, epoch = epoch, ni = ni, req = req, req_text = req_text,
                    ports = ports, ports_text = ports_text, ak = ak, aks = aks, aa = aa,
                    seen = seen, checks = checks, invalid = req_invalid[req_text] }
@@ -170,13 +174,19 @@ local function split_field(f)
   return parts[1], parts[2]
 end
 
+-- A node's domain strings ("<key>=<value>") are made only when something reads them: the
+-- anti-affinity sum (some pod with required anti-affinity was ever placed, or this batch
+-- places one) or a watched key's generation. A plain batch skips them (and the tables
+-- that only ports or domains use are made on first use: a node costs few allocations).
+local any_aa = redis.call('EXISTS', KEYS[6]) == 1
+local aa_doms = any_aa or any_aks
 local state, all_doms, seen_dom = {}, {}, {}
 for i, name in ipairs(nodes) do
   local base = 8 + 3 * (i - 1)
   local st = { name = name, node_key = KEYS[base + 1], ports_key = KEYS[base + 2],
                pods_key = KEYS[base + 3], live = false, gen = 0, alloc = {}, req = {},
-               topo = {}, doms = {}, watched_doms = {}, dreq = {}, dgen = 0, pcache = {},
-               padd = {}, newpods = {} }
+               topo = {}, doms = NONE, watched_doms = NONE, dreq = {}, dgen = 0,
+               pcache = nil, padd = nil, newpods = {} }
   local flat = redis.call('HGETALL', st.node_key)
   for j = 1, #flat, 2 do
     local kind, res = split_field(flat[j])
@@ -186,13 +196,21 @@ for i, name in ipairs(nodes) do
     elseif kind == 'alloc' then
       st.alloc[res] = tonumber(v)
     elseif kind == 'topo' then
-      local dom = res .. '=' .. v
       st.topo[res] = v
-      st.doms[#st.doms + 1] = dom
-      if watched[res] then st.watched_doms[#st.watched_doms + 1] = dom end
-      if not seen_dom[dom] then
-        seen_dom[dom] = true
-        all_doms[#all_doms + 1] = dom
+      if aa_doms or watched[res] then
+        local dom = res .. '=' .. v
+        if aa_doms then
+          if st.doms == NONE then st.doms = {} end
+          st.doms[#st.doms + 1] = dom
+          if any_aa and not seen_dom[dom] then
+            seen_dom[dom] = true
+            all_doms[#all_doms + 1] = dom
+          end
+        end
+        if watched[res] then
+          if st.watched_doms == NONE then st.watched_doms = {} end
+          st.watched_doms[#st.watched_doms + 1] = dom
+        end
       end
     elseif res == '' and kind == 'live' then
       st.live = (v == '1')
@@ -206,7 +224,6 @@ end
 -- Anti-affinity generations of every domain of the batch's nodes (all zero, unread, while
 -- no pod with required anti-affinity was ever placed).
 local aagen, aainc, domgen, dominc = {}, {}, {}, {}
-local any_aa = redis.call('EXISTS', KEYS[6]) == 1
 if any_aa and #all_doms > 0 then
   local gens = redis.call('HMGET', KEYS[6], unpack(all_doms))
   for j, dom in ipairs(all_doms) do aagen[dom] = tonumber(gens[j] or '0') end
@@ -223,6 +240,7 @@ end
 
 -- holders of a port field ("proto|port|ip" or "proto|port" for all ips) incl. this batch
 local function holders(st, field)
+  if not st.pcache then st.pcache, st.padd = {}, {} end
   local v = st.pcache[field]
   if v == nil then
     v = tonumber(redis.call('HGET', st.ports_key, field) or '0')
@@ -237,6 +255,7 @@ local function port_conflict(st, p)
 end
 
 -- ---------------------------------------------------------------- check in order
+-- results: kind and detail of decision d at 2d - 1 and 2d
 local results, reserved, taken = {}, {}, {}
 
 local function check(d, dec)
@@ -279,7 +298,7 @@ local function check(d, dec)
   local aa = 0
   if any_aa then
     for _, dom in ipairs(st.doms) do aa = aa + aagen[dom] + (aainc[dom] or 0) end
-  else
+  elseif any_aks then
     for _, dom in ipairs(st.doms) do aa = aa + (aainc[dom] or 0) end
   end
   if aa ~= dec.aa then
@@ -293,6 +312,7 @@ local function check(d, dec)
 
   -- fits: apply to the batch overlay
   for res, amt in pairs(dec.req) do st.dreq[res] = (st.dreq[res] or 0) + amt end
+  if #dec.ports > 0 and not st.padd then st.pcache, st.padd = {}, {} end
   for _, p in ipairs(dec.ports) do
     st.padd[p.pp] = (st.padd[p.pp] or 0) + 1
     st.padd[p.pp .. '|' .. p.ip] = (st.padd[p.pp .. '|' .. p.ip] or 0) + 1
@@ -343,7 +363,7 @@ for _, size in ipairs(group_sizes) do
   local refusal = nil
   for d = first, last do
     local kind, detail = check(d, decisions[d])
-    results[d] = { kind, detail }
+    results[2 * d - 1], results[2 * d] = kind, detail
     if kind ~= 'R' and not refusal then refusal = decisions[d].key .. ': ' .. detail end
   end
   if refusal and size > 1 then
@@ -353,7 +373,9 @@ for _, size in ipairs(group_sizes) do
       reserved[i] = nil
     end
     for d = first, last do
-      if results[d][1] == 'R' then results[d] = { 'X', 'gang member ' .. refusal } end
+      if results[2 * d - 1] == 'R' then
+        results[2 * d - 1], results[2 * d] = 'X', 'gang member ' .. refusal
+      end
     end
   end
   first = last + 1
@@ -366,15 +388,14 @@ for _, st in ipairs(state) do
   if st.dgen > 0 then
     local gen = st.gen + st.dgen
     local fields = { 'gen', int(gen) }
-    local req = {}
-    for res, amt in pairs(st.req) do req[res] = amt end
+    local req = st.req  -- becomes the node's new usage (st.req is not read after this)
     for res, amt in pairs(st.dreq) do
-      req[res] = (st.req[res] or 0) + amt
+      req[res] = (req[res] or 0) + amt
       fields[#fields + 1] = 'req:' .. res
       fields[#fields + 1] = int(req[res])
     end
     redis.call('HSET', st.node_key, unpack(fields))
-    for field, n in pairs(st.padd) do
+    for field, n in pairs(st.padd or NONE) do
       if n ~= 0 then redis.call('HINCRBY', st.ports_key, field, n) end
     end
     local ports_in_use = redis.call('HLEN', st.ports_key)

@@ -76,7 +76,8 @@ def test_the_reserve_script_refuses_such_a_request_alone_too(
     for pod, cpu in ((huge, "9223372036854775807"), (small, "100")):
         args += [pod.key, pod.uid, pod.epoch, 1, f"cpu={cpu},pods=1", "", "", 0, 0, 0]
     script = ScriptSet(r).get("cache_reserve")
-    kinds = [(k.decode(), d.decode()) for k, d in script(keys=keys_, args=args)]
+    flat = [x.decode() for x in script(keys=keys_, args=args)]
+    kinds = list(zip(flat[::2], flat[1::2], strict=True))
     assert kinds[0][0] == "I" and "cpu" in kinds[0][1] and "2^53-1" in kinds[0][1]
     assert kinds[1] == ("R", str(small.epoch))
     assert ledger.node_state(["n1"])["n1"].requested["cpu"] == 100
