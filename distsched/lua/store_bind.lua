@@ -18,7 +18,7 @@
 -- (distsched/event_log.py): each binding then carries its source (the pod's scheduler
 -- name) as its last ARGV, and the log's cap follows the last binding.
 --
--- ARGV[1]  int     stream cap (XADD MAXLEN ~)
+-- ARGV[1]  int     stream cap (MAXLEN ~, trimmed once per call)
 -- ARGV[2]  string  epoch candidate (a fresh random id; used only if KEYS[3] is missing)
 -- ARGV[3]  string  the bindings' time (RFC 3339): PodScheduled's lastTransitionTime
 -- ARGV[4]  int     n, the number of bindings
@@ -28,7 +28,7 @@
 --   node         string  target node name (non-empty, no '|')
 --   token        string  (reservation mode) the reservation token the binding carries
 --   source       string  (with the event log) the pod's scheduler name
--- then, with the event log, its cap (XADD MAXLEN ~)
+-- then, with the event log, its cap (MAXLEN ~, trimmed once per call)
 --
 -- A bind writes the meta alone, "<rv>|<node>|<time>|<uid>": the pod's blob is left as it
 -- was, and readers apply spec.nodeName, the rv and PodScheduled=True at <time> to it (the
@@ -146,11 +146,12 @@ if #to_bind > 0 then
     local cap = ARGV[5 + stride * n]
     for _, b in ipairs(to_bind) do
       local ns, name = string.match(b.key, '^([^/]*)/(.*)$')
-      redis.call('XADD', event_log, 'MAXLEN', '~', cap, '*',
+      redis.call('XADD', event_log, '*',
         'type', 'Normal', 'reason', 'Scheduled', 'action', 'Binding', 'ns', ns, 'name', name,
         'uid', b.uid or '', 'message', 'Successfully assigned ' .. b.key .. ' to ' .. b.node,
         'source', ARGV[5 + stride * (b.i - 1) + stride - 1], 'related', '')
     end
+    redis.call('XTRIM', event_log, 'MAXLEN', '~', cap)
   end
   if not to_queue then
     redis.call('SET', KEYS[10], redis.call('GET', KEYS[9]) or '0')
@@ -158,4 +159,5 @@ if #to_bind > 0 then
 end
 in_slices('ZREM', LEDGER_ASSUMED, confirmed)
 in_slices('HDEL', QUEUE_INFO, forgotten)
+trim_events()
 return out

@@ -16,7 +16,7 @@
 -- KEYS[13+2s]    hash    objects of kind slot s (s = 1, 2, ...): key -> msgpack blob
 -- KEYS[14+2s]    hash    meta of kind slot s: key -> "<rv>|<node>|<bound_at>|<uid>"
 --
--- ARGV[1]        int     stream cap (XADD MAXLEN ~)
+-- ARGV[1]        int     stream cap (MAXLEN ~, trimmed once per call)
 -- ARGV[2]        string  epoch candidate (a fresh random id; used only if KEYS[3] is missing)
 -- ARGV[3]        int     n, the number of objects
 -- ARGV[4]        int     now (ms): the queue timestamp of pods enqueued here
@@ -204,4 +204,5 @@ in_slices('ZADD', KEYS[7], active)
 in_slices('HSET', KEYS[6], infos)
 wake(KEYS[9], activated, wake_cap)
 if activated > 0 then redis.call('HINCRBY', KEYS[14], 'active', activated) end
+trim_events()
 return {'ok', first}

@@ -10,7 +10,7 @@
 -- KEYS[7]  hash    the queue's explain records (q:explain): its field key goes
 -- KEYS[8]  list    the pod's Permit verdicts (permit:<ns/name>): deleted
 --
--- ARGV[1]  int     stream cap (XADD MAXLEN ~)
+-- ARGV[1]  int     stream cap (MAXLEN ~, trimmed once per call)
 -- ARGV[2]  string  epoch candidate (a fresh random id; used only if KEYS[3] is missing)
 -- ARGV[3]  string  kind
 -- ARGV[4]  string  key
@@ -54,4 +54,5 @@ if ARGV[3] == 'Pod' then
   extra[#extra + 1] = node or ''
 end
 store_event(queue_kind(ARGV[3]), 'DELETED', ARGV[3], ARGV[4], rv, unpack(extra))
+trim_events()
 return {'ok', tonumber(rv), old, meta_raw}

@@ -7,7 +7,7 @@
 -- KEYS[5]  hash    objects of the kind: key -> msgpack blob
 -- KEYS[6]  hash    meta of the kind: key -> "<rv>|<node>|<bound_at>|<uid>"
 --
--- ARGV[1]  int     stream cap (XADD MAXLEN ~)
+-- ARGV[1]  int     stream cap (MAXLEN ~, trimmed once per call)
 -- ARGV[2]  string  epoch candidate (a fresh random id; used only if KEYS[3] is missing)
 -- ARGV[3]  string  kind
 -- ARGV[4]  string  key
@@ -64,4 +64,5 @@ end
 redis.call('HSET', KEYS[5], ARGV[4], blob)
 redis.call('HSET', KEYS[6], ARGV[4], meta_string(rv, ARGV[7], '', ARGV[6]))
 store_event(queue_kind(ARGV[3]), 'MODIFIED', ARGV[3], ARGV[4], rv, unpack(extra))
+trim_events()
 return {'ok', tonumber(rv)}

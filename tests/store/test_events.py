@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import threading
 
+import pytest
 import redis
 
+from distsched import event_log
 from distsched.clock import FakeClock
 from distsched.keys import Keys
 from distsched.store import Store, decode_stream
@@ -54,6 +56,28 @@ def test_stream_is_capped(r: redis.Redis, keys: Keys, clock: FakeClock) -> None:
     length = r.xlen(keys.events)
     assert 100 <= length < 300, length  # MAXLEN ~ trims whole stream nodes (100 entries)
     assert entries(r, keys)[-1][0] == b"1000-0"
+
+
+def test_batch_writes_trim_every_stream_they_append_to(
+    r: redis.Redis, keys: Keys, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The batch scripts append without MAXLEN and trim each stream once per call.
+    monkeypatch.setattr(event_log, "HISTORY", 100)
+    store = Store(r, keys, clock, max_events=100)
+    store.create_many([make_node("n1")])
+    batches = [[f"p{i}" for i in range(start, start + 100)] for start in range(0, 1000, 100)]
+    for names in batches:
+        store.create_many([make_pod(name) for name in names])
+    for names in batches:
+        bound = store.bind_many(
+            [(f"default/{name}", None, "n1") for name in names],
+            scheduled_by={f"default/{name}": "default-scheduler" for name in names},
+        )
+        assert {b.status for b in bound} == {"bound"}
+    assert 100 <= r.xlen(keys.events) < 300  # MAXLEN ~ trims whole stream nodes
+    assert entries(r, keys)[-1][0] == b"2001-0"
+    assert 100 <= r.xlen(keys.recorded_events) < 300
+    assert len(event_log.read(r, keys)) > 0
 
 
 def test_list_filters_by_namespace_and_reports_rv(store: Store) -> None:

@@ -20,15 +20,26 @@ end
 -- Append the event of rv (a decimal string): id "<rv>-0", then type, kind, key, rv,
 -- epoch and the field/value pairs given after rv. With to_queue the same entry goes to
 -- the queue handlers' stream too: the write made no queue move itself that the workers'
--- Python handlers would have made (a script that did leaves it out).
+-- Python handlers would have made (a script that did leaves it out). The streams are
+-- trimmed (MAXLEN ~ ARGV[1]) once per call by trim_events(), which every script that
+-- appends calls last: trimming costs about a third of an XADD, and a batch appends many.
+local appended = {}
+
 local function store_event(to_queue, etype, kind, key, rv, ...)
   local epoch = store_epoch()
-  redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[1], rv .. '-0',
+  redis.call('XADD', KEYS[2], rv .. '-0',
     'type', etype, 'kind', kind, 'key', key, 'rv', rv, 'epoch', epoch, ...)
+  appended[KEYS[2]] = true
   if to_queue then
-    redis.call('XADD', KEYS[4], 'MAXLEN', '~', ARGV[1], rv .. '-0',
+    redis.call('XADD', KEYS[4], rv .. '-0',
       'type', etype, 'kind', kind, 'key', key, 'rv', rv, 'epoch', epoch, ...)
+    appended[KEYS[4]] = true
   end
+end
+
+-- Trim the streams this call appended to (about ARGV[1] entries are kept).
+local function trim_events()
+  for stream in pairs(appended) do redis.call('XTRIM', stream, 'MAXLEN', '~', ARGV[1]) end
 end
 
 -- Whether the queue's handlers look at events of this kind at all (a PodGroup's minimum
