@@ -37,7 +37,7 @@ LUA = (
     "evalsha", "script|load",
     "del", "get", "hdel", "hexists", "hget", "hgetall", "hincrby", "hlen", "hmget", "hset",
     "incr", "incrby", "ltrim", "rpush", "sadd", "scard", "set", "smembers", "srem", "type",
-    "xadd",
+    "xadd", "xtrim",
     "zadd", "zcard", "zmscore", "zpopmin", "zrange", "zrangebyscore", "zrem",
     "zremrangebyscore", "zscore",
 )  # fmt: skip
@@ -116,7 +116,8 @@ def role_commands(role: str, version: Version = NEWEST) -> list[str]:
     if version < OLDEST_SUPPORTED:
         shown = ".".join(map(str, version))
         raise ValueError(f"Redis {shown} is too old: distsched needs Redis 7.0 or later")
-    return [c for c in ROLE_COMMANDS[role] if SINCE.get(c, OLDEST_SUPPORTED) <= version]
+    known = [c for c in ROLE_COMMANDS[role] if SINCE.get(c, OLDEST_SUPPORTED) <= version]
+    return list(dict.fromkeys(known))  # a command in two of the role's groups, once
 
 
 def setuser_args(
