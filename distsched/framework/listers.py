@@ -25,6 +25,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from distsched.clock import SYSTEM_CLOCK, Clock
 from distsched.framework.nominator import PodNominator
 from distsched.model.labels import NAMESPACE_NAME_LABEL
 from distsched.model.pdbs import Budget, budget_from_dict, pdb_key
@@ -167,3 +168,6 @@ class Listers:
     # answered yet (preemption's victims, through an API server): DefaultPreemption's
     # eligibility check counts them as terminating. The worker sets it to its writer's.
     deleting: Callable[[Sequence[str]], bool] = _nothing_deleting
+    # The worker's clock (the worker sets it to its own): DefaultPreemption's eligibility
+    # check ages a victim's DisruptionTarget condition with it.
+    clock: Clock = SYSTEM_CLOCK

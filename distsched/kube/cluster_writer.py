@@ -28,7 +28,7 @@ import threading
 from collections.abc import Mapping, Sequence
 
 from distsched.event_log import ACTIONS, PodEvent, scheduled
-from distsched.kube.writer import ApiBinding, KubeWriter, disruption_condition
+from distsched.kube.writer import ApiBinding, KubeWriter
 from distsched.model import Pod, PodRef
 from distsched.store import Store, StoreError
 from distsched.store.writer import StoreWriter
@@ -112,13 +112,14 @@ class KubeClusterWriter:
         will have it), then evicted through the API server in the background: the other
         workers' preemption counts it as terminating while its deletion is queued there,
         instead of choosing it again for another preemptor."""
-        profile = preemptor.spec.scheduler_name or self.api.scheduler_name
-        condition = disruption_condition(profile, self.api.clock.now_ms())
+        preemptor_obj = _pod_dict(preemptor)
+        # One condition, one time: the store's copy and the API server's patch agree.
+        condition = self.api.victim_condition(preemptor_obj)
         with contextlib.suppress(StoreError):  # gone already, or another incarnation
             self.store.store.update_pod_status(
                 victim.key, conditions=[condition], uid=victim.metadata.uid or None
             )
-        self.api.preempt(_pod_dict(victim), _pod_dict(preemptor), node)
+        self.api.preempt(_pod_dict(victim), preemptor_obj, node, condition)
 
     def deleting(self, pod_keys: Sequence[str]) -> bool:
         return self.api.deleting(pod_keys)

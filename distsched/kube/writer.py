@@ -212,8 +212,13 @@ class KubeWriter:
         self._background(("status", namespace, name), patch)
 
     # --- preemption ----------------------------------------------------------------------
-    def preempt(self, victim: Obj, preemptor: Obj, node: str) -> None:
-        """kube's PreemptPod, in the background: DisruptionTarget, delete, event."""
+    def victim_condition(self, preemptor: Obj) -> Obj:
+        """The DisruptionTarget condition a victim of ``preemptor`` gets, stamped now."""
+        return disruption_condition(_profile(preemptor, self.scheduler_name), self.clock.now_ms())
+
+    def preempt(self, victim: Obj, preemptor: Obj, node: str, condition: Obj | None = None) -> None:
+        """kube's PreemptPod, in the background: DisruptionTarget (``condition``, by
+        default :meth:`victim_condition` when the eviction starts), delete, event."""
         meta = victim.get("metadata") or {}
         namespace, name = str(meta.get("namespace", "default")), str(meta.get("name", ""))
         uid = str(meta.get("uid", ""))
@@ -228,8 +233,8 @@ class KubeWriter:
                     self._victims.discard((namespace, name))
 
         async def evict() -> None:
-            condition = disruption_condition(profile, self.clock.now_ms())
-            body = {"metadata": {"uid": uid}, "status": {"conditions": [condition]}}
+            marked = condition if condition is not None else self.victim_condition(preemptor)
+            body = {"metadata": {"uid": uid}, "status": {"conditions": [marked]}}
             try:
                 await self.client.arequest(patch_status_request(PODS, name, body, namespace))
                 await self.client.arequest(delete_request(PODS, name, namespace, uid))

@@ -277,6 +277,7 @@ class SchedulingWorker:
         # Standalone, the store is the cluster; a bridge to an API server brings its own.
         self.writer: ClusterWriter = writer if writer is not None else StoreWriter(self.store)
         profiles.handle.listers.deleting = self.writer.deleting
+        profiles.handle.listers.clock = clock
         queue_config = backoff_config(scheduler_config, queue_config)
         self.queue = RedisQueue(client, keys, config=queue_config)
         self.ledger = Ledger(client, keys, clock, ledger_config, queue_config=queue_config)

@@ -139,9 +139,20 @@ class PreemptingApi(RecordingApi):
         super().__init__()
         self.clock = clock
         self.evicted: list[str] = []
+        self.conditions: list[dict[str, Any] | None] = []
 
-    def preempt(self, victim: dict[str, Any], preemptor: dict[str, Any], node: str) -> None:
+    def victim_condition(self, preemptor: dict[str, Any]) -> dict[str, Any]:
+        return KubeWriter.victim_condition(cast(KubeWriter, self), preemptor)
+
+    def preempt(
+        self,
+        victim: dict[str, Any],
+        preemptor: dict[str, Any],
+        node: str,
+        condition: dict[str, Any] | None = None,
+    ) -> None:
         self.evicted.append(victim["metadata"]["name"])
+        self.conditions.append(condition)
 
 
 def test_a_victim_is_marked_in_the_store_before_its_eviction_is_sent(
@@ -158,6 +169,12 @@ def test_a_victim_is_marked_in_the_store_before_its_eviction_is_sent(
     assert api.evicted == ["victim"]
     marked = view_pod(store, "default/victim")
     assert terminating_by_preemption(marked, clock.now_ms() / 1000)
+    # the API server gets the store's condition, not a second one with its own time
+    sent = api.conditions[0]
+    assert sent is not None and sent["reason"] == "PreemptionByScheduler"
+    stored = store.get("Pod", "default/victim")
+    assert stored is not None
+    assert [c for c in stored["status"]["conditions"] if c["type"] == "DisruptionTarget"] == [sent]
     store.delete("Pod", "default/victim")
     writer.preempt(victim, preemptor=view_pod_of(make_pod("urgent")), node="n1")
     assert api.evicted == ["victim", "victim"], "gone from the store: still sent"

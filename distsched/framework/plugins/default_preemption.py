@@ -42,7 +42,6 @@ import dataclasses
 import functools
 import math
 import random
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
@@ -332,7 +331,7 @@ class DefaultPreemption(PostFilterPlugin):
         if status is not None and status.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE:
             return True
         priority = cycle_pod_info(state, pod).priority
-        now = time.time()
+        now = self.handle.listers.clock.now_ms() / 1000
         lower = [info for info in snapshot.pods_on(index).values() if info.priority < priority]
         if any(terminating_by_preemption(info.pod, now) for info in lower):
             return False

@@ -11,13 +11,18 @@ from datetime import UTC, datetime
 import numpy as np
 import pytest
 
+from distsched.clock import FakeClock
 from distsched.framework.cycle_state import CycleState
 from distsched.framework.diagnosis import FitError
 from distsched.framework.interface import Handle, PluginArgsError, PostFilterResult
 from distsched.framework.listers import Listers
 from distsched.framework.nominator import PodNominator
 from distsched.framework.plugins import default_preemption
-from distsched.framework.plugins.default_preemption import PreemptionResult, victims_for
+from distsched.framework.plugins.default_preemption import (
+    PREEMPTION_GRACE_S,
+    PreemptionResult,
+    victims_for,
+)
 from distsched.framework.plugins.inter_pod_affinity import (
     ERR_REASON_AFFINITY,
     ERR_REASON_ANTI_AFFINITY,
@@ -69,9 +74,11 @@ def test_preemption_policy_never_is_not_eligible():
     assert status.message() == "preemption: not eligible due to preemptionPolicy=Never."
 
 
-def being_preempted(victim, seconds_ago=1.0):
-    """``victim`` with the DisruptionTarget condition kube's preemption sets first."""
-    at = datetime.fromtimestamp(time.time() - seconds_ago, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+def being_preempted(victim, seconds_ago=1.0, *, at_s=None):
+    """``victim`` with the DisruptionTarget condition kube's preemption sets first, set
+    ``seconds_ago`` (by the wall clock) or at ``at_s``."""
+    at_s = time.time() - seconds_ago if at_s is None else at_s
+    at = datetime.fromtimestamp(at_s, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     condition = PodCondition("DisruptionTarget", "True", "PreemptionByScheduler", "preempting", at)
     return replace(victim, status=replace(victim.status, conditions=(condition,)))
 
@@ -129,6 +136,30 @@ def test_eligible_unless_a_lower_victim_is_going_on_the_nominated_node(case):
     if case != "not nominated":
         incoming = nominated(incoming, "n2" if case == "nominated elsewhere" else "n1")
     result, status = preempt(snapshot, incoming)
+    assert status.is_success() and isinstance(result, PreemptionResult)
+
+
+def test_the_victims_condition_ages_on_the_workers_clock():
+    """The 30 s a DisruptionTarget counts as a deletion under way are the worker's clock's
+    (a fake one in the worker's in-process tests), not the wall clock's."""
+    clock = FakeClock(1_700_000_000_000)
+    going = being_preempted(pod("going", 3000, 1, "n1"), at_s=1_700_000_000)
+    snapshot = snapshot_of([node("n1"), node("n2")], [going, pod("low", 3000, 1, "n2")])
+    incoming = nominated(pod("p", 2000, 10), "n1")
+    fw = framework()
+    fw.handle.listers.clock = clock
+
+    def post_filter():
+        state = CycleState()
+        with pytest.raises(FitError) as info:
+            schedule_pod(fw, state, incoming, snapshot)
+        return fw.run_post_filter_plugins(state, incoming, snapshot, info.value.diagnosis)
+
+    clock.step(int(PREEMPTION_GRACE_S * 1000) - 1000)
+    result, status = post_filter()
+    assert result is None and "terminating pod on the nominated node" in status.message()
+    clock.step(2000)
+    result, status = post_filter()
     assert status.is_success() and isinstance(result, PreemptionResult)
 
 
