@@ -46,8 +46,8 @@ then per decision, in order:
          C = number of domain checks, then C pairs (domain "<key>=<value>", generation)
 Returns a flat list, two entries per decision (kind, detail): "R", token reserved; "X",
 reason rejected; "S", reason stale (fencing); "I", reason invalid: a request beyond 2^53-1
-(numbers here are doubles), refused alone, the batch goes on. Any other invalid input returns an error and writes
-nothing.
+(numbers here are doubles), refused alone, the batch goes on. Any other invalid input
+returns an error and writes nothing.
 ]]
 
 --!include numbers
