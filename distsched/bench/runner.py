@@ -144,13 +144,24 @@ def run_bench_command(options: RedisOptions, keys: Keys, **kwargs: Any) -> int:
 
     ``--workers 1,2,4`` makes a scaling run: one run per count (each on a fresh embedded
     server, or under its own deployment name ``<scheduler>-w<N>`` on a given Redis), then
-    the measured table and a labelled projection for N worker machines.
+    the measured table and a labelled projection for N worker machines. ``--rounds R``
+    measures the list R times, interleaved (1, 2, 4, 1, 2, 4, ...; deployment names
+    ``<scheduler>-w<N>-r<round>``), so that a drift of the machine falls on every count.
     """
     try:
         counts = parse_worker_counts(kwargs["workers"])
     except ValueError as exc:
         err_console.print(
             f"error: --workers {kwargs['workers']!r}: {exc}", markup=False, soft_wrap=True
+        )
+        return EXIT_BAD_INPUT
+    rounds = int(kwargs.get("rounds") or 1)
+    if rounds < 1 or (rounds > 1 and len(counts) == 1):
+        err_console.print(
+            f"error: --rounds {rounds}: a positive count, above 1 only for a scaling run "
+            "(--workers with a comma list)",
+            markup=False,
+            soft_wrap=True,
         )
         return EXIT_BAD_INPUT
     if len(counts) == 1:
@@ -164,9 +175,10 @@ def run_bench_command(options: RedisOptions, keys: Keys, **kwargs: Any) -> int:
         )
         return EXIT_BAD_INPUT
     results = []
-    for count in counts:
-        _say(f"scaling run: {count} worker(s)")
-        run_keys = Keys(f"{keys.scheduler}-w{count}") if options.url else keys
+    for n, count in ((n, c) for n in range(1, rounds + 1) for c in counts):
+        _say(f"scaling run: {count} worker(s)" + (f", round {n} of {rounds}" if rounds > 1 else ""))
+        name = f"{keys.scheduler}-w{count}" + (f"-r{n}" if rounds > 1 else "")
+        run_keys = Keys(name) if options.url else keys
         code, result = _run_one(options, run_keys, {**kwargs, "workers": str(count)}, False)
         if result is None or code != EXIT_OK:
             if result is not None and kwargs.get("output") == "json":
@@ -175,7 +187,7 @@ def run_bench_command(options: RedisOptions, keys: Keys, **kwargs: Any) -> int:
                 print_summary(result)
             return code
         results.append(result)
-    report = projection(results)
+    report = projection(results, rounds)
     if kwargs.get("output") == "json":
         print_json({"scaling": report, "runs": results})
     else:

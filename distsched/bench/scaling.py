@@ -65,8 +65,34 @@ def parse_worker_counts(text: str) -> list[int]:
     return counts
 
 
-def projection(results: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """The scaling section of the JSON report, from one bench result per worker count."""
+def worker_cpu_ratios(results: Sequence[dict[str, Any]], rounds: int) -> dict[str, Any]:
+    """Per round (the results in order, ``len(results) // rounds`` worker counts each):
+    worker CPU per pod at the most workers ÷ at the fewest, and their median. On a
+    shared machine one round's ratio moves by ±15 % on unchanged code; the median of
+    interleaved rounds is the figure to compare."""
+    per_round = len(results) // rounds
+    ratios = []
+    for n in range(rounds):
+        group = results[n * per_round : (n + 1) * per_round]
+        fewest = min(group, key=lambda r: int(r["workers"]))
+        most = max(group, key=lambda r: int(r["workers"]))
+        ratio = most["cpu_seconds_per_1000_pods"]["workers"] / max(
+            fewest["cpu_seconds_per_1000_pods"]["workers"], 1e-12
+        )
+        ratios.append(round(ratio, 3))
+    ordered = sorted(ratios)
+    mid = len(ordered) // 2
+    median = ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+    return {
+        "workers": [int(fewest["workers"]), int(most["workers"])],
+        "per_round": ratios,
+        "median": round(median, 3),
+    }
+
+
+def projection(results: Sequence[dict[str, Any]], rounds: int = 1) -> dict[str, Any]:
+    """The scaling section of the JSON report, from one bench result per worker count and
+    round (the fits go through every run)."""
     workers = [float(r["workers"]) for r in results]
     worker_ms = [float(r["cpu_seconds_per_1000_pods"]["workers"]) for r in results]
     redis_us = [float(r["redis_cpu_us_per_pod"]) for r in results]
@@ -93,8 +119,10 @@ def projection(results: Sequence[dict[str, Any]]) -> dict[str, Any]:
             "redis_us_per_pod_once": round(r.intercept, 2),
             "redis_us_per_pod_per_worker": round(r.slope, 2),
         },
+        "worker_cpu_ratio": worker_cpu_ratios(results, rounds),
         "measured": [
             {
+                "round": 1 + i // (len(results) // rounds),
                 "workers": int(res["workers"]),
                 "throughput_overall": res["throughput"]["overall"],
                 "throughput_average": res["throughput"]["average"],
@@ -103,7 +131,7 @@ def projection(results: Sequence[dict[str, Any]]) -> dict[str, Any]:
                 "conflict_rate": res["conflict_rate"],
                 "invariants_ok": res["invariants"]["ok"],
             }
-            for res in results
+            for i, res in enumerate(results)
         ],
         "projection": rows,
     }
@@ -111,11 +139,14 @@ def projection(results: Sequence[dict[str, Any]]) -> dict[str, Any]:
 
 def print_scaling(report: dict[str, Any]) -> None:
     measured = Table(title="measured (this machine)", show_edge=False)
-    for column in ("workers", "pods/s overall", "worker ms/pod", "binder ms/pod", "Redis µs/pod"):
+    rounds = any(row.get("round", 1) > 1 for row in report["measured"])
+    columns = ("workers", "pods/s overall", "worker ms/pod", "binder ms/pod", "Redis µs/pod")
+    for column in ("round", *columns) if rounds else columns:
         measured.add_column(column, justify="right")
     for row in report["measured"]:
         cpu = row["cpu_seconds_per_1000_pods"]
         measured.add_row(
+            *([str(row["round"])] if rounds else []),
             str(row["workers"]),
             f"{row['throughput_overall']:,.0f}",
             f"{cpu['workers']:.3f}",
@@ -123,6 +154,15 @@ def print_scaling(report: dict[str, Any]) -> None:
             f"{row['redis_cpu_us_per_pod']:.0f}",
         )
     console.print(measured)
+    ratio = report["worker_cpu_ratio"]
+    fewest, most = ratio["workers"]
+    console.print(
+        f"worker CPU per pod, W={most} ÷ W={fewest}: "
+        + ", ".join(f"{r:.2f}x" for r in ratio["per_round"])
+        + (f" (median {ratio['median']:.2f}x)" if len(ratio["per_round"]) > 1 else ""),
+        markup=False,
+        highlight=False,
+    )
     model = report["model"]
     console.print(
         f"model: worker {model['worker_ms_per_pod_once']} ms/pod once + "

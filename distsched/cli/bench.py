@@ -33,6 +33,14 @@ from distsched.cli.kube import kube_client, kubeconfig_options
 @click.option("--timeout", type=float, default=600.0, show_default=True, help="Seconds per phase.")
 @click.option("--metrics-url", multiple=True, help="Worker /metrics URL to scrape (--external).")
 @click.option("--redis-profile", is_flag=True, help="Time each Lua script (Redis slow log).")
+@click.option(
+    "--rounds",
+    type=int,
+    default=1,
+    show_default=True,
+    help="A scaling run (--workers 1,2,4) measures the list this many times, interleaved; "
+    "the report gives each round's worker-CPU ratio and the median.",
+)
 @kubeconfig_options
 @click.option(
     "--scheduler-name",

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from distsched.bench.scaling import fit_line, parse_worker_counts, projection
+from distsched.bench.scaling import fit_line, parse_worker_counts, projection, worker_cpu_ratios
 
 
 def result(workers: int, worker_ms: float, redis_us: float) -> dict[str, Any]:
@@ -40,6 +40,33 @@ def test_projection_is_the_smaller_of_the_worker_and_redis_limits() -> None:
     # N=16: workers 16/(1.8 ms) = 8,889/s; Redis 1/(200 us) = 5,000/s
     assert rows[16]["projected_pods_per_s"] == 5000 and rows[16]["bound_by"] == "redis"
     assert [m["workers"] for m in report["measured"]] == [1, 2, 4]
+
+
+def test_rounds_give_each_rounds_worker_cpu_ratio_and_the_median() -> None:
+    # three interleaved rounds of 1, 2, 4 workers; W=4 / W=1 = 1.2, 1.6, 1.3
+    runs = []
+    for at_one, at_four in ((0.40, 0.48), (0.35, 0.56), (0.40, 0.52)):
+        runs += [result(1, at_one, 150), result(2, (at_one + at_four) / 2, 150)]
+        runs.append(result(4, at_four, 150))
+    report = projection(runs, rounds=3)
+    assert report["worker_cpu_ratio"] == {
+        "workers": [1, 4],
+        "per_round": [1.2, 1.6, 1.3],
+        "median": 1.3,
+    }
+    assert [m["round"] for m in report["measured"]] == [1, 1, 1, 2, 2, 2, 3, 3, 3]
+    # the fit goes through every run, not one per count
+    every = fit_line(
+        [r["workers"] for r in runs], [r["cpu_seconds_per_1000_pods"]["workers"] for r in runs]
+    )
+    assert report["model"]["worker_ms_per_pod_per_worker"] == round(every.slope, 4)
+    assert worker_cpu_ratios(runs[:6], rounds=2)["median"] == pytest.approx(1.4)
+
+
+def test_rounds_need_a_scaling_run_exit_2() -> None:
+    cmd = [sys.executable, "-m", "distsched", "bench", "--workers", "2", "--rounds", "3"]
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and "--rounds 3" in proc.stderr
 
 
 def test_a_negative_slope_is_treated_as_noise() -> None:
