@@ -16,7 +16,8 @@ Two streams grow with every write:
 
 Both trims use ``XTRIM MINID ~`` (Redis >= 6.2; ``approximate=False`` for exact): whole
 macro nodes go, so up to ~100 entries more than the minimum stay. The write scripts keep
-their ``MAXLEN ~`` cap as the bound when some reader holds the stream back.
+their ``MAXLEN ~`` cap (one XTRIM per call, after their appends) as the bound when some
+reader holds the stream back.
 """
 
 from __future__ import annotations
