@@ -5,12 +5,12 @@ bounded history, for ``distsched get events`` and ``distsched describe``.
 One stream entry per event occurrence (``Keys.recorded_events``; the entry's id is its
 time), trimmed to about :data:`HISTORY` entries as it is written (``MAXLEN ~``: on each
 XADD here, once per batch of bindings in store_bind.lua), so recording costs one command
-and no read. Readers aggregate occurrences into core/v1
-Events as kube's event recorder aggregates them into a series: one Event per (type,
-reason, object, reporting controller, related object), with ``count``, the first and the
-last time; its message is the latest occurrence's (kube's series keeps the first note;
-the latest is what ``distsched explain`` says too). Against a real cluster the bridge
-writes events to the API server instead (distsched/kube/events.py).
+and no read. Readers aggregate occurrences into core/v1 Events as kube's event recorder
+aggregates them into a series: one Event per (type, reason, object, reporting controller,
+related object), with ``count``, the first and the last time; its message is the latest
+occurrence's (kube's series keeps the first note; the latest is what ``distsched
+explain`` says too). Against a real cluster the bridge writes events to the API server
+instead (distsched/kube/events.py).
 
 ======== =========================================================================
 field    holds

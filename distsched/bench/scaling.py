@@ -15,6 +15,7 @@ the network adds no CPU. It is a projection from a small machine, labelled as su
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -71,22 +72,18 @@ def worker_cpu_ratios(results: Sequence[dict[str, Any]], rounds: int) -> dict[st
     shared machine one round's ratio moves by ±15 % on unchanged code; the median of
     interleaved rounds is the figure to compare."""
     per_round = len(results) // rounds
+    counts = [int(r["workers"]) for r in results[:per_round]]
+    fewest, most = counts.index(min(counts)), counts.index(max(counts))
     ratios = []
     for n in range(rounds):
         group = results[n * per_round : (n + 1) * per_round]
-        fewest = min(group, key=lambda r: int(r["workers"]))
-        most = max(group, key=lambda r: int(r["workers"]))
-        ratio = most["cpu_seconds_per_1000_pods"]["workers"] / max(
-            fewest["cpu_seconds_per_1000_pods"]["workers"], 1e-12
-        )
-        ratios.append(round(ratio, 3))
-    ordered = sorted(ratios)
-    mid = len(ordered) // 2
-    median = ordered[mid] if len(ordered) % 2 else (ordered[mid - 1] + ordered[mid]) / 2
+        at_most = group[most]["cpu_seconds_per_1000_pods"]["workers"]
+        at_fewest = group[fewest]["cpu_seconds_per_1000_pods"]["workers"]
+        ratios.append(round(at_most / max(at_fewest, 1e-12), 3))
     return {
-        "workers": [int(fewest["workers"]), int(most["workers"])],
+        "workers": [counts[fewest], counts[most]],
         "per_round": ratios,
-        "median": round(median, 3),
+        "median": round(statistics.median(ratios), 3),
     }
 
 
