@@ -46,6 +46,8 @@ def test_every_worker_has_its_own_listers_fed_by_its_own_informer(
     for worker in (first, second):
         # The informer feeds what every profile's plugins read.
         assert worker.view.listers is worker.profiles.handle.listers
+        # Their time is the worker's (DefaultPreemption ages victims' conditions by it).
+        assert worker.profiles.handle.listers.clock is clock
         for fw in worker.profiles.values():
             assert fw.handle.listers is worker.view.listers
     assert first.view.listers is not second.view.listers
