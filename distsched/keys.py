@@ -75,7 +75,11 @@ T:store:events            stream  one entry per object write, id ``<rv>-0`` (con
                                   when it predates its pod's binding); pods also node, and
                                   nom (nominated node) when set. A binding: MODIFIED with
                                   node and bound (its time), no obj/old (readers rebuild it
-                                  from their previous copy)
+                                  from their previous copy). A batch entry: the pod events
+                                  of rvs first..rv that go to this stream alone, id
+                                  ``<rv>-0``, fields type, kind, rv, epoch, first, batch
+                                  (msgpack, one ``[key, field, value, ...]`` per rv; see
+                                  lua/lib/storeevent.lua, codec.entry_events)
 T:cache:node:<name>       hash    ledger node: ``alloc:<res>`` allocatable, ``req:<res>``
                                   requested by assumed + bound pods (cpu millicores, bytes,
                                   pods, extended units; ``req:+cpu``/``req:+memory``:

@@ -33,8 +33,8 @@ def replay(client: redis.Redis, keys: Keys, skip: int) -> tuple[int, float]:
     informer = worker.informer
     informer._need_relist = False  # read the stream from its start, as a tail would
     end = int(client.get(keys.resource_version) or 0)
+    informer._batch = 1  # an entry at a time: a batch entry carries many rvs
     while informer.resource_version < min(skip, end):
-        informer._batch = min(1000, skip - informer.resource_version)
         if not informer.poll_once(0):
             break
     informer._batch = 1000

@@ -89,7 +89,8 @@ class Watch:
         )
         if not entries:
             return None
-        first = int(entries[0][0].decode().partition("-")[0])
+        head_id, head = entries[0]
+        first = int(head.get(b"first") or head_id.decode().partition("-")[0])
         if first > self.rv + 1 and self.store.client.xlen(self.store.keys.events):
             return self.relist()
         changed: dict[str, Obj] = {}

@@ -46,7 +46,8 @@
 --   "bound", new_rv | "already-bound", "" | "conflict", current_node | "not-found", "" |
 --   "uid-mismatch", current_uid | "unreserved", ""
 -- Each "bound" appends a MODIFIED event without obj/old: fields type, kind, key, rv,
--- epoch, node, and bound = the time (the marker of a binding). In reservation mode, while
+-- epoch, node, and bound = the time (the marker of a binding); those that do not go to
+-- q:events as well, as one batch entry (lib/storeevent.lua). In reservation mode, while
 -- no pod waits in the unschedulable set, the binding's queue moves are all made here (the
 -- reservation confirmed, the pod forgotten, kube's AssignedPodAdd move request recorded:
 -- move_cycle = cycle), so its event does not go to q:events; otherwise it does, for the
@@ -74,7 +75,7 @@ local LEDGER_PODS, LEDGER_ASSUMED, QUEUE_INFO = KEYS[6], KEYS[7], KEYS[8]
 -- ---- end of the reservation block -----------------------------------------------------
 
 -- Everything is read in bulk first, decided pod by pod (a key bound earlier in this call
--- counts as bound), then written in bulk; only the events are one XADD per pod.
+-- counts as bound), then written in bulk.
 local keys = {}
 for i = 0, n - 1 do keys[i + 1] = ARGV[5 + stride * i] end
 
@@ -159,5 +160,5 @@ if #to_bind > 0 then
 end
 in_slices('ZREM', LEDGER_ASSUMED, confirmed)
 in_slices('HDEL', QUEUE_INFO, forgotten)
-trim_events()
+finish_events()
 return out

@@ -48,7 +48,9 @@
 -- other kinds' do not.
 --
 -- Returns {"ok", first_rv}: object i got resourceVersion first_rv + i, and one ADDED event
---         with stream id "<rv>-0" (obj = the blob; pods also node, and nom when set);
+--         with stream id "<rv>-0" (obj = the blob; pods also node, and nom when set; the
+--         pods this call enqueued, in runs of consecutive rvs, as batch entries: see
+--         lib/storeevent.lua);
 --         {"exists", i} or {"duplicate", i}: object i (1-based) already exists or appears
 --         twice in the batch; nothing was written.
 
@@ -61,7 +63,7 @@ local n = tonumber(ARGV[3])
 local now, wake_cap = tonumber(ARGV[4]), tonumber(ARGV[5])
 
 -- Reads and writes go one command per hash (per kind slot), not one per object: a batch
--- of pods costs a few commands plus one event each.
+-- of pods costs a few commands plus its events.
 local by_slot, slots = {}, {}
 local seen, first_duplicate = {}, nil
 for i = 0, n - 1 do
@@ -204,5 +206,5 @@ in_slices('ZADD', KEYS[7], active)
 in_slices('HSET', KEYS[6], infos)
 wake(KEYS[9], activated, wake_cap)
 if activated > 0 then redis.call('HINCRBY', KEYS[14], 'active', activated) end
-trim_events()
+finish_events()
 return {'ok', first}

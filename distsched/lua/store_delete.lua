@@ -54,5 +54,5 @@ if ARGV[3] == 'Pod' then
   extra[#extra + 1] = node or ''
 end
 store_event(queue_kind(ARGV[3]), 'DELETED', ARGV[3], ARGV[4], rv, unpack(extra))
-trim_events()
+finish_events()
 return {'ok', tonumber(rv), old, meta_raw}

@@ -64,5 +64,5 @@ end
 redis.call('HSET', KEYS[5], ARGV[4], blob)
 redis.call('HSET', KEYS[6], ARGV[4], meta_string(rv, ARGV[7], '', ARGV[6]))
 store_event(queue_kind(ARGV[3]), 'MODIFIED', ARGV[3], ARGV[4], rv, unpack(extra))
-trim_events()
+finish_events()
 return {'ok', tonumber(rv)}

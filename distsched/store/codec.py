@@ -554,22 +554,56 @@ def _binding_event(
     )
 
 
+def batch_items(fields: Mapping[bytes, bytes]) -> list[list[bytes]] | None:
+    """The items of a batch entry (one per rv from its ``first``: ``[key, field, value,
+    ...]``, see lua/lib/storeevent.lua), or None for an entry of one event. Raises
+    ValueError when the batch does not cover its rvs exactly."""
+    raw = fields.get(b"batch")
+    if raw is None:
+        return None
+    items = msgpack.unpackb(raw, raw=True, use_list=True)
+    if not isinstance(items, list) or int(fields[b"first"]) + len(items) - 1 != int(fields[b"rv"]):
+        raise ValueError("a batch entry that does not cover its rvs")
+    return items
+
+
+def entry_events(fields: Mapping[bytes, bytes]) -> Iterator[tuple[int, Mapping[bytes, bytes]]]:
+    """(rv, fields) of each event of a stream entry: the entry itself, or each event of
+    a batch entry with the fields its own entry would have had."""
+    items = batch_items(fields)
+    if items is None:
+        yield int(fields[b"rv"]), fields
+        return
+    first = int(fields[b"first"])
+    shared = {b"type": fields[b"type"], b"kind": fields[b"kind"], b"epoch": fields[b"epoch"]}
+    for offset, item in enumerate(items):
+        rv = first + offset
+        event = dict(shared)
+        event[b"key"] = item[0]
+        event[b"rv"] = b"%d" % rv
+        pairs = iter(item[1:])
+        event.update(zip(pairs, pairs, strict=True))
+        yield rv, event
+
+
 def decode_stream(
     entries: Iterable[tuple[bytes, Mapping[bytes, bytes]]],
     copies: dict[tuple[str, str], ObjectRef] | None = None,
 ) -> Iterator[Event]:
-    """The events of consecutive stream entries, each binding rebuilt from the copy the
+    """The events of consecutive stream entries (a batch entry gives each of its
+    events), each binding rebuilt from the copy the
     earlier entries left in ``copies`` ((kind, key) -> ref; what an informer does,
     without handlers). A binding whose pod has no copy (its earlier entries were
     trimmed) has ``obj`` raising :class:`Unresolved` and ``old`` None."""
     known: dict[tuple[str, str], ObjectRef] = {} if copies is None else copies
-    for _entry_id, fields in entries:
-        if not fields:  # a trimmed entry that a consumer group still lists
+    for _entry_id, entry in entries:
+        if not entry:  # a trimmed entry that a consumer group still lists
             continue
-        at = (field_str(fields, b"kind"), field_str(fields, b"key"))
-        event = decode_event(fields, known.get(at))
-        if event.type == DELETED:
-            known.pop(at, None)
-        else:
-            known[at] = event.new
-        yield event
+        for _rv, fields in entry_events(entry):
+            at = (field_str(fields, b"kind"), field_str(fields, b"key"))
+            event = decode_event(fields, known.get(at))
+            if event.type == DELETED:
+                known.pop(at, None)
+            else:
+                known[at] = event.new
+            yield event

@@ -5,7 +5,8 @@ then tails the event stream from entry ``<rv>-0`` with ``XREAD BLOCK``. It keeps
 indexer (kind -> key -> object) and calls each kind's handlers (:class:`EventHandler`).
 
 Relist. Event ids are ``<rv>-0`` and every rv has an event, so the next entry must be
-``position + 1``; anything else means entries were trimmed past us. An event or store whose
+``position + 1`` (a batch entry, the events of a create or a bind of many pods: its
+``first``); anything else means entries were trimmed past us. An event or store whose
 epoch differs means Redis lost its data and rvs restarted. An idle read also checks the
 store's rv: lower than our position means a reset, higher with no entry to read means
 the stream was trimmed empty. In all these cases, and after a Redis connection error (a
@@ -47,7 +48,7 @@ import builtins
 import logging
 import threading
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
@@ -65,6 +66,7 @@ from distsched.store.codec import (
     blob_ref,
     bound_ref,
     decode_event,
+    entry_events,
     uid_of,
 )
 from distsched.store.errors import Undecodable
@@ -293,28 +295,45 @@ class Informer:
                         gap = True
                         break
                     self._epoch = raw_epoch.decode()
-                if rv != self._rv + 1:
+                first = fields.get(b"first")  # a batch entry: its events' rvs end at rv
+                if (rv if first is None else int(first)) != self._rv + 1:
                     log.info(
                         "informer: stream gap at rv %d (next entry %d); relisting", self._rv, rv
                     )
                     gap = True
                     break
-                raw_kind = fields[b"kind"]
-                if raw_kind == b"Pod" and lean_pods and self._deliver_pod(fields, rv, pods):
-                    delivered += 1
+                if first is None:
+                    delivered += self._apply(fields, rv, lean_pods, pods)
                 else:
-                    kind = raw_kind.decode()
-                    if kind in self._indexer:
-                        key = fields[b"key"].decode()
-                        previous = self._indexer[kind].get(key)
-                        self._deliver(decode_event(fields, previous), previous)
-                        delivered += 1
+                    for event_rv, event in entry_events(fields):
+                        delivered += self._apply(event, event_rv, lean_pods, pods)
                 self._rv = rv
         if gap:
             return delivered + self._relist()
         return delivered
 
-    def _deliver_pod(self, fields: dict[bytes, bytes], rv: int, pods: dict[str, ObjectRef]) -> bool:
+    def _apply(
+        self,
+        fields: Mapping[bytes, bytes],
+        rv: int,
+        lean_pods: bool,
+        pods: dict[str, ObjectRef],
+    ) -> int:
+        """Deliver one event (the fields of its entry); 1 if it was delivered."""
+        raw_kind = fields[b"kind"]
+        if raw_kind == b"Pod" and lean_pods and self._deliver_pod(fields, rv, pods):
+            return 1
+        kind = raw_kind.decode()
+        if kind not in self._indexer:
+            return 0
+        key = fields[b"key"].decode()
+        previous = self._indexer[kind].get(key)
+        self._deliver(decode_event(fields, previous), previous)
+        return 1
+
+    def _deliver_pod(
+        self, fields: Mapping[bytes, bytes], rv: int, pods: dict[str, ObjectRef]
+    ) -> bool:
         """The two events of almost every pod, a pending pod added and its binding, made
         into refs and handed to lazy handlers without an :class:`Event` in between: a
         worker follows every pod of the cluster, so this is its informer's hot path.

@@ -20,12 +20,47 @@ end
 -- Append the event of rv (a decimal string): id "<rv>-0", then type, kind, key, rv,
 -- epoch and the field/value pairs given after rv. With to_queue the same entry goes to
 -- the queue handlers' stream too: the write made no queue move itself that the workers'
--- Python handlers would have made (a script that did leaves it out). The streams are
--- trimmed (MAXLEN ~ ARGV[1]) once per call by trim_events(), which every script that
--- appends calls last: trimming costs about a third of an XADD, and a batch appends many.
+-- Python handlers would have made (a script that did leaves it out).
+--
+-- Batches. A pod event that goes to the store's stream alone is held back, and the pod
+-- events of consecutive rvs of one type are appended as one entry (a create or a bind of
+-- many pods is one entry instead of one per pod: every reader of the stream pays per
+-- entry): id "<last rv>-0", fields type, kind, rv (the last), epoch, first (the first
+-- rv), batch = msgpack array, one item per rv from first: {key, field, value, ...}, the
+-- fields its own entry would have had after epoch (distsched.store.codec expands it). A
+-- held run of one event is appended as its own entry. Any other append, and finish_events(),
+-- appends what is held first, so ids stay in rv order. The streams are trimmed (MAXLEN ~
+-- ARGV[1]) once per call by finish_events(), which every script that appends calls last:
+-- trimming costs about a third of an XADD, and a batch appends many.
 local appended = {}
+local held = nil  -- {etype, kind, first, last, items}
+
+local function append_held()
+  local h = held
+  if not h then return end
+  held = nil
+  if #h.items == 1 then
+    local item = h.items[1]
+    redis.call('XADD', KEYS[2], h.last .. '-0', 'type', h.etype, 'kind', h.kind,
+      'key', item[1], 'rv', h.last, 'epoch', store_epoch(), unpack(item, 2))
+  else
+    redis.call('XADD', KEYS[2], h.last .. '-0', 'type', h.etype, 'kind', h.kind,
+      'rv', h.last, 'epoch', store_epoch(), 'first', h.first, 'batch', cmsgpack.pack(h.items))
+  end
+  appended[KEYS[2]] = true
+end
 
 local function store_event(to_queue, etype, kind, key, rv, ...)
+  if not to_queue and kind == 'Pod' then
+    if held and (held.etype ~= etype or tonumber(rv) ~= tonumber(held.last) + 1) then
+      append_held()
+    end
+    if not held then held = { etype = etype, kind = kind, first = rv, last = rv, items = {} } end
+    held.items[#held.items + 1] = { key, ... }
+    held.last = rv
+    return
+  end
+  append_held()
   local epoch = store_epoch()
   redis.call('XADD', KEYS[2], rv .. '-0',
     'type', etype, 'kind', kind, 'key', key, 'rv', rv, 'epoch', epoch, ...)
@@ -37,8 +72,10 @@ local function store_event(to_queue, etype, kind, key, rv, ...)
   end
 end
 
--- Trim the streams this call appended to (about ARGV[1] entries are kept).
-local function trim_events()
+-- Append what is held, then trim the streams this call appended to (about ARGV[1]
+-- entries are kept).
+local function finish_events()
+  append_held()
   for stream in pairs(appended) do redis.call('XTRIM', stream, 'MAXLEN', '~', ARGV[1]) end
 end
 

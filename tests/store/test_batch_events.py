@@ -1,0 +1,155 @@
+"""Batch entries: the pod events a write script appends to the store's stream alone (pending
+pods the store enqueued itself, reserved bindings) go in as one entry per run of rvs, and
+every reader gets each event exactly as its own entry would have carried it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+import redis
+
+from distsched.cli.watch import Watch
+from distsched.clock import FakeClock
+from distsched.keys import Keys
+from distsched.store import FuncHandler, Informer, Store, decode_stream
+from distsched.store.codec import decode_object, entry_events
+from tests.store.helpers import entries, make_node, make_pod
+from tests.workers.harness import InProcessCluster
+
+GATES = {"schedulingGates": [{"name": "wait"}]}
+
+
+def expanded(r: redis.Redis, keys: Keys) -> list[tuple[int, dict[bytes, bytes]]]:
+    return [
+        (rv, dict(fields)) for _, entry in entries(r, keys) for rv, fields in entry_events(entry)
+    ]
+
+
+def test_a_create_of_enqueued_pods_is_one_entry_with_each_event_as_its_own_would_be(
+    r: redis.Redis, clock: FakeClock
+) -> None:
+    batched, single = Keys("batched"), Keys("single")
+    r.hset(batched.profiles, "default-scheduler", "n")  # the store enqueues these pods
+    pods = [make_pod(f"p{i}", nodeName="") for i in range(5)]
+    pods[2]["status"] = {"nominatedNodeName": "n1"}
+    for keys in (batched, single):
+        Store(r, keys, clock).create_many(pods)
+
+    assert [entry_id for entry_id, _ in entries(r, batched)] == [b"5-0"]
+    assert len(entries(r, single)) == 5
+    with_batch = expanded(r, batched)
+    without = expanded(r, single)
+    assert [rv for rv, _ in with_batch] == [1, 2, 3, 4, 5]
+
+    def but_epoch(fields: dict[bytes, bytes]) -> dict[bytes, Any]:
+        # each store has its own epoch, and gave each pod a uid of its own
+        out: dict[bytes, Any] = {k: v for k, v in fields.items() if k != b"epoch"}
+        obj = decode_object(out[b"obj"])
+        del obj["metadata"]["uid"]
+        out[b"obj"] = obj
+        return out
+
+    assert [but_epoch(f) for _, f in with_batch] == [but_epoch(f) for _, f in without]
+    store = Store(r, batched, clock)
+    events = list(decode_stream(entries(r, batched)))
+    assert [(e.type, e.key, e.rv) for e in events] == [
+        ("ADDED", f"default/p{i}", i + 1) for i in range(5)
+    ]
+    assert [e.obj for e in events] == [store.get("Pod", f"default/p{i}") for i in range(5)]
+    assert events[2].nominated == "n1" and events[1].nominated == ""
+
+
+def test_events_for_the_queue_stream_cut_a_batch_and_ids_stay_in_rv_order(
+    r: redis.Redis, keys: Keys, clock: FakeClock
+) -> None:
+    r.hset(keys.profiles, "default-scheduler", "g")
+    store = Store(r, keys, clock)
+    store.create_many(
+        [
+            make_pod("a"),
+            make_pod("b"),
+            make_pod("gated", **GATES),  # the handlers' PreEnqueue: its own entry, on q:events
+            make_pod("c"),
+            make_node("n1"),
+            make_pod("d"),
+            make_pod("e"),
+        ]
+    )
+    assert [entry_id for entry_id, _ in entries(r, keys)] == [
+        b"2-0",
+        b"3-0",
+        b"4-0",
+        b"5-0",
+        b"7-0",
+    ]
+    events = list(decode_stream(entries(r, keys)))
+    assert [(e.rv, e.key) for e in events] == [
+        (1, "default/a"),
+        (2, "default/b"),
+        (3, "default/gated"),
+        (4, "default/c"),
+        (5, "n1"),
+        (6, "default/d"),
+        (7, "default/e"),
+    ]
+    assert [f[b"key"] for _, f in r.xrange(keys.queue_events)] == [b"default/gated", b"n1"]
+
+
+def test_informers_follow_batches_and_relist_when_one_starts_past_their_position(
+    r: redis.Redis, keys: Keys, clock: FakeClock
+) -> None:
+    r.hset(keys.profiles, "default-scheduler", "n")
+    store = Store(r, keys, clock)
+    lazy_informer, eager_informer = Informer(r, keys), Informer(r, keys)
+    lazy: list[tuple[str, Any]] = []
+    eager: list[tuple[str, Any]] = []
+    lazy_informer.add_handler(
+        "Pod", FuncHandler(add=lambda ref, _i: lazy.append(("add", ref.get()))), lazy=True
+    )
+    eager_informer.add_handler("Pod", FuncHandler(add=lambda obj, _i: eager.append(("add", obj))))
+    for informer in (lazy_informer, eager_informer):
+        informer.poll_once()
+    store.create_many([make_pod(f"p{i}") for i in range(3)])  # rv 1-3, one entry
+    assert lazy_informer.poll_once() == eager_informer.poll_once() == 3
+    assert lazy == eager
+    assert [obj["metadata"]["name"] for _, obj in lazy] == ["p0", "p1", "p2"]
+    assert lazy_informer.resource_version == 3
+
+    store.create(make_node("n1"))  # rv 4
+    store.create_many([make_pod(f"q{i}") for i in range(3)])  # rv 5-7
+    r.xtrim(keys.events, maxlen=1, approximate=False)  # rv 4 is gone: the batch starts at 5
+    relists = lazy_informer.relists
+    lazy_informer.poll_once()
+    assert lazy_informer.relists == relists + 1
+    assert lazy_informer.resource_version == 7
+    assert sorted(p["metadata"]["name"] for p in lazy_informer.list("Pod")) == [
+        "p0", "p1", "p2", "q0", "q1", "q2",
+    ]  # fmt: skip
+
+
+def test_reserved_bindings_are_one_entry_that_readers_rebuild(
+    r: redis.Redis, keys: Keys, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cluster = InProcessCluster(r, keys, clock)
+    cluster.create(make_node("n1"))
+    cluster.store.create_many([make_pod(f"p{i}") for i in range(4)])
+    cluster.handle_events()
+    watch = Watch(cluster.store, "Pod", [], None, int(r.get(keys.resource_version) or 0))
+    before = len(entries(r, keys))
+    cluster.schedule(cluster.pop())
+    cluster.bind()
+    added = entries(r, keys)[before:]
+    assert len(added) == 1 and added[0][1][b"type"] == b"MODIFIED" and b"batch" in added[0][1]
+    bound = [e for e in decode_stream(entries(r, keys)) if e.binding]
+    assert sorted(e.key for e in bound) == [f"default/p{i}" for i in range(4)]
+    for e in bound:
+        assert e.obj == cluster.store.get("Pod", e.key)
+        assert e.obj["spec"]["nodeName"] == "n1" and e.old is not None
+        assert "nodeName" not in e.old["spec"]
+    # `get -w` reads the batch as the events after its position: no relist, every pod
+    monkeypatch.setattr(watch, "relist", lambda: pytest.fail("the watch relisted"))
+    changed = watch.poll()
+    assert changed is not None
+    assert sorted(p["spec"]["nodeName"] for p in changed[0]) == ["n1"] * 4
+    assert watch.rv == int(r.get(keys.resource_version) or 0)
