@@ -67,8 +67,9 @@ T:store:epoch             string  random id of this store's history, set by the 
                                   (a Redis that lost its data gets a new one; informers
                                   relist); every event carries it
 T:store:events            stream  one entry per object write, id ``<rv>-0`` (contiguous: a
-                                  gap means trimmed entries), ``MAXLEN ~``, trimmed below what
-                                  its readers have read (T:store:readers); fields type
+                                  gap means trimmed entries), capped by rv (``MINID ~``),
+                                  trimmed below what its readers have read
+                                  (T:store:readers); fields type
                                   (ADDED, MODIFIED, DELETED), kind, key, rv, epoch, obj
                                   (msgpack; DELETED: last state), old (MODIFIED of Pod and
                                   Node: previous), objmeta/oldmeta (the meta of that blob

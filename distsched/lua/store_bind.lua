@@ -18,7 +18,8 @@
 -- (distsched/event_log.py): each binding then carries its source (the pod's scheduler
 -- name) as its last ARGV, and the log's cap follows the last binding.
 --
--- ARGV[1]  int     stream cap (MAXLEN ~, trimmed once per call)
+-- ARGV[1]  int     stream cap: the events of about the last this many rvs stay (MINID ~,
+--                  once per call)
 -- ARGV[2]  string  epoch candidate (a fresh random id; used only if KEYS[3] is missing)
 -- ARGV[3]  string  the bindings' time (RFC 3339): PodScheduled's lastTransitionTime
 -- ARGV[4]  int     n, the number of bindings

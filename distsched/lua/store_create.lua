@@ -16,7 +16,8 @@
 -- KEYS[13+2s]    hash    objects of kind slot s (s = 1, 2, ...): key -> msgpack blob
 -- KEYS[14+2s]    hash    meta of kind slot s: key -> "<rv>|<node>|<bound_at>|<uid>"
 --
--- ARGV[1]        int     stream cap (MAXLEN ~, trimmed once per call)
+-- ARGV[1]        int     stream cap: the events of about the last this many rvs stay
+--                        (MINID ~, once per call)
 -- ARGV[2]        string  epoch candidate (a fresh random id; used only if KEYS[3] is missing)
 -- ARGV[3]        int     n, the number of objects
 -- ARGV[4]        int     now (ms): the queue timestamp of pods enqueued here

@@ -10,7 +10,8 @@
 -- KEYS[7]  hash    the queue's explain records (q:explain): its field key goes
 -- KEYS[8]  list    the pod's Permit verdicts (permit:<ns/name>): deleted
 --
--- ARGV[1]  int     stream cap (MAXLEN ~, trimmed once per call)
+-- ARGV[1]  int     stream cap: the events of about the last this many rvs stay (MINID ~,
+--                  once per call)
 -- ARGV[2]  string  epoch candidate (a fresh random id; used only if KEYS[3] is missing)
 -- ARGV[3]  string  kind
 -- ARGV[4]  string  key

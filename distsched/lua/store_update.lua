@@ -7,7 +7,8 @@
 -- KEYS[5]  hash    objects of the kind: key -> msgpack blob
 -- KEYS[6]  hash    meta of the kind: key -> "<rv>|<node>|<bound_at>|<uid>"
 --
--- ARGV[1]  int     stream cap (MAXLEN ~, trimmed once per call)
+-- ARGV[1]  int     stream cap: the events of about the last this many rvs stay (MINID ~,
+--                  once per call)
 -- ARGV[2]  string  epoch candidate (a fresh random id; used only if KEYS[3] is missing)
 -- ARGV[3]  string  kind
 -- ARGV[4]  string  key

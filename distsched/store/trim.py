@@ -16,8 +16,9 @@ Two streams grow with every write:
 
 Both trims use ``XTRIM MINID ~`` (Redis >= 6.2; ``approximate=False`` for exact): whole
 macro nodes go, so up to ~100 entries more than the minimum stay. The write scripts keep
-their ``MAXLEN ~`` cap (one XTRIM per call, after their appends) as the bound when some
-reader holds the stream back.
+their cap (one ``XTRIM MINID ~`` per call, after their appends: the events of about the
+last ``max_events`` rvs, however many entries hold them) as the bound when some reader
+holds the stream back.
 """
 
 from __future__ import annotations

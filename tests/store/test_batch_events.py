@@ -153,3 +153,18 @@ def test_reserved_bindings_are_one_entry_that_readers_rebuild(
     assert changed is not None
     assert sorted(p["spec"]["nodeName"] for p in changed[0]) == ["n1"] * 4
     assert watch.rv == int(r.get(keys.resource_version) or 0)
+
+
+def test_the_stream_cap_counts_events_not_entries(
+    r: redis.Redis, keys: Keys, clock: FakeClock
+) -> None:
+    # A batch entry holds many events: the write scripts' cap keeps the events of about
+    # the last max_events rvs, however few entries hold them.
+    r.hset(keys.profiles, "default-scheduler", "n")
+    store = Store(r, keys, clock, max_events=100)
+    for start in range(0, 1000, 100):
+        store.create_many([make_pod(f"p{i}") for i in range(start, start + 100)])
+    kept = expanded(r, keys)
+    assert 100 <= len(kept) <= 300, len(kept)
+    assert kept[-1][0] == 1000
+    assert [rv for rv, _ in kept] == list(range(kept[0][0], 1001))

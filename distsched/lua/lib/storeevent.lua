@@ -29,11 +29,13 @@ end
 -- rv), batch = msgpack array, one item per rv from first: {key, field, value, ...}, the
 -- fields its own entry would have had after epoch (distsched.store.codec expands it). A
 -- held run of one event is appended as its own entry. Any other append, and finish_events(),
--- appends what is held first, so ids stay in rv order. The streams are trimmed (MAXLEN ~
--- ARGV[1]) once per call by finish_events(), which every script that appends calls last:
--- trimming costs about a third of an XADD, and a batch appends many.
+-- appends what is held first, so ids stay in rv order. The streams are trimmed once per
+-- call by finish_events(), which every script that appends calls last (trimming costs
+-- about a third of an XADD, and a batch appends many), to about the last ARGV[1] rvs: by
+-- id (MINID ~), not by entries, since an entry may hold many events.
 local appended = {}
 local held = nil  -- {etype, kind, first, last, items}
+local newest_rv = 0
 
 local function append_held()
   local h = held
@@ -51,6 +53,7 @@ local function append_held()
 end
 
 local function store_event(to_queue, etype, kind, key, rv, ...)
+  newest_rv = math.max(newest_rv, tonumber(rv))
   if not to_queue and kind == 'Pod' then
     if held and (held.etype ~= etype or tonumber(rv) ~= tonumber(held.last) + 1) then
       append_held()
@@ -72,11 +75,14 @@ local function store_event(to_queue, etype, kind, key, rv, ...)
   end
 end
 
--- Append what is held, then trim the streams this call appended to (about ARGV[1]
--- entries are kept).
+-- Append what is held, then trim the streams this call appended to (the events of about
+-- the last ARGV[1] rvs are kept).
 local function finish_events()
   append_held()
-  for stream in pairs(appended) do redis.call('XTRIM', stream, 'MAXLEN', '~', ARGV[1]) end
+  local below = newest_rv - tonumber(ARGV[1]) + 1
+  if below <= 1 then return end
+  local minid = string.format('%d-0', below)
+  for stream in pairs(appended) do redis.call('XTRIM', stream, 'MINID', '~', minid) end
 end
 
 -- Whether the queue's handlers look at events of this kind at all (a PodGroup's minimum
