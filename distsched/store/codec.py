@@ -575,15 +575,25 @@ def entry_events(fields: Mapping[bytes, bytes]) -> Iterator[tuple[int, Mapping[b
         yield int(fields[b"rv"]), fields
         return
     first = int(fields[b"first"])
-    shared = {b"type": fields[b"type"], b"kind": fields[b"kind"], b"epoch": fields[b"epoch"]}
     for offset, item in enumerate(items):
-        rv = first + offset
-        event = dict(shared)
-        event[b"key"] = item[0]
-        event[b"rv"] = b"%d" % rv
-        pairs = iter(item[1:])
-        event.update(zip(pairs, pairs, strict=True))
-        yield rv, event
+        yield first + offset, event_fields(fields, first + offset, item)
+
+
+def event_fields(batch: Mapping[bytes, bytes], rv: int, item: list[bytes]) -> dict[bytes, bytes]:
+    """The fields of the event ``rv`` of a batch entry (its ``item``), as its own entry
+    would have had them."""
+    event = {
+        b"type": batch[b"type"],
+        b"kind": batch[b"kind"],
+        b"key": item[0],
+        b"rv": b"%d" % rv,
+        b"epoch": batch[b"epoch"],
+    }
+    if len(item) % 2 != 1:
+        raise ValueError("a batch item with a field and no value")
+    for at in range(1, len(item), 2):
+        event[item[at]] = item[at + 1]
+    return event
 
 
 def decode_stream(

@@ -63,10 +63,12 @@ from distsched.store.codec import (
     Event,
     Obj,
     ObjectRef,
+    batch_items,
     blob_ref,
     bound_ref,
     decode_event,
     entry_events,
+    event_fields,
     uid_of,
 )
 from distsched.store.errors import Undecodable
@@ -304,6 +306,8 @@ class Informer:
                     break
                 if first is None:
                     delivered += self._apply(fields, rv, lean_pods, pods)
+                elif lean_pods and fields[b"kind"] == b"Pod":
+                    delivered += self._deliver_pod_batch(fields, pods)
                 else:
                     for event_rv, event in entry_events(fields):
                         delivered += self._apply(event, event_rv, lean_pods, pods)
@@ -342,21 +346,61 @@ class Informer:
         raw_node = get(b"node")
         if raw_node is None or fields[b"type"] == b"DELETED" or b"objmeta" in fields:
             return False
-        key = fields[b"key"].decode()
+        bound_at = get(b"bound")
+        if bound_at is None and b"old" in fields:
+            return False
+        return self._deliver_pod_parts(
+            fields[b"key"], rv, raw_node, get(b"obj"), get(b"nom"), bound_at, pods
+        )
+
+    def _deliver_pod_batch(self, fields: Mapping[bytes, bytes], pods: dict[str, ObjectRef]) -> int:
+        """The events of a batch entry of pods (lua/lib/storeevent.lua) by position: the
+        writers' two shapes, a pending pod added ``[key, "obj", blob, "node", node(,
+        "nom", nominated)]`` and a binding ``[key, "node", node, "bound", time]``, go
+        straight to :meth:`_deliver_pod_parts`; anything else through the fields its own
+        entry would have had."""
+        items = batch_items(fields)
+        assert items is not None
+        first, etype = int(fields[b"first"]), fields[b"type"]
+        delivered = 0
+        for offset, item in enumerate(items):
+            rv, n = first + offset, len(item)
+            done = False
+            if etype == b"ADDED" and (n == 5 or (n == 7 and item[5] == b"nom")):
+                if item[1] == b"obj" and item[3] == b"node":
+                    nom = item[6] if n == 7 else None
+                    done = self._deliver_pod_parts(item[0], rv, item[4], item[2], nom, None, pods)
+            elif etype == b"MODIFIED" and n == 5 and item[1] == b"node" and item[3] == b"bound":
+                done = self._deliver_pod_parts(item[0], rv, item[2], None, None, item[4], pods)
+            if done:
+                delivered += 1
+            else:
+                delivered += self._apply(event_fields(fields, rv, item), rv, True, pods)
+        return delivered
+
+    def _deliver_pod_parts(
+        self,
+        raw_key: bytes,
+        rv: int,
+        raw_node: bytes,
+        blob: bytes | None,
+        raw_nom: bytes | None,
+        bound_at: bytes | None,
+        pods: dict[str, ObjectRef],
+    ) -> bool:
+        """A pending pod added (its blob) or its binding (its time), delivered; False
+        when it cannot be here (a binding of a pod without a copy, a blob missing)."""
+        key = raw_key.decode()
         previous = pods.get(key)
         node = raw_node.decode()
-        bound_at = get(b"bound")
         if bound_at is not None:
             if previous is None:
                 return False
             new = bound_ref(previous, node, rv, bound_at.decode())
-        elif b"old" in fields:
+        elif blob is None:
             return False
         else:
-            nom = get(b"nom")
-            new = blob_ref(
-                key, fields[b"obj"], None, None, node, "" if nom is None else nom.decode()
-            )
+            new = blob_ref(key, blob, None, None, node, "" if raw_nom is None else raw_nom.decode())
         pods[key] = new
         for handler, _lazy in self._handlers["Pod"]:
             try:

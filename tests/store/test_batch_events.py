@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import msgpack
 import pytest
 import redis
 
@@ -110,10 +111,14 @@ def test_informers_follow_batches_and_relist_when_one_starts_past_their_position
     eager_informer.add_handler("Pod", FuncHandler(add=lambda obj, _i: eager.append(("add", obj))))
     for informer in (lazy_informer, eager_informer):
         informer.poll_once()
-    store.create_many([make_pod(f"p{i}") for i in range(3)])  # rv 1-3, one entry
+    nominated = make_pod("p1")
+    nominated["status"] = {"nominatedNodeName": "n1"}
+    store.create_many([make_pod("p0"), nominated, make_pod("p2")])  # rv 1-3, one entry
     assert lazy_informer.poll_once() == eager_informer.poll_once() == 3
     assert lazy == eager
     assert [obj["metadata"]["name"] for _, obj in lazy] == ["p0", "p1", "p2"]
+    refs = [lazy_informer._indexer["Pod"][f"default/p{i}"] for i in range(3)]
+    assert [(ref.node, ref.nominated) for ref in refs] == [("", ""), ("", "n1"), ("", "")]
     assert lazy_informer.resource_version == 3
 
     store.create(make_node("n1"))  # rv 4
@@ -136,6 +141,15 @@ def test_reserved_bindings_are_one_entry_that_readers_rebuild(
     cluster.store.create_many([make_pod(f"p{i}") for i in range(4)])
     cluster.handle_events()
     watch = Watch(cluster.store, "Pod", [], None, int(r.get(keys.resource_version) or 0))
+    lazy_informer, eager_informer = Informer(r, keys), Informer(r, keys)
+    lazy: list[tuple[Any, Any]] = []
+    eager: list[tuple[Any, Any]] = []
+    lazy_informer.add_handler(
+        "Pod", FuncHandler(update=lambda old, new: lazy.append((old.get(), new.get()))), lazy=True
+    )
+    eager_informer.add_handler("Pod", FuncHandler(update=lambda old, new: eager.append((old, new))))
+    for informer in (lazy_informer, eager_informer):
+        informer.poll_once()
     before = len(entries(r, keys))
     cluster.schedule(cluster.pop())
     cluster.bind()
@@ -147,6 +161,9 @@ def test_reserved_bindings_are_one_entry_that_readers_rebuild(
         assert e.obj == cluster.store.get("Pod", e.key)
         assert e.obj["spec"]["nodeName"] == "n1" and e.old is not None
         assert "nodeName" not in e.old["spec"]
+    assert lazy_informer.poll_once() == eager_informer.poll_once() == 4
+    assert lazy == eager and len(lazy) == 4
+    assert all(new["spec"]["nodeName"] == "n1" for _, new in lazy)
     # `get -w` reads the batch as the events after its position: no relist, every pod
     monkeypatch.setattr(watch, "relist", lambda: pytest.fail("the watch relisted"))
     changed = watch.poll()
@@ -168,3 +185,25 @@ def test_the_stream_cap_counts_events_not_entries(
     assert 100 <= len(kept) <= 300, len(kept)
     assert kept[-1][0] == 1000
     assert [rv for rv, _ in kept] == list(range(kept[0][0], 1001))
+
+
+def test_an_item_of_another_shape_is_delivered_from_its_fields(
+    r: redis.Redis, keys: Keys, clock: FakeClock
+) -> None:
+    # The informer reads the writers' two shapes by position; any other item (a field
+    # a later writer adds, say) goes the general way, from the fields it stands for.
+    store = Store(r, keys, clock)
+    store.create(make_pod("seed"))  # rv 1: the epoch
+    informer = Informer(r, keys)
+    refs: list[Any] = []
+    informer.add_handler("Pod", FuncHandler(add=lambda ref, _i: refs.append(ref)), lazy=True)
+    informer.poll_once()
+    epoch = r.get(keys.store_epoch)
+    blob = r.hget(keys.objects("Pod"), "default/seed")
+    items = [[b"default/x", b"obj", blob, b"node", b"", b"extra", b"1"]]
+    r.incrby(keys.resource_version, 1)
+    fields = {"type": "ADDED", "kind": "Pod", "rv": "2", "epoch": epoch, "first": "2"}
+    r.xadd(keys.events, {**fields, "batch": msgpack.packb(items)}, id="2-0")
+    assert informer.poll_once() == 1 and informer.resource_version == 2
+    assert [(ref.key, ref.get()["metadata"]["name"]) for ref in refs[1:]] == [("default/x", "seed")]
+    assert refs[1].nominated == ""  # "extra" is no nominated node
