@@ -18,6 +18,10 @@ Definitions (also in BENCHMARKS.md):
 * host.other_cpu_cores: CPU the rest of the machine used during the phase (all busy CPU
   of /proc/stat minus the roles above), in cores: on a shared 2-core box, the figures of
   a run with a high value are not comparable.
+* host.code: the directory the bench imported distsched from (its roles, started from the
+  same directory and environment, run the same code): which checkout a before/after pair
+  measured. ``python -m`` puts the current directory first on sys.path, ahead of
+  PYTHONPATH, so run a worktree's code from inside the worktree.
 * redis_scripts (``--redis-profile`` only): µs and calls per pod of each Lua script, from
   the slow log.
 * gangs (gang workloads only, else null): see :mod:`distsched.bench.gangs`.
@@ -37,6 +41,7 @@ from typing import Any
 
 import numpy as np
 
+import distsched
 from distsched.bench.measure import (
     RedisStats,
     WorkerCounters,
@@ -47,6 +52,9 @@ from distsched.bench.measure import (
 from distsched.output import err_console, print_table
 
 TOP_COMMANDS = 10
+
+# The checkout this bench runs (reported with every run: see host.code above).
+CODE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(distsched.__file__)))
 
 
 @dataclass
@@ -179,6 +187,7 @@ def build_result(run: RawRun) -> dict[str, Any]:
             "cores": os.cpu_count(),
             "other_cpu_cores": _round(run.other_cpu_cores, 2),
             "load_average": _round(run.load_average, 2),
+            "code": CODE_DIR,
         },
         "gangs": run.gangs,
         "placement": {"pods_per_node": run.placement},
@@ -243,7 +252,7 @@ def print_summary(result: dict[str, Any]) -> None:
         (
             "host",
             f"{host['cores']} cores, other processes used {_fmt(host['other_cpu_cores'])} "
-            f"cores, load {host['load_average']}",
+            f"cores, load {host['load_average']}, code {host.get('code', '?')}",
         ),
         ("invariants", "ok" if result["invariants"]["ok"] else "VIOLATED"),
     ]

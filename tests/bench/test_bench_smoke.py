@@ -57,6 +57,8 @@ def test_scheduling_basic_smoke(server_url: str | None) -> None:
     )
     assert result["outcome"] == "complete" and result["bound"] == 500
     assert result["invariants"] == {"ok": True, "violations": []}
+    # the checkout that ran: this one (the test runs from it, so python -m finds it first)
+    assert result["host"]["code"] == str(Path(__file__).resolve().parents[2])
     for name in ("average", "p50", "p90", "p99"):
         assert isinstance(result["throughput"][name], NUMBER)
         assert result["throughput"][name] > 0
