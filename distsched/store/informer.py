@@ -147,7 +147,7 @@ class Informer:
         kinds: Iterable[str] = SCHEDULED_KINDS,
         *,
         block_ms: int = 1000,
-        batch: int = 1000,
+        batch: int = 256,  # entries per read (a batch entry holds up to 64 pod events)
         backoff_initial_s: float = 0.1,
         backoff_max_s: float = 5.0,
         reader: str | None = None,

@@ -207,3 +207,13 @@ def test_an_item_of_another_shape_is_delivered_from_its_fields(
     assert informer.poll_once() == 1 and informer.resource_version == 2
     assert [(ref.key, ref.get()["metadata"]["name"]) for ref in refs[1:]] == [("default/x", "seed")]
     assert refs[1].nominated == ""  # "extra" is no nominated node
+
+
+def test_a_batch_entry_holds_at_most_64_events(
+    r: redis.Redis, keys: Keys, clock: FakeClock
+) -> None:
+    # An informer reads up to 256 entries at a time: entries stay small enough for that.
+    r.hset(keys.profiles, "default-scheduler", "n")
+    Store(r, keys, clock).create_many([make_pod(f"p{i}") for i in range(150)])
+    assert [entry_id for entry_id, _ in entries(r, keys)] == [b"64-0", b"128-0", b"150-0"]
+    assert [rv for rv, _ in expanded(r, keys)] == list(range(1, 151))

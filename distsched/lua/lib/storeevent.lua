@@ -27,12 +27,15 @@ end
 -- many pods is one entry instead of one per pod: every reader of the stream pays per
 -- entry): id "<last rv>-0", fields type, kind, rv (the last), epoch, first (the first
 -- rv), batch = msgpack array, one item per rv from first: {key, field, value, ...}, the
--- fields its own entry would have had after epoch (distsched.store.codec expands it). A
--- held run of one event is appended as its own entry. Any other append, and finish_events(),
--- appends what is held first, so ids stay in rv order. The streams are trimmed once per
+-- fields its own entry would have had after epoch (distsched.store.codec expands it), at
+-- most BATCH_EVENTS of them (an informer reads up to 256 entries at a time: with a
+-- ~1 KB pod object, at most ~16 MB). A held run of one event is appended as its own
+-- entry. Any other append, and finish_events(), appends what is held first, so ids stay
+-- in rv order. The streams are trimmed once per
 -- call by finish_events(), which every script that appends calls last (trimming costs
 -- about a third of an XADD, and a batch appends many), to about the last ARGV[1] rvs: by
 -- id (MINID ~), not by entries, since an entry may hold many events.
+local BATCH_EVENTS = 64
 local appended = {}
 local held = nil  -- {etype, kind, first, last, items}
 local newest_rv = 0
@@ -55,7 +58,8 @@ end
 local function store_event(to_queue, etype, kind, key, rv, ...)
   newest_rv = math.max(newest_rv, tonumber(rv))
   if not to_queue and kind == 'Pod' then
-    if held and (held.etype ~= etype or tonumber(rv) ~= tonumber(held.last) + 1) then
+    if held and (held.etype ~= etype or tonumber(rv) ~= tonumber(held.last) + 1
+                 or #held.items >= BATCH_EVENTS) then
       append_held()
     end
     if not held then held = { etype = etype, kind = kind, first = rv, last = rv, items = {} } end
