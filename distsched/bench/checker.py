@@ -84,7 +84,8 @@ from distsched.redis_text import as_text
 from distsched.store import ObjectRef, Store, decode_stream, trim
 
 MAX_PER_KIND = 20
-STREAM_PAGE = 2000
+# Entries per XRANGE; a batch entry holds up to 64 pod events (lua/lib/storeevent.lua).
+STREAM_PAGE = 256
 QUEUE_PLACES = ("active", "backoff", "unschedulable", "gated", "inflight", "dead")
 
 

@@ -20,7 +20,8 @@ from distsched.store import DELETED, ObjectRef, Unresolved, decode_stream
 
 Obj = dict[str, Any]
 POLL_S = 0.25
-BATCH = 1000
+# Entries per XRANGE; a batch entry holds up to 64 pod events (lua/lib/storeevent.lua).
+BATCH = 256
 _AGELESS = 0.0  # rows are compared as of this time, so that ages alone never count
 
 
