@@ -105,7 +105,9 @@ T:cache:topokeys          set     topology keys some constrained pod watches (re
 T:cache:aagen             hash    ``<topologyKey>=<value>`` -> anti-affinity generation
 T:cache:aapods            hash    ns/name -> node, for pods with required anti-affinity
 T:cache:feedver           string  change-feed version, +1 per script that changed usage
-T:cache:feed              zset    node -> feed version of its last usage change
+T:cache:feedlog           stream  one entry per feed version, id ``<version>-0``, fields
+                                  node -> its usage record then (as T:cache:usage); the last
+                                  ~512 versions are kept (lua/lib/ledger_record.lua)
 T:cache:usage             hash    node -> "<gen>|<host ports in use>|<res>=<amount>,..."
                                   (absolute; what workers mirror into their snapshots)
 T:permit:<ns/name>        list    Permit verdicts ("allow:<plugin>", "reject:<plugin>:<why>")
@@ -290,7 +292,7 @@ class Keys:
 
     @property
     def ledger_feed(self) -> str:
-        return self._k("cache", "feed")
+        return self._k("cache", "feedlog")
 
     @property
     def ledger_usage(self) -> str:

@@ -23,7 +23,7 @@ KEYS[9]  hash   cache:node:<node>
 KEYS[10] hash   cache:ports:<node>
 KEYS[11] set    cache:nodepods:<node>
 KEYS[12] hash   store meta of pods: ns/name -> "<rv>|<node>|<bound_at>|<uid>"
-KEYS[n-2] hash  cache:usage, KEYS[n-1] zset cache:feed, KEYS[n] string cache:feedver
+KEYS[n-2] hash  cache:usage, KEYS[n-1] stream cache:feedlog, KEYS[n] string cache:feedver
 ARGV[1]  string pod key ns/name
 ARGV[2]  string node name
 ARGV[3]  string the ledger record (lib/ledger_record.lua), its node = ARGV[2]

@@ -7,15 +7,19 @@ generations first, data second, so that every reservation a generation counts is
 data (see distsched.cache.ledger).
 
 KEYS[1]  string cache:feedver: ledger version counter
-KEYS[2]  zset   cache:feed: node -> ledger version of its last change
+KEYS[2]  stream cache:feedlog: one entry per version, id "<version>-0", node -> usage
 KEYS[3]  hash   cache:usage: node -> "<gen>|<host ports in use, -1 unknown>|<res>=<amount>,..."
 KEYS[4]  hash   cache:domgen: "<topologyKey>=<value>" -> generation
 KEYS[5]  hash   cache:aagen: "<topologyKey>=<value>" -> anti-affinity generation
 ARGV[1]  integer  the version the caller has seen (0 for everything)
 ARGV[2..] string  domains "<topologyKey>=<value>" whose generations to return
 Returns {current version, {node 1, usage 1, node 2, usage 2, ...}, {domain generations},
-{anti-affinity generations}}: every node stamped after ARGV[1] (a usage is false for a
-node deleted since), and one generation per ARGV[2..] domain (false when none).
+{anti-affinity generations}}: every node changed after version ARGV[1] with its usage now
+(a node may come twice: the later one is current), and one generation per ARGV[2..] domain
+(false when none). The changes come from the log's entries after ARGV[1] when it still
+holds all of them and they are few; otherwise (ARGV[1] = 0, a caller further behind, a
+log trimmed past it or started after it) from cache:usage whole, which names every node
+the ledger ever had (a removed one with usage "0|0|").
 ]]
 
 local since = tonumber(ARGV[1])
@@ -24,16 +28,21 @@ if #KEYS ~= 5 or since == nil or since < 0 then
 end
 local current = tonumber(redis.call('GET', KEYS[1]) or '0')
 local changes = {}
+local READ_MAX = 256  -- versions read from the log; further behind, cache:usage is cheaper
+local function everything()
+  changes = redis.call('HGETALL', KEYS[3])
+end
 if current > since then
-  local names = redis.call('ZRANGEBYSCORE', KEYS[2], '(' .. ARGV[1], '+inf')
-  -- HMGET in chunks: unpack() of a very long list overflows Lua's C stack.
-  for first = 1, #names, 1000 do
-    local chunk = {}
-    for i = first, math.min(first + 999, #names) do chunk[#chunk + 1] = names[i] end
-    local values = redis.call('HMGET', KEYS[3], unpack(chunk))
-    for i, name in ipairs(chunk) do
-      changes[#changes + 1] = name
-      changes[#changes + 1] = values[i]
+  if since == 0 or current - since > READ_MAX then
+    everything()
+  else
+    local entries = redis.call('XRANGE', KEYS[2], string.format('%d-0', since + 1), '+')
+    if #entries ~= current - since or entries[1][1] ~= string.format('%d-0', since + 1) then
+      everything()  -- versions missing from the log: trimmed, or written before it
+    else
+      for _, entry in ipairs(entries) do
+        for _, v in ipairs(entry[2]) do changes[#changes + 1] = v end
+      end
     end
   end
 end

@@ -14,7 +14,7 @@ KEYS[4]  hash   cache:node:<name>
 KEYS[5]  hash   cache:ports:<name>
 KEYS[6]  set    cache:nodepods:<name>
 KEYS[n-2] hash  cache:usage: node -> "<gen>|<host ports>|<res>=<amount>,..." (change feed)
-KEYS[n-1] zset  cache:feed: node -> ledger version of its last change (change feed)
+KEYS[n-1] stream cache:feedlog: one entry per ledger version (change feed)
 KEYS[n]   string cache:feedver: ledger version counter
 ARGV[1]  string node name
 Returns the keys of the node's assumed pods (now due for the reaper).

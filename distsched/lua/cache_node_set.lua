@@ -13,7 +13,7 @@ KEYS[4]  hash   cache:node:<name>
 KEYS[5]  set    cache:nodepods:<name>
 KEYS[6]  hash   cache:aapods: ns/name -> node, pods carrying required anti-affinity
 KEYS[n-2] hash  cache:usage: node -> "<gen>|<host ports>|<res>=<amount>,..." (change feed)
-KEYS[n-1] zset  cache:feed: node -> ledger version of its last change (change feed)
+KEYS[n-1] stream cache:feedlog: one entry per ledger version (change feed)
 KEYS[n]   string cache:feedver: ledger version counter
 ARGV[1]  string node name
 ARGV[2]  JSON   allocatable {resource: amount} (cpu millicores, memory bytes, pods, ...)

@@ -34,7 +34,7 @@ KEYS[n-3] hash  store meta of pods: ns/name -> "<rv>|<node>|<bound_at>|<uid>" (e
                 pod the store already has bound to the record's node is confirmed, not released:
                 its binder died between the store's bind and the ledger's confirm; orphan
                 mode: the pods the store has)
-KEYS[n-2] hash  cache:usage, KEYS[n-1] zset cache:feed, KEYS[n] string cache:feedver
+KEYS[n-2] hash  cache:usage, KEYS[n-1] stream cache:feedlog, KEYS[n] string cache:feedver
 ARGV[1]  integer  now (ms since epoch)
 ARGV[2]  string   mode: forget | delete | orphan | expire
 ARGV[3]  string   token required by forget, uid required by delete ("" = any)

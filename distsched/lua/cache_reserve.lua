@@ -24,7 +24,7 @@ KEYS[7]  hash   cache:aapods: ns/name -> node, pods carrying required anti-affin
 KEYS[8]  set    cache:topokeys: topology keys whose domains keep a generation
 KEYS[9+3(i-1)], KEYS[10+3(i-1)], KEYS[11+3(i-1)] for node i of ARGV[4 .. 3+N]:
          hash cache:node:<name>, hash cache:ports:<name>, set cache:nodepods:<name>
-KEYS[n-2] hash  cache:usage, KEYS[n-1] zset cache:feed, KEYS[n] string cache:feedver
+KEYS[n-2] hash  cache:usage, KEYS[n-1] stream cache:feedlog, KEYS[n] string cache:feedver
 ARGV[1]  int     assume deadline (ms since epoch) given to every reserved pod
 ARGV[2]  str     all or nothing: "0" none; or
                  "g:<n1>,<n2>,..." the decisions in consecutive groups of those sizes (they

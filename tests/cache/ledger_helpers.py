@@ -108,6 +108,8 @@ def snapshot_db(r: redis.Redis) -> dict[bytes, Any]:
             out[key] = r.smembers(key)
         elif kind == b"list":
             out[key] = r.lrange(key, 0, -1)
+        elif kind == b"stream":
+            out[key] = r.xrange(key)
         else:
             out[key] = r.get(key)
     return out

@@ -414,6 +414,41 @@ def test_change_feed_names_every_node_whose_usage_changed(
     assert states["n2"].requested.get("cpu", 0) == 0
 
 
+def test_change_feed_reads_its_log_and_falls_back_to_every_usage_when_the_log_lacks_versions(
+    r: redis.Redis, keys: Keys, clock: FakeClock, ledger: Ledger
+) -> None:
+    version, everything, _ = ledger.changes_since(0)
+    popped(r, keys, clock, "ns/a", "ns/b")
+    assert isinstance(ledger.reserve(decision("ns/a", "n2", requests={"cpu": 500})), Reserved)
+    entry_id, fields = r.xrange(keys.ledger_feed)[-1]
+    assert entry_id == f"{version + 1}-0".encode() and set(fields) == {b"n2"}
+    assert list(ledger.changes_since(version)[1]) == ["n2"]
+
+    # The log lost (or written by a release before it had one): every node, as they are now.
+    r.delete(keys.ledger_feed)
+    latest, states, _ = ledger.changes_since(version)
+    assert set(states) == set(everything) and states["n2"].requested["cpu"] == 500
+    # ... and from the next version on, the log again.
+    assert isinstance(ledger.reserve(decision("ns/b", "n3", requests={"cpu": 300})), Reserved)
+    assert list(ledger.changes_since(latest)[1]) == ["n3"]
+
+    # Further behind than the log keeps: trimmed entries make the reader take everything.
+    for i in range(800):
+        ledger.set_node("n1", {**SMALL, "pods": 10 + i % 2}, {})
+    now = ledger.changes_since(0)[0]
+    assert 512 <= r.xlen(keys.ledger_feed) < 700
+    first_kept = int(r.xrange(keys.ledger_feed, count=1)[0][0].split(b"-")[0])
+    assert set(ledger.changes_since(first_kept - 1)[1]) == set(everything)
+    assert list(ledger.changes_since(now - 3)[1]) == ["n1"]
+
+    # A version counter that starts over starts the log over (ids must keep growing).
+    r.delete(keys.ledger_feed_version)
+    assert ledger.release("ns/b", ledger.pod("ns/b").token)  # type: ignore[union-attr]
+    assert r.get(keys.ledger_feed_version) == b"1"
+    assert [i for i, _ in r.xrange(keys.ledger_feed)] == [b"1-0"]
+    assert list(ledger.changes_since(0)[1]) == sorted(everything)
+
+
 def test_only_watched_topology_keys_keep_generations(
     r: redis.Redis, keys: Keys, clock: FakeClock
 ) -> None:

@@ -75,10 +75,15 @@ local function parse_ports(text)
   return out
 end
 
--- Change feed (the last three KEYS of a script: cache:usage, cache:feed, cache:feedver):
--- bump the version, stamp the touched nodes with it and store each one's usage record
--- "<gen>|<host ports in use, -1 unknown>|<res>=<amount>,..." (absolute values), so a worker
--- that saw version v refreshes with one ZRANGEBYSCORE (v +inf and one HMGET.
+-- Change feed (the last three KEYS of a script: cache:usage, cache:feedlog, cache:feedver):
+-- bump the version, store each touched node's usage record "<gen>|<host ports in use, -1
+-- unknown>|<res>=<amount>,..." (absolute values) in cache:usage, and append the version's
+-- entry to cache:feedlog, id "<version>-0", fields node -> usage record. A worker that saw
+-- version v reads the entries after it (cache_changes.lua); one further behind than the
+-- log keeps (the last FEED_KEEP versions, or more: trimming is approximate) reads
+-- cache:usage whole. One entry per call, not a write per node into a node -> version
+-- index, keeps a batch's feed to one command whose cost does not grow with the cluster.
+local FEED_KEEP = 512
 local function usage_record(gen, ports_in_use, req)
   local items = {}
   for res, amt in pairs(req) do
@@ -92,14 +97,19 @@ end
 local function bump_feed(entries)
   if #entries == 0 then return end
   local v = redis.call('INCR', KEYS[#KEYS])
-  local zargs, hargs = {}, {}
+  local log = KEYS[#KEYS - 1]
+  -- A counter that starts over (its key was lost) starts the log over: ids must grow.
+  if v == 1 then redis.call('DEL', log) end
+  local xargs = { 'MINID', '~', string.format('%d', math.max(v - FEED_KEEP + 1, 0)),
+                  string.format('%d-0', v) }
+  local hargs = {}
   for _, e in ipairs(entries) do
-    zargs[#zargs + 1] = v
-    zargs[#zargs + 1] = e.name
+    xargs[#xargs + 1] = e.name
+    xargs[#xargs + 1] = e.usage
     hargs[#hargs + 1] = e.name
     hargs[#hargs + 1] = e.usage
   end
-  redis.call('ZADD', KEYS[#KEYS - 1], unpack(zargs))
+  redis.call('XADD', log, unpack(xargs))
   redis.call('HSET', KEYS[#KEYS - 2], unpack(hargs))
 end
 
