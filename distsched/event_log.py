@@ -1,16 +1,19 @@
 """The scheduler's events in standalone mode: what kube-scheduler writes to the API server
-as Events (Scheduled, FailedScheduling, Preempted), kept in one Redis stream with a
+as Events (Scheduled, FailedScheduling, Preempted), kept in two Redis streams with a
 bounded history, for ``distsched get events`` and ``distsched describe``.
 
 One stream entry per event occurrence (``Keys.recorded_events``; the entry's id is its
-time), trimmed to about :data:`HISTORY` entries as it is written (``MAXLEN ~``: on each
-XADD here, once per batch of bindings in store_bind.lua), so recording costs one command
-and no read. Readers aggregate occurrences into core/v1 Events as kube's event recorder
-aggregates them into a series: one Event per (type, reason, object, reporting controller,
-related object), with ``count``, the first and the last time; its message is the latest
-occurrence's (kube's series keeps the first note; the latest is what ``distsched
-explain`` says too). Against a real cluster the bridge writes events to the API server
-instead (distsched/kube/events.py).
+time), trimmed to about :data:`HISTORY` entries as it is written (``MAXLEN ~`` on each
+XADD), so recording costs one command and no read. The binder's Scheduled events go to a
+stream of their own (``Keys.recorded_bindings``), one entry per batch of bindings, written
+by store_bind.lua: fields ``n`` (how many) and ``scheduled``, msgpack ``[ns/name, node,
+source, uid, ...]``; it keeps about :data:`BINDING_HISTORY` batches (an entry per pod
+cost the binding script a third of its time). Readers aggregate occurrences of both into
+core/v1 Events as kube's event recorder aggregates them into a series: one Event per
+(type, reason, object, reporting controller, related object), with ``count``, the first
+and the last time; its message is the latest occurrence's (kube's series keeps the first
+note; the latest is what ``distsched explain`` says too). Against a real cluster the
+bridge writes events to the API server instead (distsched/kube/events.py).
 
 ======== =========================================================================
 field    holds
@@ -28,11 +31,13 @@ related  "ns/name" of the related pod (Preempted: the preemptor), or ""
 
 from __future__ import annotations
 
+import heapq
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import msgpack
 import redis
 
 from distsched.keys import Keys
@@ -40,6 +45,10 @@ from distsched.redis_text import as_text
 
 HISTORY = 10_000
 """About this many occurrences are kept (the oldest go first)."""
+
+BINDING_HISTORY = 256
+"""About this many batches of Scheduled events are kept (each as many as the binder's
+batch held: 1 to 1,000 bindings)."""
 
 DEFAULT_SOURCE = "default-scheduler"
 ACTIONS = {"Scheduled": "Binding", "FailedScheduling": "Scheduling", "Preempted": "Preempting"}
@@ -119,15 +128,16 @@ def read(
     """The recorded events as core/v1 Events (aggregated: see the module docstring), in
     the order of their last occurrence; only ``namespace``'s (None: all), only ``pod_key``'s."""
     series: dict[tuple[str, ...], _Series] = {}
-    entries: Any = client.xrange(keys.recorded_events, "-", "+")
-    for entry_id, raw in entries:
-        fields = {as_text(k): as_text(v) for k, v in raw.items()}
+    pipe = client.pipeline(transaction=False)
+    pipe.xrange(keys.recorded_events, "-", "+")
+    pipe.xrange(keys.recorded_bindings, "-", "+")
+    singles, batches = pipe.execute()
+    occurrences = heapq.merge(_singles(singles), _scheduled(batches), key=lambda o: o[0])
+    for entry, fields in occurrences:
         if namespace is not None and fields.get("ns") != namespace:
             continue
         if pod_key is not None and f"{fields.get('ns')}/{fields.get('name')}" != pod_key:
             continue
-        ms, _, seq = as_text(entry_id).partition("-")
-        entry = (int(ms), int(seq or 0))
         key = tuple(
             fields.get(f, "") for f in ("type", "reason", "ns", "name", "uid", "source", "related")
         )
@@ -137,6 +147,39 @@ def read(
         else:
             known.last_id, known.count, known.fields = entry, known.count + 1, fields
     return [_as_event(s) for s in sorted(series.values(), key=lambda s: s.last_id)]
+
+
+def _entry_id(raw: Any) -> tuple[int, int]:
+    ms, _, seq = as_text(raw).partition("-")
+    return int(ms), int(seq or 0)
+
+
+def _singles(entries: Any) -> Iterator[tuple[tuple[int, int], dict[str, str]]]:
+    for entry_id, raw in entries:
+        yield _entry_id(entry_id), {as_text(k): as_text(v) for k, v in raw.items()}
+
+
+def _scheduled(entries: Any) -> Iterator[tuple[tuple[int, int], dict[str, str]]]:
+    """Each batch entry's Scheduled events, at the entry's time."""
+    for entry_id, raw in entries:
+        at = _entry_id(entry_id)
+        try:
+            items = msgpack.unpackb(raw[b"scheduled"], raw=False)
+        except (KeyError, ValueError, msgpack.UnpackException):
+            continue  # not a batch this reader knows
+        for i in range(0, len(items) - 3, 4):
+            pod_key, node, source, uid = (str(x) for x in items[i : i + 4])
+            yield at, scheduled(pod_key, uid, node, source).fields()
+
+
+def newest_ids(client: redis.Redis, keys: Keys) -> tuple[Any, Any]:
+    """The newest entry ids of the two logs (None where empty): changed when an event
+    was recorded."""
+    pipe = client.pipeline(transaction=False)
+    pipe.xrevrange(keys.recorded_events, "+", "-", count=1)
+    pipe.xrevrange(keys.recorded_bindings, "+", "-", count=1)
+    single, batch = pipe.execute()
+    return (single[0][0] if single else None, batch[0][0] if batch else None)
 
 
 def timestamp(ms: int) -> str:

@@ -194,6 +194,12 @@ class Keys:
         return self._k("events")
 
     @property
+    def recorded_bindings(self) -> str:
+        """The Scheduled events of the binder's batches, one entry per batch
+        (distsched/event_log.py)."""
+        return self._k("events", "scheduled")
+
+    @property
     def gang_of(self) -> str:
         return self._k("q", "gang", "of")
 

@@ -3,11 +3,16 @@ round trip, bounded, read back as kube's aggregated core/v1 Events."""
 
 from __future__ import annotations
 
+import time
+
 import redis
 
 from distsched import event_log
+from distsched.clock import FakeClock
 from distsched.event_log import HISTORY, PodEvent
 from distsched.keys import Keys
+from distsched.store import Store
+from tests.store.helpers import make_node, make_pod
 
 
 def failed(key: str, message: str = "0/3 nodes are available: 3 Insufficient cpu.") -> PodEvent:
@@ -73,3 +78,34 @@ def test_nothing_recorded_reads_empty(r: redis.Redis, keys: Keys) -> None:
     event_log.record(r, keys, [])
     assert event_log.read(r, keys) == []
     assert not r.exists(keys.recorded_events)
+
+
+def test_a_batch_of_bindings_reads_as_one_scheduled_event_per_pod_in_time_order(
+    r: redis.Redis, keys: Keys, clock: FakeClock
+) -> None:
+    store = Store(r, keys, clock)
+    store.create_many([make_node("n1"), make_pod("a"), make_pod("b", namespace="shop")])
+    event_log.record(r, keys, [failed("default/a")])
+    time.sleep(0.002)  # entry ids are Redis's time: the Scheduled events come later
+    store.bind_many(
+        [("default/a", None, "n1"), ("shop/b", None, "n1")],
+        scheduled_by={"default/a": "default-scheduler", "shop/b": "other-scheduler"},
+    )
+    assert r.xlen(keys.recorded_bindings) == 1  # the call's events, one entry
+    events = event_log.read(r, keys)
+    assert [(e["involvedObject"]["name"], e["reason"]) for e in events] == [
+        ("a", "FailedScheduling"),
+        ("a", "Scheduled"),
+        ("b", "Scheduled"),
+    ]
+    b = events[2]
+    assert b["message"] == "Successfully assigned shop/b to n1"
+    assert b["source"] == {"component": "other-scheduler"}
+    assert b["involvedObject"]["uid"] == store.get("Pod", "shop/b")["metadata"]["uid"]
+    assert [e["reason"] for e in event_log.read(r, keys, pod_key="default/a")] == [
+        "FailedScheduling",
+        "Scheduled",
+    ]
+    assert [e["involvedObject"]["name"] for e in event_log.read(r, keys, namespace="shop")] == ["b"]
+    single, batch = event_log.newest_ids(r, keys)
+    assert single is not None and batch is not None

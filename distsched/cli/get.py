@@ -153,8 +153,7 @@ class Reader:
         return event_log.read(self.store.client, self.store.keys, namespace=namespace)
 
     def last_event_id(self) -> Any:
-        newest = self.store.client.xrevrange(self.store.keys.recorded_events, "+", "-", count=1)
-        return newest[0][0] if newest else None
+        return event_log.newest_ids(self.store.client, self.store.keys)
 
     def get(self, kind: str, name: str, namespace: str) -> Obj | None:
         if kind == "Event":

@@ -13,10 +13,12 @@
 -- KEYS[10] string  queue move_cycle (set to the cycle: every binding is a move request)
 -- KEYS[11] zset    queue unschedulable
 --
--- With the scheduler's event log as the last KEY (KEYS[6], or KEYS[12] in reservation
--- mode), each pod this call binds also gets kube's Scheduled event there
--- (distsched/event_log.py): each binding then carries its source (the pod's scheduler
--- name) as its last ARGV, and the log's cap follows the last binding.
+-- With the scheduler's log of bindings as the last KEY (KEYS[6], or KEYS[12] in
+-- reservation mode), the pods this call binds get kube's Scheduled event there
+-- (distsched/event_log.py), as one entry for the call: n = how many, scheduled =
+-- msgpack [ns/name, node, source, uid, ...] per pod; each binding then carries its source
+-- (the pod's scheduler name) as its last ARGV, and the log's cap (in entries) follows the
+-- last binding.
 --
 -- ARGV[1]  int     stream cap: the events of about the last this many rvs stay (MINID ~,
 --                  once per call)
@@ -145,15 +147,15 @@ if #to_bind > 0 then
   end
   in_slices('HSET', KEYS[5], fields)
   if event_log then
-    local cap = ARGV[5 + stride * n]
+    local items = {}
     for _, b in ipairs(to_bind) do
-      local ns, name = string.match(b.key, '^([^/]*)/(.*)$')
-      redis.call('XADD', event_log, '*',
-        'type', 'Normal', 'reason', 'Scheduled', 'action', 'Binding', 'ns', ns, 'name', name,
-        'uid', b.uid or '', 'message', 'Successfully assigned ' .. b.key .. ' to ' .. b.node,
-        'source', ARGV[5 + stride * (b.i - 1) + stride - 1], 'related', '')
+      items[#items + 1] = b.key
+      items[#items + 1] = b.node
+      items[#items + 1] = ARGV[5 + stride * (b.i - 1) + stride - 1]
+      items[#items + 1] = b.uid or ''
     end
-    redis.call('XTRIM', event_log, 'MAXLEN', '~', cap)
+    redis.call('XADD', event_log, 'MAXLEN', '~', ARGV[5 + stride * n], '*',
+      'n', #to_bind, 'scheduled', cmsgpack.pack(items))
   end
   if not to_queue then
     redis.call('SET', KEYS[10], redis.call('GET', KEYS[9]) or '0')

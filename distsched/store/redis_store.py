@@ -756,8 +756,8 @@ class Store:
             keys += [k.ledger_pods, k.ledger_assumed, k.info, k.cycle, k.move_cycle]
             keys.append(k.unschedulable)
         if scheduled_by is not None:
-            keys.append(k.recorded_events)
-            argv.append(event_log.HISTORY)
+            keys.append(k.recorded_bindings)
+            argv.append(event_log.BINDING_HISTORY)
         reply = self._scripts.get("store_bind")(keys=keys, args=argv)
         results: builtins.list[BindResult] = []
         for n, b in enumerate(items):

@@ -175,6 +175,13 @@ def test_a_batch_binding_records_the_scheduled_events_in_its_script(
         {"component": "custom-scheduler"},
     )
     assert event["involvedObject"]["uid"] == a.uid
+    assert (event["type"], event["action"], event["involvedObject"]["name"]) == (
+        "Normal",
+        "Binding",
+        "a",
+    )
+    [(_, raw)] = store.client.xrange(keys.recorded_bindings)  # one entry per call
+    assert raw[b"n"] == b"1"
     # without scheduled_by (the kube bridge's copy of an API binding) nothing is recorded
     c = created(store, "c")
     writer.bind_many([(c.key, c.uid, "n1")])
