@@ -37,7 +37,7 @@ LUA = (
     "evalsha", "script|load",
     "del", "get", "hdel", "hexists", "hget", "hgetall", "hincrby", "hlen", "hmget", "hset",
     "incr", "incrby", "ltrim", "rpush", "sadd", "scard", "set", "smembers", "srem", "type",
-    "xadd", "xtrim",
+    "xadd", "xrange", "xtrim",
     "zadd", "zcard", "zmscore", "zpopmin", "zrange", "zrangebyscore", "zrem",
     "zremrangebyscore", "zscore",
 )  # fmt: skip
