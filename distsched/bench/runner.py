@@ -39,6 +39,8 @@ from distsched.bench.measure import (
 )
 from distsched.bench.phase import (
     CREATE_CHUNK,
+    EXACT_INTERVAL_S,
+    PROGRESS_INTERVAL_S,
     BindTracker,
     Churn,
     CreateChurn,
@@ -594,6 +596,9 @@ def _measure(
         churn=churn,
         churn_interval_s=workload.churn_interval_s,
         baseline_bound=int(records) - int(assumed),
+        exact_interval_s=PROGRESS_INTERVAL_S
+        if workload.init_evictable or workload.measured_evictable
+        else EXACT_INTERVAL_S,
         target=workload.expected_bound(config.nodes, config.pods),
         chunk=max(1, min(CREATE_CHUNK, workload.arrival_chunk(config.pods)))
         if workload.arrival_chunk
