@@ -82,10 +82,9 @@ from distsched.model.volumes import (
 )
 from distsched.redis_text import as_text
 from distsched.store import ObjectRef, Store, decode_stream, trim
+from distsched.store.codec import STREAM_PAGE
 
 MAX_PER_KIND = 20
-# Entries per XRANGE; a batch entry holds up to 64 pod events (lua/lib/storeevent.lua).
-STREAM_PAGE = 256
 QUEUE_PLACES = ("active", "backoff", "unschedulable", "gated", "inflight", "dead")
 
 

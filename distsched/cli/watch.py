@@ -17,11 +17,10 @@ from typing import Any
 from distsched.cli import observed
 from distsched.output import GET_MINWIDTH, GET_PADDING
 from distsched.store import DELETED, ObjectRef, Unresolved, decode_stream
+from distsched.store.codec import STREAM_PAGE
 
 Obj = dict[str, Any]
 POLL_S = 0.25
-# Entries per XRANGE; a batch entry holds up to 64 pod events (lua/lib/storeevent.lua).
-BATCH = 256
 _AGELESS = 0.0  # rows are compared as of this time, so that ages alone never count
 
 
@@ -86,7 +85,7 @@ class Watch:
         """Apply the events after the position: (watched objects changed, deleted), or
         None when there was no event."""
         entries = self.store.client.xrange(
-            self.store.keys.events, min=f"{self.rv + 1}-0", max="+", count=BATCH
+            self.store.keys.events, min=f"{self.rv + 1}-0", max="+", count=STREAM_PAGE
         )
         if not entries:
             return None

@@ -36,8 +36,9 @@ if current > since then
   if since == 0 or current - since > READ_MAX then
     everything()
   else
-    local entries = redis.call('XRANGE', KEYS[2], string.format('%d-0', since + 1), '+')
-    if #entries ~= current - since or entries[1][1] ~= string.format('%d-0', since + 1) then
+    local first_id = string.format('%d-0', since + 1)
+    local entries = redis.call('XRANGE', KEYS[2], first_id, '+')
+    if #entries ~= current - since or entries[1][1] ~= first_id then
       everything()  -- versions missing from the log: trimmed, or written before it
     else
       for _, entry in ipairs(entries) do

@@ -30,8 +30,8 @@
 --   uid          string  uid precondition ("" = none)
 --   node         string  target node name (non-empty, no '|')
 --   token        string  (reservation mode) the reservation token the binding carries
---   source       string  (with the event log) the pod's scheduler name
--- then, with the event log, its cap (MAXLEN ~, trimmed once per call)
+--   source       string  (with the log of bindings) the pod's scheduler name
+-- then, with the log of bindings, its cap in entries (MAXLEN ~ on its one XADD)
 --
 -- A bind writes the meta alone, "<rv>|<node>|<time>|<uid>": the pod's blob is left as it
 -- was, and readers apply spec.nodeName, the rv and PodScheduled=True at <time> to it (the

@@ -49,6 +49,11 @@ ADDED = "ADDED"
 MODIFIED = "MODIFIED"
 DELETED = "DELETED"
 
+STREAM_PAGE = 256
+"""Entries a reader of the store's stream takes per read (XREAD / XRANGE COUNT): a batch
+entry holds up to 64 pod events (lua/lib/storeevent.lua), so a page of ~1 KB pod objects
+stays near 16 MB."""
+
 
 def pod_key(namespace: str, name: str) -> str:
     return f"{namespace}/{name}"

@@ -60,6 +60,7 @@ from distsched.model.kinds import SCHEDULED_KINDS
 from distsched.store import trim
 from distsched.store.codec import (
     DELETED,
+    STREAM_PAGE,
     Event,
     Obj,
     ObjectRef,
@@ -147,7 +148,7 @@ class Informer:
         kinds: Iterable[str] = SCHEDULED_KINDS,
         *,
         block_ms: int = 1000,
-        batch: int = 256,  # entries per read (a batch entry holds up to 64 pod events)
+        batch: int = STREAM_PAGE,
         backoff_initial_s: float = 0.1,
         backoff_max_s: float = 5.0,
         reader: str | None = None,
