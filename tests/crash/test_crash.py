@@ -15,6 +15,7 @@ import signal
 import subprocess
 import sys
 import time
+from functools import partial
 from pathlib import Path
 from typing import cast
 
@@ -27,6 +28,7 @@ from distsched.binder.jobs import queue_name
 from distsched.cache.ledger import Ledger
 from distsched.clock import SYSTEM_CLOCK
 from distsched.embedded import EmbeddedRedis
+from distsched.launcher import RoleProcess
 from distsched.queue_redis import RedisQueue
 from distsched.views import queue_status
 from tests.crash.harness import (
@@ -50,6 +52,11 @@ PODS = 24
 BINDER_ARGS = ("--assume-ttl-ms", str(ASSUME_TTL_MS))
 # Slack for process start-up, a reaper tick (1 s), scheduling and binding on a busy machine.
 SLACK_S = 4.0
+
+
+def has_started(proc: RoleProcess) -> bool:
+    """Whether a role process logged that it is past its start-up (its initial list)."""
+    return " started" in log_text(proc)
 
 
 def inflight(client: redis.Redis) -> set[str]:
@@ -256,7 +263,9 @@ def test_random_kills_under_load_lose_nothing_and_bind_nothing_twice(
         marker = tmp_path / f"fault-{wave}"
         point = rng.choice(["pop", "reserve"])
         victim = spawn(processes, "worker", *worker_args(), fault=fault(point, marker))
-        time.sleep(0.6)  # its start-up, so that it competes for the wave
+        # Its start-up (imports, the initial list) takes from a few tenths of a second to
+        # several on a loaded machine: the wave waits for it, so that it competes.
+        wait_for("victim worker started", partial(has_started, victim), 30)
         pods += create_cluster(private_client, 40, prefix=f"w{wave:02d}-", cpu="20m")
         deadline = time.monotonic() + 3
         while read_marker(marker) is None and time.monotonic() < deadline:
