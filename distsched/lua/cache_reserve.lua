@@ -54,6 +54,10 @@ returns an error and writes nothing.
 --!include queue_record
 --!include ledger_record
 
+-- The hot loops read these as locals: a global is a table lookup at every use.
+local tonumber, pairs, ipairs, unpack = tonumber, pairs, ipairs, unpack
+local call, find, sub = redis.call, string.find, string.sub
+
 local function fail(msg)
   return redis.error_reply('ERR cache_reserve: ' .. msg)
 end
@@ -63,9 +67,9 @@ local deadline = tonumber(ARGV[1])
 local all_or_nothing = ARGV[2]
 local n_nodes = tonumber(ARGV[3])
 local group_sizes = nil
-if string.sub(all_or_nothing or '', 1, 2) == 'g:' then
+if sub(all_or_nothing or '', 1, 2) == 'g:' then
   group_sizes = {}
-  for n in string.gmatch(string.sub(all_or_nothing, 3), '[^,]+') do
+  for n in string.gmatch(sub(all_or_nothing, 3), '[^,]+') do
     local size = tonumber(n)
     if not is_count(size) or size < 1 then return fail('bad group size ' .. n) end
     group_sizes[#group_sizes + 1] = size
@@ -79,7 +83,7 @@ if #KEYS ~= 11 + 3 * n_nodes then return fail('expected ' .. (11 + 3 * n_nodes) 
 local nodes = {}
 for i = 1, n_nodes do
   local name = ARGV[3 + i]
-  if not name or name == '' or string.find(name, ' ', 1, true) then
+  if not name or name == '' or find(name, ' ', 1, true) then
     return fail('node names must be non-empty, without spaces')
   end
   nodes[i] = name
@@ -87,6 +91,7 @@ end
 
 local decisions = {}
 local parsed_req, parsed_ports, parsed_aks, req_invalid = {}, {}, {}, {}
+local parsed_limits = {}  -- req_text -> {res, amount, ...}: the requests checked against allocatable
 local NONE = {}  -- shared by every decision without domain checks; never written
 local any_aks = false
 local a = 4 + n_nodes
@@ -95,9 +100,9 @@ while a <= #ARGV do
   local key, uid, epoch, ni = ARGV[a], ARGV[a + 1], tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3])
   local req_text, ports_text, ak = ARGV[a + 4], ARGV[a + 5], ARGV[a + 6]
   local aa, seen, n_checks = tonumber(ARGV[a + 7]), tonumber(ARGV[a + 8]), tonumber(ARGV[a + 9])
-  if not key or key == '' or string.find(key, ' ', 1, true) or not uid or not is_count(epoch)
+  if not key or key == '' or find(key, ' ', 1, true) or not uid or not is_count(epoch)
       or not is_count(ni) or ni < 1 or ni > n_nodes or not req_text or not ports_text
-      or not ak or string.find(ak, ' ', 1, true) or not is_count(aa) or not is_count(seen)
+      or not ak or find(ak, ' ', 1, true) or not is_count(aa) or not is_count(seen)
       or not is_count(n_checks) then
     return fail('malformed decision #' .. d)
   end
@@ -105,14 +110,21 @@ while a <= #ARGV do
   local req = parsed_req[req_text]
   if req == nil then
     req = parse_requests(req_text)
-    if not req or string.find(req_text, ' ', 1, true) then return fail('bad requests in #' .. d) end
+    if not req or find(req_text, ' ', 1, true) then return fail('bad requests in #' .. d) end
     parsed_req[req_text] = req
     req_invalid[req_text] = false
+    local limited = {}
     for res, amt in pairs(req) do
       if not is_count(amt) then
         req_invalid[req_text] = 'request ' .. res .. ' exceeds the largest amount distsched can account (2^53-1)'
       end
+      -- '+cpu' / '+memory' (43 = '+'): scoring's non-zero extra, summed but never a limit
+      if amt > 0 and string.byte(res, 1) ~= 43 then
+        limited[#limited + 1] = res
+        limited[#limited + 1] = amt
+      end
     end
+    parsed_limits[req_text] = limited
   end
   local ports = parsed_ports[ports_text]
   if ports == nil then
@@ -125,7 +137,7 @@ while a <= #ARGV do
   if n_checks > 0 then checks = {} end
   for c = 1, n_checks do
     local dom, gen = ARGV[a + 8 + 2 * c], tonumber(ARGV[a + 9 + 2 * c])
-    if not dom or not string.find(dom, '=', 1, true) or not is_count(gen) then
+    if not dom or not find(dom, '=', 1, true) or not is_count(gen) then
       return fail('malformed domain check in #' .. d)
     end
     checks[dom] = gen
@@ -138,6 +150,7 @@ while a <= #ARGV do
   end
   if #aks > 0 then any_aks = true end
   decisions[d] = { key = key, uid = uid, epoch = epoch, ni = ni, req = req, req_text = req_text,
+                   limits = parsed_limits[req_text],
                    ports = ports, ports_text = ports_text, ak = ak, aks = aks, aa = aa,
                    seen = seen, checks = checks, invalid = req_invalid[req_text] }
   a = a + 10 + 2 * n_checks
@@ -154,47 +167,49 @@ if grouped ~= #decisions then return fail('group sizes add up to ' .. grouped ..
 -- ---------------------------------------------------------------- ledger state
 local pod_keys = {}
 for d, dec in ipairs(decisions) do pod_keys[d] = dec.key end
-local records = redis.call('HMGET', KEYS[2], unpack(pod_keys))
-local held = redis.call('HMGET', KEYS[3], unpack(pod_keys))
+local records = call('HMGET', KEYS[2], unpack(pod_keys))
+local held = call('HMGET', KEYS[3], unpack(pod_keys))
 local watched = watched_keys(KEYS[8])
 
--- A node hash's field names repeat from node to node: each is split at its ':' once.
-local field_parts = {}
-local function split_field(f)
-  local parts = field_parts[f]
-  if parts == nil then
-    local colon = string.find(f, ':', 1, true)
-    if colon then
-      parts = { string.sub(f, 1, colon - 1), string.sub(f, colon + 1) }
-    else
-      parts = { f, '' }
-    end
-    field_parts[f] = parts
-  end
-  return parts[1], parts[2]
-end
+-- A node hash's field names repeat from node to node: each is split at its ':' once
+-- (field_kind "req", "alloc", "topo", or the whole name; field_res what follows the ':').
+local field_kind, field_res = {}, {}
 
 -- A node's domain strings ("<key>=<value>") are made only when something reads them: the
 -- anti-affinity sum (some pod with required anti-affinity was ever placed, or this batch
 -- places one) or a watched key's generation. A plain batch skips them (and the tables
 -- that only ports or domains use are made on first use: a node costs few allocations).
-local any_aa = redis.call('EXISTS', KEYS[6]) == 1
+local any_aa = call('EXISTS', KEYS[6]) == 1
 local aa_doms = any_aa or any_aks
 local state, all_doms, seen_dom = {}, {}, {}
+-- A node's st.req is its usage with this batch's reservations so far (st.pods0: its pod
+-- count before them); st.newpods, the pods this batch put there (made on the first).
 for i, name in ipairs(nodes) do
   local base = 8 + 3 * (i - 1)
-  local st = { name = name, node_key = KEYS[base + 1], ports_key = KEYS[base + 2],
+  local node_key = KEYS[base + 1]
+  local st = { name = name, node_key = node_key, ports_key = KEYS[base + 2],
                pods_key = KEYS[base + 3], live = false, gen = 0, alloc = {}, req = {},
-               topo = {}, doms = NONE, watched_doms = NONE, dreq = {}, dgen = 0,
-               pcache = nil, padd = nil, newpods = {} }
-  local flat = redis.call('HGETALL', st.node_key)
+               topo = {}, doms = NONE, watched_doms = NONE, dgen = 0, pods0 = 0,
+               newpods = NONE }
+  local alloc, req = st.alloc, st.req
+  local flat = call('HGETALL', node_key)
   for j = 1, #flat, 2 do
-    local kind, res = split_field(flat[j])
-    local v = flat[j + 1]
+    local f, v = flat[j], flat[j + 1]
+    local kind = field_kind[f]
+    if kind == nil then
+      local colon = find(f, ':', 1, true)
+      if colon then
+        kind, field_res[f] = sub(f, 1, colon - 1), sub(f, colon + 1)
+      else
+        kind, field_res[f] = f, ''
+      end
+      field_kind[f] = kind
+    end
+    local res = field_res[f]
     if kind == 'req' then
-      st.req[res] = tonumber(v)
+      req[res] = tonumber(v)
     elseif kind == 'alloc' then
-      st.alloc[res] = tonumber(v)
+      alloc[res] = tonumber(v)
     elseif kind == 'topo' then
       st.topo[res] = v
       if aa_doms or watched[res] then
@@ -218,6 +233,7 @@ for i, name in ipairs(nodes) do
       st.gen = tonumber(v)
     end
   end
+  st.pods0 = req['pods'] or 0
   state[i] = st
 end
 
@@ -225,14 +241,14 @@ end
 -- no pod with required anti-affinity was ever placed).
 local aagen, aainc, domgen, dominc = {}, {}, {}, {}
 if any_aa and #all_doms > 0 then
-  local gens = redis.call('HMGET', KEYS[6], unpack(all_doms))
+  local gens = call('HMGET', KEYS[6], unpack(all_doms))
   for j, dom in ipairs(all_doms) do aagen[dom] = tonumber(gens[j] or '0') end
 end
 
 local function domain_gen(dom)
   local g = domgen[dom]
   if g == nil then
-    g = tonumber(redis.call('HGET', KEYS[5], dom) or '0')
+    g = tonumber(call('HGET', KEYS[5], dom) or '0')
     domgen[dom] = g
   end
   return g + (dominc[dom] or 0)
@@ -243,7 +259,7 @@ local function holders(st, field)
   if not st.pcache then st.pcache, st.padd = {}, {} end
   local v = st.pcache[field]
   if v == nil then
-    v = tonumber(redis.call('HGET', st.ports_key, field) or '0')
+    v = tonumber(call('HGET', st.ports_key, field) or '0')
     st.pcache[field] = v
   end
   return v + (st.padd[field] or 0)
@@ -272,15 +288,16 @@ local function check(d, dec)
 
   local st = state[dec.ni]
   if not st.live then return 'X', 'node(s) not found' end
-  local short = {}
-  for res, amt in pairs(dec.req) do
-    -- '+cpu' / '+memory' (43 = '+'): scoring's non-zero extra, summed but never a limit
-    if amt > 0 and string.byte(res, 1) ~= 43
-        and (st.req[res] or 0) + (st.dreq[res] or 0) + amt > (st.alloc[res] or 0) then
+  local limits, req, alloc = dec.limits, st.req, st.alloc
+  local short = nil
+  for k = 1, #limits, 2 do
+    local res = limits[k]
+    if (req[res] or 0) + limits[k + 1] > (alloc[res] or 0) then
+      short = short or {}
       short[#short + 1] = 'Insufficient ' .. res
     end
   end
-  if #short > 0 then
+  if short then
     table.sort(short)
     return 'X', table.concat(short, ', ')
   end
@@ -305,20 +322,20 @@ local function check(d, dec)
     return 'X', 'anti-affinity of pods in the node\'s domains changed (generation ' .. aa
       .. ', saw ' .. dec.aa .. ')'
   end
-  if dec.seen > 0 and (st.req['pods'] or 0) > dec.seen - 1 then
-    return 'X', 'node usage changed (' .. int(st.req['pods'] or 0) .. ' pods, saw '
+  if dec.seen > 0 and st.pods0 > dec.seen - 1 then
+    return 'X', 'node usage changed (' .. int(st.pods0) .. ' pods, saw '
       .. int(dec.seen - 1) .. ')'
   end
 
   -- fits: apply to the batch overlay
-  for res, amt in pairs(dec.req) do st.dreq[res] = (st.dreq[res] or 0) + amt end
+  for res, amt in pairs(dec.req) do req[res] = (req[res] or 0) + amt end
   if #dec.ports > 0 and not st.padd then st.pcache, st.padd = {}, {} end
   for _, p in ipairs(dec.ports) do
     st.padd[p.pp] = (st.padd[p.pp] or 0) + 1
     st.padd[p.pp .. '|' .. p.ip] = (st.padd[p.pp .. '|' .. p.ip] or 0) + 1
   end
   st.dgen = st.dgen + 1
-  st.newpods[#st.newpods + 1] = key
+  if st.dgen == 1 then st.newpods = { key } else st.newpods[st.dgen] = key end
   for _, dom in ipairs(st.watched_doms) do dominc[dom] = (dominc[dom] or 0) + 1 end
   for _, tk in ipairs(dec.aks) do
     local v = st.topo[tk]
@@ -338,13 +355,13 @@ end
 local function unapply(r)
   local dec = decisions[r.d]
   local st = state[dec.ni]
-  for res, amt in pairs(dec.req) do st.dreq[res] = st.dreq[res] - amt end
+  for res, amt in pairs(dec.req) do st.req[res] = st.req[res] - amt end
   for _, p in ipairs(dec.ports) do
     st.padd[p.pp] = st.padd[p.pp] - 1
     st.padd[p.pp .. '|' .. p.ip] = st.padd[p.pp .. '|' .. p.ip] - 1
   end
   st.dgen = st.dgen - 1
-  st.newpods[#st.newpods] = nil  -- undone in reverse order: its own entry is the last
+  st.newpods[st.dgen + 1] = nil  -- undone in reverse order: its own entry is the last
   for _, dom in ipairs(st.watched_doms) do dominc[dom] = dominc[dom] - 1 end
   for _, tk in ipairs(dec.aks) do
     local v = st.topo[tk]
@@ -384,23 +401,34 @@ if #reserved == 0 then return results end
 
 -- ---------------------------------------------------------------- write
 local touched = {}
+local req_field = {}  -- resource -> "req:<resource>"
 for _, st in ipairs(state) do
   if st.dgen > 0 then
     local gen = st.gen + st.dgen
-    local fields = { 'gen', int(gen) }
-    local req = st.req  -- becomes the node's new usage (st.req is not read after this)
-    for res, amt in pairs(st.dreq) do
-      req[res] = (req[res] or 0) + amt
-      fields[#fields + 1] = 'req:' .. res
-      fields[#fields + 1] = int(req[res])
+    -- st.req is the node's new usage: every amount is written back and goes into its
+    -- usage record, each formatted once.
+    local fields, n, items, m = { 'gen', int(gen) }, 2, {}, 0
+    for res, amt in pairs(st.req) do
+      local field = req_field[res]
+      if not field then
+        field = 'req:' .. res
+        req_field[res] = field
+      end
+      local text = int(amt)
+      fields[n + 1], fields[n + 2] = field, text
+      n = n + 2
+      if amt ~= 0 then
+        m = m + 1
+        items[m] = res .. '=' .. text
+      end
     end
-    redis.call('HSET', st.node_key, unpack(fields))
-    for field, n in pairs(st.padd or NONE) do
-      if n ~= 0 then redis.call('HINCRBY', st.ports_key, field, n) end
+    call('HSET', st.node_key, unpack(fields))
+    for field, count in pairs(st.padd or NONE) do
+      if count ~= 0 then call('HINCRBY', st.ports_key, field, count) end
     end
-    local ports_in_use = redis.call('HLEN', st.ports_key)
-    redis.call('SADD', st.pods_key, unpack(st.newpods))
-    touched[#touched + 1] = { name = st.name, usage = usage_record(gen, ports_in_use, req) }
+    local ports_in_use = call('HLEN', st.ports_key)
+    call('SADD', st.pods_key, unpack(st.newpods))
+    touched[#touched + 1] = { name = st.name, usage = usage_text(gen, ports_in_use, items) }
   end
 end
 
@@ -408,13 +436,13 @@ local function add_to_hash(key, inc, known)
   local doms, fields = {}, {}
   for dom in pairs(inc) do doms[#doms + 1] = dom end
   if #doms == 0 then return end
-  local current = known and {} or redis.call('HMGET', key, unpack(doms))
+  local current = known and {} or call('HMGET', key, unpack(doms))
   for j, dom in ipairs(doms) do
     local base = known and (known[dom] or 0) or tonumber(current[j] or '0')
     fields[#fields + 1] = dom
     fields[#fields + 1] = int(base + inc[dom])
   end
-  redis.call('HSET', key, unpack(fields))
+  call('HSET', key, unpack(fields))
 end
 add_to_hash(KEYS[5], dominc, nil)
 add_to_hash(KEYS[6], aainc, aagen)
@@ -434,10 +462,10 @@ for _, r in ipairs(reserved) do
     aa_pods[#aa_pods + 1] = r.node
   end
 end
-redis.call('HSET', KEYS[3], unpack(pods))
-redis.call('ZADD', KEYS[4], unpack(deadlines))
-redis.call('ZREM', KEYS[1], unpack(keys_))
-redis.call('HSET', KEYS[2], unpack(infos))
-if #aa_pods > 0 then redis.call('HSET', KEYS[7], unpack(aa_pods)) end
+call('HSET', KEYS[3], unpack(pods))
+call('ZADD', KEYS[4], unpack(deadlines))
+call('ZREM', KEYS[1], unpack(keys_))
+call('HSET', KEYS[2], unpack(infos))
+if #aa_pods > 0 then call('HSET', KEYS[7], unpack(aa_pods)) end
 bump_feed(touched)
 return results

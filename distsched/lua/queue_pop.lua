@@ -50,8 +50,11 @@ epoch, err = read_counter('queue_pop', KEYS[6])
 if err then return redis.error_reply(err) end
 
 -- Read first (the head of activeQ, window by window, and the records), write after: a
--- pop that fails leaves every pod where it was.
+-- pop that fails leaves every pod where it was. Every pod popped here gets the same
+-- lease deadline (formatted once; the lists grow by counters, not by #).
 local out, fields, leases, dead = {}, {}, {}, {}
+local n_out, n_fields, n_leases = 0, 0, 0
+local lease_until = string.format('%d', now + lease_ms)
 local taken, examined = 0, 0
 while taken < max_pods do
   local head = redis.call('ZRANGE', KEYS[1], examined, examined + max_pods - taken - 1)
@@ -72,19 +75,19 @@ while taken < max_pods do
       text, dead_lettered = rec_pop(records[n], cycle + 1, epoch + 1, max_deliveries)
     end
     if text then
-      fields[#fields + 1] = key
-      fields[#fields + 1] = text
+      fields[n_fields + 1], fields[n_fields + 2] = key, text
+      n_fields = n_fields + 2
       if dead_lettered then
         dead[#dead + 1] = now
         dead[#dead + 1] = key
       else
         cycle = cycle + 1
         epoch = epoch + 1
-        leases[#leases + 1] = now + lease_ms
-        leases[#leases + 1] = key
+        leases[n_leases + 1], leases[n_leases + 2] = lease_until, key
+        n_leases = n_leases + 2
         taken = taken + 1
-        out[#out + 1] = key
-        out[#out + 1] = text
+        out[n_out + 1], out[n_out + 2] = key, text
+        n_out = n_out + 2
       end
     end
   end

@@ -89,17 +89,17 @@ if reserving then
   queued = hmget_all(QUEUE_INFO, keys)
 end
 
-local now_bound = {}  -- key -> {node, uid} bound earlier in this call
+local bound_node, bound_uid = {}, {}  -- key -> node, uid of a pod bound earlier in this call
 local confirmed, forgotten, seen_confirm = {}, {}, {}
-local to_bind = {}
+local to_bind, n_bind = {}, 0  -- the positions i of the pods this call binds
 for i = 1, n do
   local base = 5 + stride * (i - 1)
   local key = keys[i]
   local node = ARGV[base + 2]
   local status, detail = nil, ''
   local rv, cur_node, uid = nil, nil, nil
-  if now_bound[key] then
-    rv, cur_node, uid = 'bound', now_bound[key].node, now_bound[key].uid
+  if bound_node[key] then
+    rv, cur_node, uid = 'bound', bound_node[key], bound_uid[key]
   elseif metas[i] then
     local parsed_rv, parsed_node, _, parsed_uid = meta_parse(metas[i])
     rv, cur_node, uid = parsed_rv, parsed_node, parsed_uid
@@ -116,46 +116,48 @@ for i = 1, n do
   -- Reservation mode: without the reservation nothing but a duplicate of our own bind
   -- is reported; the pod belongs to a newer attempt (or is gone), whatever the store says.
   if reserving then
-    local rec = led_decode(records[i])
-    if rec and (rec.node ~= node or rec.token ~= ARGV[base + 3]) then rec = nil end
-    if not rec and status ~= 'already-bound' then status, detail = 'unreserved', '' end
-    if rec and (not status or status == 'already-bound') and not seen_confirm[key] then
+    local rec_node, rec_token, rec_uid = led_holder(records[i])
+    local held = rec_node == node and rec_token == ARGV[base + 3]
+    if not held and status ~= 'already-bound' then status, detail = 'unreserved', '' end
+    if held and (not status or status == 'already-bound') and not seen_confirm[key] then
       -- assumed -> bound in the ledger; the queue forgets the pod
       seen_confirm[key] = true
       confirmed[#confirmed + 1] = key
-      if rec_text_is_assumed(queued[i], rec.uid) then forgotten[#forgotten + 1] = key end
+      if rec_text_is_assumed(queued[i], rec_uid) then forgotten[#forgotten + 1] = key end
     end
   end
   if not status then
-    to_bind[#to_bind + 1] = { i = i, key = key, node = node, uid = uid }
-    now_bound[key] = { node = node, uid = uid }
+    n_bind = n_bind + 1
+    to_bind[n_bind] = i
+    bound_node[key], bound_uid[key] = node, uid
     status = 'bound'
   end
   out[2 * i - 1] = status
   out[2 * i] = detail
 end
 
-if #to_bind > 0 then
-  local first_rv = redis.call('INCRBY', KEYS[1], #to_bind) - #to_bind + 1
+if n_bind > 0 then
+  local first_rv = redis.call('INCRBY', KEYS[1], n_bind) - n_bind + 1
   local fields = {}
-  for j, b in ipairs(to_bind) do
+  for j, i in ipairs(to_bind) do
+    local key = keys[i]
+    local node, uid = bound_node[key], bound_uid[key]
     local rv = string.format('%d', first_rv + j - 1)
-    fields[#fields + 1] = b.key
-    fields[#fields + 1] = meta_string(rv, b.node, at, b.uid)
-    store_event(to_queue, 'MODIFIED', 'Pod', b.key, rv, 'node', b.node, 'bound', at)
-    out[2 * b.i] = rv
+    fields[2 * j - 1], fields[2 * j] = key, meta_string(rv, node, at, uid)
+    store_event(to_queue, 'MODIFIED', 'Pod', key, rv, 'node', node, 'bound', at)
+    out[2 * i] = rv
   end
   in_slices('HSET', KEYS[5], fields)
   if event_log then
     local items = {}
-    for _, b in ipairs(to_bind) do
-      items[#items + 1] = b.key
-      items[#items + 1] = b.node
-      items[#items + 1] = ARGV[5 + stride * (b.i - 1) + stride - 1]
-      items[#items + 1] = b.uid or ''
+    for j, i in ipairs(to_bind) do
+      local key = keys[i]
+      items[4 * j - 3], items[4 * j - 2] = key, bound_node[key]
+      items[4 * j - 1] = ARGV[5 + stride * (i - 1) + stride - 1]
+      items[4 * j] = bound_uid[key] or ''
     end
     redis.call('XADD', event_log, 'MAXLEN', '~', ARGV[5 + stride * n], '*',
-      'n', #to_bind, 'scheduled', cmsgpack.pack(items))
+      'n', n_bind, 'scheduled', cmsgpack.pack(items))
   end
   if not to_queue then
     redis.call('SET', KEYS[10], redis.call('GET', KEYS[9]) or '0')

@@ -155,6 +155,7 @@ end
 local last = redis.call('INCRBY', KEYS[1], n)
 local first = last - n + 1
 local infos, active, activated = {}, {}, 0
+local made = new_active(now)
 
 for i = 0, n - 1 do
   local base = 6 + 11 * i
@@ -182,13 +183,11 @@ for i = 0, n - 1 do
         known = nil
       end
       if not known then
-        local r = rec_new(ARGV[base + 3], priority, now)
-        r.w = 'active'
-        active[#active + 1] = -priority
-        active[#active + 1] = active_member(now, key)
+        active[2 * activated + 1] = -priority
+        active[2 * activated + 2] = made[1] .. key
+        infos[2 * activated + 1] = key
+        infos[2 * activated + 2] = new_active_record(made, priority, ARGV[base + 3])
         activated = activated + 1
-        infos[#infos + 1] = key
-        infos[#infos + 1] = rec_encode(r)
       end
     end
     if ARGV[base + 5] == '' then

@@ -45,6 +45,18 @@ local function led_decode(text)
   return { node = node, token = token, req = req, ports = ports, ak = ak, uid = uid }
 end
 
+-- node, token, uid of a record, without the rest (nil when not a record).
+local LEDGER_HOLDER = '^(%S+) (%S+) %S* %S* %S* (.*)$'
+local function led_holder(text)
+  if not text then return nil end
+  if string.byte(text, 1) == 123 then
+    local rec = led_decode(text)
+    if not rec then return nil end
+    return rec.node, rec.token, rec.uid
+  end
+  return string.match(text, LEDGER_HOLDER)
+end
+
 -- "<res>=<amount>,..." -> {res = amount}, or nil when malformed.
 local function parse_requests(text)
   local out = {}
@@ -84,13 +96,19 @@ end
 -- cache:usage whole. One entry per call, not a write per node into a node -> version
 -- index, keeps a batch's feed to one command whose cost does not grow with the cluster.
 local FEED_KEEP = 512
+
+-- The record from its parts; items: "<res>=<amount>" of the non-zero amounts (sorted here).
+local function usage_text(gen, ports_in_use, items)
+  table.sort(items)
+  return string.format('%d|%d|', gen, ports_in_use) .. table.concat(items, ',')
+end
+
 local function usage_record(gen, ports_in_use, req)
   local items = {}
   for res, amt in pairs(req) do
     if amt ~= 0 then items[#items + 1] = res .. '=' .. string.format('%d', amt) end
   end
-  table.sort(items)
-  return string.format('%d|%d|', gen, ports_in_use) .. table.concat(items, ',')
+  return usage_text(gen, ports_in_use, items)
 end
 
 -- entries: list of {name = node, usage = usage_record(...)}

@@ -118,6 +118,19 @@ local function active_member(ts, key)
   return string.format('%013d', ts) .. '|' .. key
 end
 
+-- Many pods made active at one time `now`, as text without a table per pod:
+-- new_active(now) gives {member prefix, record middle}, then
+-- active_member(now, key) == prefix .. key, and the record of a pod new to the queue
+-- (rec_encode of rec_new(uid, priority, now) with w = 'active') is
+-- 'active|0|0|0|0|0|' .. priority .. middle .. uid.
+local function new_active(now)
+  return { string.format('%013d', now) .. '|', string.format('|%d|%d|0||', now, now) }
+end
+
+local function new_active_record(made, priority, uid)
+  return 'active|0|0|0|0|0|' .. string.format('%d', priority) .. made[2] .. uid
+end
+
 -- Push one wake token per pod made active, keeping the list at most `cap` long.
 local function wake(list_key, count, cap)
   if count <= 0 then return end
