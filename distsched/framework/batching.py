@@ -190,16 +190,32 @@ class _Entry:
         score of a node a recent pod went to, then and now, when nothing but that pod's
         placement changed the node since (it touches the slot once or twice, right after
         the pick; any later change gives the slot a later generation)."""
+        if not self.picks:
+            return self.drop
+        # A sample of nodes that all passed is usually one run of consecutive slots: a
+        # slot's position in it is then arithmetic, not a search. (Feasible slots ascend
+        # but for one wrap to the first node, so first..last holding exactly its size
+        # means a run.)
+        first, last = int(feasible[0]), int(feasible[-1])
+        run = last - first + 1 == feasible.size
+        generation = snapshot.generation
         for slot, (before, version) in list(self.picks.items()):
-            if not version < snapshot.generation[slot] <= version + 2:
+            if not version < int(generation[slot]) <= version + 2:
                 del self.picks[slot]
                 continue
-            at = (feasible == slot).nonzero()[0]
-            if at.size:
-                drop = before - int(scores[at[0]])
-                if drop > 0:
-                    self.drop = drop
-                del self.picks[slot]
+            if run:
+                if not first <= slot <= last:
+                    continue
+                at = slot - first
+            else:
+                found = (feasible == slot).nonzero()[0]
+                if not found.size:
+                    continue
+                at = int(found[0])
+            drop = before - int(scores[at])
+            if drop > 0:
+                self.drop = drop
+            del self.picks[slot]
         return self.drop
 
     def picked(self, slot: int, score: int, version: int) -> None:

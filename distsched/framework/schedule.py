@@ -241,16 +241,28 @@ def select_position(  # type: ignore[no-untyped-def]
     share for a node that only looks better because their view lags the others'
     reservations (``slack``: what one more such pod costs a node's score)."""
     top = np.maximum.reduce(scores)
-    best = (scores == top).nonzero()[0]
-    if best.size == 1 and not slack:
-        return int(best[0])
+    best = None
+    if not slack:
+        best = (scores == top).nonzero()[0]
+        if best.size == 1:
+            return int(best[0])
     if prefer is not None:
-        near = best if not slack else (scores >= top - slack).nonzero()[0]
-        slots = feasible[near]
-        inside = slots < prefer.size
-        mine = near[inside][prefer[slots[inside]]]
-        if mine.size:
-            if slack:
-                mine = mine[scores[mine] == np.maximum.reduce(scores[mine])]
-            best = mine
+        # The scores of the preferred nodes only (the others at the floor): the best of
+        # them, when it is within the slack of the best, narrows the choice to its ties.
+        try:
+            preferred = prefer[feasible]
+        except IndexError:  # a slot beyond the mask (a node added since): not preferred
+            preferred = np.zeros(feasible.size, dtype=bool)
+            inside = feasible < prefer.size
+            preferred[inside] = prefer[feasible[inside]]
+        theirs = np.where(preferred, scores, _NO_SCORE)
+        best_mine = np.maximum.reduce(theirs)
+        if best_mine != _NO_SCORE and best_mine >= top - slack:
+            best = (theirs == best_mine).nonzero()[0]
+    if best is None:
+        best = (scores == top).nonzero()[0]
     return int(best[randrange(best.size)])
+
+
+# Below any score a node can get (framework scores are int64, at most a few thousand).
+_NO_SCORE = np.iinfo(np.int64).min

@@ -617,3 +617,21 @@ def test_pods_whose_nodes_depend_on_other_nodes_are_not_signed() -> None:
     assert sign(replace(BASE, affinity=POD_AFFINITY).pod("anti")) is None
     snapshot.add_pod(make_pod("placed", affinity=POD_AFFINITY), "n0")
     assert sign(BASE.pod("plain")) is None  # its zone's verdict may depend on "placed"
+
+
+@pytest.mark.parametrize("wrapped", [False, True])
+def test_one_pod_drop_finds_a_recent_pick_in_a_run_and_elsewhere(wrapped: bool) -> None:
+    """The drop is read off a pick the sample holds again, whether the sample is one run
+    of slots (found by arithmetic) or not (searched); picks outside it wait, stale ones go."""
+    snapshot = Snapshot(capacity=64)
+    entry = _Entry(snapshot)
+    generation = np.zeros(64, dtype=np.int64)
+    entry.picked(12, 100, 0)  # only its own placement touched it since: generation 1
+    entry.picked(40, 100, 0)  # not in the sample: kept for later
+    entry.picked(13, 100, 0)  # changed by something else since (generation 5): dropped
+    generation[[12, 40, 13]] = [1, 1, 5]
+    feasible = np.array([60, 61, 10, 11, 12, 13]) if wrapped else np.arange(10, 20)
+    scores = np.full(feasible.size, 97, dtype=np.int64)
+    view = type("View", (), {"generation": generation})()
+    assert entry.one_pod_drop(view, feasible, scores) == 3  # type: ignore[arg-type]
+    assert set(entry.picks) == {40}

@@ -274,3 +274,44 @@ def test_select_host_stays_in_its_share_within_the_slack() -> None:
     assert {select_host(feasible, scores, rng.randrange, prefer, 5) for _ in range(50)} == {10}
     # Without a preference the slack means nothing.
     assert {select_host(feasible, scores, rng.randrange, None, 5) for _ in range(50)} == {10}
+
+
+def _select_position_by_sets(feasible, scores, randrange, prefer=None, slack=0):  # type: ignore[no-untyped-def]
+    """select_position's rule written out set by set (the reference of the test below)."""
+    import numpy as np
+
+    top = int(scores.max())
+    best = [i for i, s in enumerate(scores.tolist()) if s == top]
+    if len(best) == 1 and not slack:
+        return best[0]
+    if prefer is not None:
+        near = [i for i, s in enumerate(scores.tolist()) if s >= top - slack]
+        slots = feasible.tolist()
+        mine = [i for i in near if slots[i] < prefer.size and bool(prefer[slots[i]])]
+        if mine:
+            high = max(int(scores[i]) for i in mine)
+            best = [i for i in mine if int(scores[i]) == high]
+    return int(np.array(best)[randrange(len(best))])
+
+
+@pytest.mark.parametrize("seed", range(300))
+def test_select_position_matches_the_rule_and_draws_alike(seed: int) -> None:
+    """Same position and the same random draws as the rule written out, for random
+    samples, scores, preference masks (short ones too) and slacks."""
+    import numpy as np
+
+    from distsched.framework.schedule import select_position
+
+    gen = random.Random(seed)
+    size = gen.randint(1, 40)
+    start = gen.randint(0, 30)
+    feasible = np.array(sorted(gen.sample(range(start, start + 80), size)), dtype=np.int64)
+    scores = np.array([gen.randint(0, 6) for _ in range(size)], dtype=np.int64)
+    prefer = None
+    if gen.random() < 0.8:
+        prefer = np.array([gen.random() < 0.4 for _ in range(gen.randint(0, start + 90))])
+    slack = gen.choice([0, 0, 1, 2, 5])
+    a, b = random.Random(seed), random.Random(seed)
+    got = select_position(feasible, scores, a.randrange, prefer, slack)
+    assert got == _select_position_by_sets(feasible, scores, b.randrange, prefer, slack)
+    assert a.random() == b.random()  # as many draws on both sides
