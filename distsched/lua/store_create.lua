@@ -155,7 +155,7 @@ end
 local last = redis.call('INCRBY', KEYS[1], n)
 local first = last - n + 1
 local infos, active, activated = {}, {}, 0
-local made = new_active(now)
+local member_prefix, record_middle = active_prefix(now), new_active_middle(now)
 
 for i = 0, n - 1 do
   local base = 6 + 11 * i
@@ -184,9 +184,9 @@ for i = 0, n - 1 do
       end
       if not known then
         active[2 * activated + 1] = -priority
-        active[2 * activated + 2] = made[1] .. key
+        active[2 * activated + 2] = member_prefix .. key
         infos[2 * activated + 1] = key
-        infos[2 * activated + 2] = new_active_record(made, priority, ARGV[base + 3])
+        infos[2 * activated + 2] = new_active_record(priority, record_middle, ARGV[base + 3])
         activated = activated + 1
       end
     end

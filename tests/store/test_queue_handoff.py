@@ -9,6 +9,7 @@ import redis
 from distsched.clock import FakeClock
 from distsched.keys import Keys
 from distsched.queue_redis import RedisQueue
+from distsched.queue_types import encode_info
 from distsched.store import Store
 from tests.support.objects import node, pod
 from tests.workers.harness import InProcessCluster
@@ -130,3 +131,18 @@ def test_a_reserved_bind_records_the_move_request_itself(
     cluster.schedule(cluster.pop())
     cluster.bind()
     assert ("MODIFIED", "default/more") in queue_event_keys(r, keys)
+
+
+def test_a_created_pod_gets_the_queue_record_of_a_new_active_pod(
+    r: redis.Redis, keys: Keys, clock: FakeClock
+) -> None:
+    """store_create writes the record as text (no table per pod): exactly the record a
+    pod new to the queue and made active now has, every field of it."""
+    r.hset(keys.profiles, "default-scheduler", "g")
+    [created] = Store(r, keys, clock=clock).create_many([pod("ready", priority=-3)])
+    now = clock.now_ms()
+    expected = {"w": "active", "e": 0, "cy": 0, "a": 0, "d": 0, "u": 0, "p": -3}
+    expected |= {"ts": now, "its": now, "bo": 0, "pl": "", "uid": created["metadata"]["uid"]}
+    assert r.hget(keys.info, "default/ready") == encode_info(expected).encode()
+    member = f"{now:013d}|default/ready".encode()
+    assert r.zrange(keys.active, 0, -1, withscores=True) == [(member, 3.0)]

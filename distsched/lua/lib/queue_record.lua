@@ -114,21 +114,24 @@ end
 
 -- activeQ's member: the queue timestamp zero-padded to 13 digits, "|", ns/name, so that
 -- pods of equal priority (equal score) sort by timestamp, then by name.
+-- active_prefix(ts) .. key: a caller making many pods active at one ts formats it once.
+local function active_prefix(ts)
+  return string.format('%013d', ts) .. '|'
+end
+
 local function active_member(ts, key)
-  return string.format('%013d', ts) .. '|' .. key
+  return active_prefix(ts) .. key
 end
 
--- Many pods made active at one time `now`, as text without a table per pod:
--- new_active(now) gives {member prefix, record middle}, then
--- active_member(now, key) == prefix .. key, and the record of a pod new to the queue
--- (rec_encode of rec_new(uid, priority, now) with w = 'active') is
--- 'active|0|0|0|0|0|' .. priority .. middle .. uid.
-local function new_active(now)
-  return { string.format('%013d', now) .. '|', string.format('|%d|%d|0||', now, now) }
+-- The record of a pod new to the queue and made active at `now` (rec_encode of
+-- rec_new(uid, priority, now) with w = 'active') as text, without a table per pod:
+-- new_active_record(priority, new_active_middle(now), uid), the middle made once.
+local function new_active_middle(now)
+  return string.format('|%d|%d|0||', now, now)
 end
 
-local function new_active_record(made, priority, uid)
-  return 'active|0|0|0|0|0|' .. string.format('%d', priority) .. made[2] .. uid
+local function new_active_record(priority, middle, uid)
+  return 'active|0|0|0|0|0|' .. string.format('%d', priority) .. middle .. uid
 end
 
 -- Push one wake token per pod made active, keeping the list at most `cap` long.
