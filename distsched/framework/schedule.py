@@ -29,6 +29,7 @@ from distsched.framework.diagnosis import (
 )
 from distsched.framework.podinfo import POD_INFO_STATE_KEY, cycle_pod_info
 from distsched.framework.runtime import FilterOutcome, go_list
+from distsched.framework.snapshot import preferred_slots
 from distsched.framework.status import Status
 from distsched.framework.what_if import run_filter_plugins_with_nominated_pods
 from distsched.model.objects import Pod
@@ -249,13 +250,7 @@ def select_position(  # type: ignore[no-untyped-def]
     if prefer is not None:
         # The scores of the preferred nodes only (the others at the floor): the best of
         # them, when it is within the slack of the best, narrows the choice to its ties.
-        try:
-            preferred = prefer[feasible]
-        except IndexError:  # a slot beyond the mask (a node added since): not preferred
-            preferred = np.zeros(feasible.size, dtype=bool)
-            inside = feasible < prefer.size
-            preferred[inside] = prefer[feasible[inside]]
-        theirs = np.where(preferred, scores, _NO_SCORE)
+        theirs = np.where(preferred_slots(prefer, feasible), scores, _NO_SCORE)
         best_mine = np.maximum.reduce(theirs)
         if best_mine != _NO_SCORE and best_mine >= top - slack:
             best = (theirs == best_mine).nonzero()[0]

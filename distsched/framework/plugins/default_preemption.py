@@ -60,7 +60,7 @@ from distsched.framework.interface import (
 )
 from distsched.framework.nominator import PodNominator, nominated_to_add
 from distsched.framework.podinfo import PodInfo, cycle_pod_info
-from distsched.framework.snapshot import Snapshot
+from distsched.framework.snapshot import Snapshot, preferred_slots
 from distsched.framework.status import Code, Status
 from distsched.framework.what_if import (
     NodeEdit,
@@ -368,9 +368,7 @@ class DefaultPreemption(PostFilterPlugin):
             # do not pick one node, which kube's criteria (the victims' start times
             # among them) would otherwise make them do; and the first of candidates
             # still tied after the criteria is then one of its share.
-            mine = np.zeros(rolled.size, dtype=bool)
-            known = rolled < prefer.size
-            mine[known] = prefer[rolled[known]]
+            mine = preferred_slots(prefer, rolled)
             rolled = np.concatenate((rolled[mine], rolled[~mine]))
         in_order = rolled.tolist()
         together = self.lockstep and self.nodes_are_independent(state)

@@ -51,7 +51,20 @@ __all__ = [
     "PodPlacement",
     "Snapshot",
     "Usage",
+    "preferred_slots",
 ]
+
+
+def preferred_slots(prefer: np.ndarray, slots: np.ndarray) -> np.ndarray:
+    """Whether each of ``slots`` is one a tie preference (``Snapshot.tie_preference``)
+    prefers; a slot beyond the mask (a node added since it was computed) is not."""
+    try:
+        return prefer[slots]
+    except IndexError:
+        preferred = np.zeros(slots.size, dtype=bool)
+        inside = slots < prefer.size
+        preferred[inside] = prefer[slots[inside]]
+        return preferred
 
 
 def _read_through(path: str) -> Any:
