@@ -286,6 +286,16 @@ class ObjectRef:
     def decoded(self) -> bool:
         return self._obj is not None
 
+    @property
+    def decoded_object(self) -> Obj | None:
+        """The object if it has been decoded already (None: not yet); never decodes."""
+        return self._obj
+
+    def is_binding_of(self, previous: ObjectRef) -> bool:
+        """Whether this is ``previous`` with nothing but its binding set (a binding event
+        rebuilt from it, :func:`bound_ref`, not decoded yet)."""
+        return self._raw is previous
+
     def source(self) -> Obj:
         """The object, or for a binding not rebuilt yet the object it is rebuilt from
         (the same but spec.nodeName, the PodScheduled condition and the rv): what a

@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import logging
 import re
+from collections.abc import Callable
 from dataclasses import replace
 from functools import partial
 
@@ -161,7 +162,9 @@ class ClusterView:
         node_handler = FuncHandler(
             add=self._on_node_add, update=self._on_node_update, delete=self._on_node_delete
         )
-        pod_handler = MethodHandler(self._on_pod_add, self._on_pod_update, self._on_pod_delete)
+        pod_handler = MethodHandler(
+            self._on_pod_add, self._on_pod_update, self._on_pod_delete, self._on_pod_batch
+        )
         self.informer.add_handler("Node", node_handler)
         # Lazy: most pod events are pending pods, which only the nominator may care about.
         self.informer.add_handler("Pod", pod_handler, lazy=True)
@@ -282,19 +285,66 @@ class ClusterView:
         self._pods_generation.pop(name, None)
 
     def _on_pod_add(self, ref: ObjectRef, _initial: bool) -> None:
+        self._on_pod_batch([(None, ref)])
+
+    def _on_pod_update(self, old: ObjectRef, new: ObjectRef) -> None:
+        self._on_pod_batch([(old, new)])
+
+    def _on_pod_batch(self, pairs: list[tuple[ObjectRef | None, ObjectRef]]) -> None:
+        """Pods added or updated, in order (``previous``: the informer's copy before; all
+        the pods of a batch entry of the stream come in one call). A pending pod is not
+        decoded: it only leaves the nominator, unless nominated. A bound pod is deferred
+        (:meth:`Snapshot.defer_pods`, one call for a run of them) unless it must be
+        parsed at once, or is this worker's own assumed pod bound: parsed from that very
+        copy and changed in nothing but its binding, it is in the snapshot already (kube's
+        cache confirms an assumed pod)."""
+        nominator = self.nominator if len(self.nominator) else None
+        parsed, holds_as = self._parsed, self.snapshot.holds_as
+        deferred: list[tuple[str, str, Callable[[], Pod | None]]] = []
+        for previous, ref in pairs:
+            try:
+                key, node = ref.key, ref.node
+                if not node:
+                    if not ref.nominated:
+                        if nominator is not None:
+                            nominator.delete(key)
+                        continue
+                elif self.lazy_pods:
+                    if nominator is not None:
+                        nominator.delete(key)
+                    if previous is not None and ref.is_binding_of(previous):
+                        cached = parsed.get(key)
+                        if (
+                            cached is not None
+                            and cached[1] is previous.decoded_object
+                            and holds_as(key, node, cached[2])
+                        ):
+                            continue
+                    if self._deferrable(ref):
+                        deferred.append((key, node, partial(self._load, ref)))
+                        continue
+                if deferred:  # in order: this pod may be one of them
+                    self.snapshot.defer_pods(deferred)
+                    deferred = []
+                self._parse_pod(ref)
+            except Exception:
+                log.exception("pod event of %s failed", ref.key)
+        if deferred:
+            try:
+                self.snapshot.defer_pods(deferred)
+            except Exception:
+                log.exception("bound pods %s... not placed", deferred[0][0])
+
+    def _parse_pod(self, ref: ObjectRef) -> None:
+        """A pod parsed at once: bound (eager views; a pod with pod affinity or claims,
+        which the snapshot's indexes count as it is placed), or nominated."""
         node = ref.node
         if node:
             self.nominator.delete(ref.key)
-            # Pods using claims are parsed at once too: VolumeRestrictions counts every
-            # claim's users (Snapshot.claim_users) without reading any node's pods.
-            if self.lazy_pods and self._deferrable(ref):
-                self.snapshot.defer_pod(ref.key, node, partial(self._load, ref))
-            else:
-                self.snapshot.add_pod(self.pod_from(ref.get()))
+            self.snapshot.add_pod(self.pod_from(ref.get()))
         elif ref.nominated:
             self.nominator.add(self.pod_from(ref.get()))
         else:
-            # A pending pod: not decoded, parsed only when a worker pops it.
             self.nominator.delete(ref.key)
 
     @staticmethod
@@ -312,9 +362,6 @@ class ClusterView:
         except Exception:
             log.exception("cannot parse bound pod %s", ref.key)
             return None
-
-    def _on_pod_update(self, _old: ObjectRef, new: ObjectRef) -> None:
-        self._on_pod_add(new, False)
 
     def _on_pod_delete(self, ref: ObjectRef, _unknown: bool) -> None:
         self.snapshot.remove_pod(ref.key)

@@ -15,6 +15,7 @@ from distsched.clock import FakeClock
 from distsched.keys import Keys
 from distsched.store import FuncHandler, Informer, Store, decode_stream
 from distsched.store.codec import decode_object, entry_events
+from distsched.store.informer import MethodHandler
 from tests.store.helpers import entries, make_node, make_pod
 from tests.workers.harness import InProcessCluster
 
@@ -207,6 +208,69 @@ def test_an_item_of_another_shape_is_delivered_from_its_fields(
     assert informer.poll_once() == 1 and informer.resource_version == 2
     assert [(ref.key, ref.get()["metadata"]["name"]) for ref in refs[1:]] == [("default/x", "seed")]
     assert refs[1].nominated == ""  # "extra" is no nominated node
+
+
+def test_a_handler_of_many_gets_the_pods_of_a_batch_entry_in_calls_that_keep_order(
+    r: redis.Redis, keys: Keys, clock: FakeClock
+) -> None:
+    # A lazy pod handler with on_many takes a batch entry's pods in one call; an item the
+    # informer reads the general way (from its fields) comes on its own, between the pods
+    # before and after it.
+    store = Store(r, keys, clock)
+    store.create(make_pod("seed"))  # rv 1: the epoch
+    informer = Informer(r, keys)
+    calls: list[tuple[str, list[str]]] = []
+    handler = MethodHandler(
+        lambda ref, _initial: calls.append(("add", [ref.key])),
+        lambda _old, new: calls.append(("update", [new.key])),
+        lambda ref, _unknown: calls.append(("delete", [ref.key])),
+        lambda pairs: calls.append(("many", [new.key for _, new in pairs])),
+    )
+    informer.add_handler("Pod", handler, lazy=True)
+    informer.poll_once()
+    calls.clear()
+    epoch = r.get(keys.store_epoch)
+    blob = r.hget(keys.objects("Pod"), "default/seed")
+
+    def append(etype: str, first: int, items: list[list[bytes]]) -> None:
+        last = first + len(items) - 1
+        r.set(keys.resource_version, last)
+        fields = {"type": etype, "kind": "Pod", "rv": last, "epoch": epoch, "first": first}
+        r.xadd(keys.events, {**fields, "batch": msgpack.packb(items)}, id=f"{last}-0")
+
+    append(
+        "ADDED",
+        2,
+        [
+            [b"default/a", b"obj", blob, b"node", b""],
+            [b"default/x", b"obj", blob, b"node", b"", b"extra", b"1"],
+            [b"default/b", b"obj", blob, b"node", b""],
+            [b"default/c", b"obj", blob, b"node", b"", b"nom", b"n1"],
+        ],
+    )
+    assert informer.poll_once() == 4
+    assert calls == [
+        ("many", ["default/a"]),
+        ("many", ["default/x"]),
+        ("many", ["default/b", "default/c"]),
+    ]
+    calls.clear()
+    at = b"2026-12-06T00:00:00Z"
+    append(
+        "MODIFIED",
+        6,
+        [
+            [b"default/a", b"node", b"n1", b"bound", at],
+            [b"default/c", b"node", b"n2", b"bound", at],
+        ],
+    )
+    assert informer.poll_once() == 2 and informer.resource_version == 7
+    assert calls == [("many", ["default/a", "default/c"])]
+    bound = {key: informer.get("Pod", key) for key in ("default/a", "default/c")}
+    assert {key: obj["spec"]["nodeName"] for key, obj in bound.items() if obj} == {
+        "default/a": "n1",
+        "default/c": "n2",
+    }
 
 
 def test_a_batch_entry_holds_at_most_64_events(

@@ -254,7 +254,8 @@ def test_deleting_lazily_held_pods_frees_their_nodes_for_anti_affinity(twins: Tw
     fill(twins, 6, color="red")
     twins.turn(0)
     twins.turn(1)  # both informers have every binding now
-    assert twins.deferred() == 12  # both workers hold all six unparsed, their own too
+    # Each worker holds the other's three unparsed; its own three stay as it assumed them.
+    assert twins.deferred() == 6
     twins.delete(0)
     twins.delete(3)
     for _ in range(5):
@@ -265,6 +266,56 @@ def test_deleting_lazily_held_pods_frees_their_nodes_for_anti_affinity(twins: Tw
     red = {pods[f"p{i:03d}"][0] for i in range(1, 7) if f"p{i:03d}" in pods}
     blue = [pods[f"p{i:03d}"][0] for i in range(7, 12)]
     assert len(red) == 4 and all(node and node not in red for node in blue)
+
+
+def test_a_binding_confirms_the_worker_own_assumed_pods_as_they_are(
+    r: redis.Redis, keys: Keys, clock: FakeClock
+) -> None:
+    # kube's cache confirms an assumed pod on its binding: the worker keeps the pod it
+    # parsed, and its nodes keep their generation (cached filter and score answers hold).
+    # Another worker holds the same pods unparsed.
+    cluster = InProcessCluster(r, keys, clock)
+    other = cluster.add_worker()
+    cluster.create(node(0), node(1))
+    cluster.store.create_many([pod(f"p{i}") for i in range(4)])
+    cluster.handle_events()
+    cluster.schedule(cluster.pop())
+    snapshot = cluster.worker.snapshot
+    keys_ = [f"default/p{i}" for i in range(4)]
+    assumed = {key: snapshot.pod_info(key) for key in keys_}
+    generations = snapshot.table.generation.copy()
+    cluster.bind()
+    cluster.handle_events()
+    while other.informer.poll_once(0):
+        pass
+    assert all(cluster.node_of(f"p{i}") for i in range(4))
+    assert all(info is not None and snapshot.pod_info(key) is info for key, info in assumed.items())
+    assert (snapshot.table.generation == generations).all()
+    assert _deferred_count(snapshot) == 0 and _deferred_count(other.snapshot) == 4
+
+
+@pytest.mark.parametrize("follow", ["events", "relist"])
+def test_an_assumed_pod_changed_before_its_binding_is_placed_again_as_it_is_now(
+    r: redis.Redis, keys: Keys, clock: FakeClock, follow: str
+) -> None:
+    # Its binding is not only a binding then: the update's event comes first, or a relist
+    # hands over the pod as it is now, more than its binding changed.
+    cluster = InProcessCluster(r, keys, clock)
+    cluster.create(node(0), pod("p0"))
+    cluster.handle_events()
+    cluster.schedule(cluster.pop())
+    obj = cluster.pod("p0")
+    obj["metadata"]["labels"]["color"] = "blue"
+    cluster.store.update(obj)  # after the decision, before the binding
+    cluster.bind()
+    if follow == "events":
+        cluster.handle_events()
+    else:
+        cluster.worker.informer.relist()
+    assert cluster.node_of("p0") == "n0"
+    info = cluster.worker.snapshot.pod_info("default/p0")
+    assert info is not None and info.labels["color"] == "blue"
+    assert info.pod.spec.node_name == "n0"
 
 
 # ------------------------------------------------------------------ property

@@ -138,6 +138,8 @@ class Snapshot:
         self.iter_pods = placement.iter_pods
         self.materialize = placement.materialize
         self.defer_pod = placement.defer_pod
+        self.defer_pods = placement.defer_pods
+        self.holds_as = placement.holds_as
         self.add_pod = placement.add_pod
         self.update_pod = placement.add_pod
         self.remove_pod = placement.remove_pod

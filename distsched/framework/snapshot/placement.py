@@ -138,6 +138,33 @@ class PodPlacement:
         self._deferred_slots.add(index)
         self._table.touch(index)
 
+    def defer_pods(self, placed: list[tuple[str, str, Callable[[], Pod | None]]]) -> None:
+        """:meth:`defer_pod` for each ``(pod key, node name, load)``, in order: the
+        bindings of a batch entry of the event stream, one call."""
+        pod_node, pods, get_index = self._pod_node, self._pods, self._table.get_index
+        deferred_slots, touch = self._deferred_slots, self._table.touch
+        for pod_key, node_name, load in placed:
+            if pod_key in pod_node or pod_key in self._parked_on:
+                self.remove_pod(pod_key)
+            index = get_index(node_name)
+            if index is None:
+                self._park(node_name, pod_key, DeferredPod(load))
+                continue
+            pods[index][pod_key] = DeferredPod(load)
+            pod_node[pod_key] = index
+            deferred_slots.add(index)
+            touch(index)
+
+    def holds_as(self, pod_key: str, node_name: str, pod: Pod) -> bool:
+        """Whether ``pod`` itself (this very object, parsed) is placed on ``node_name``
+        under ``pod_key``: an assumed pod, whose binding to that node changes nothing
+        the snapshot holds (kube's cache confirms an assumed pod the same way)."""
+        index = self._pod_node.get(pod_key)
+        if index is None or self._table.get_index(node_name) != index:
+            return False
+        entry = self._pods[index].get(pod_key)
+        return type(entry) is PodInfo and cast(PodInfo, entry).pod is pod
+
     def add_pod(self, pod: Pod, node_name: str = "", *, info: PodInfo | None = None) -> PodInfo:
         """Account ``pod`` (assigned or assumed) on ``node_name`` (default: spec.nodeName).
 
