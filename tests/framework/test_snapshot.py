@@ -242,3 +242,25 @@ def test_set_usages_is_set_usage_for_many_nodes():
     n1, n2 = many.index_of("n1"), many.index_of("n2")
     assert before[n1] < many.generation[n1] != many.generation[n2] > before[n2]
     assert max(many.generation) == many.version
+
+
+def test_set_usages_keeps_the_generation_of_a_node_whose_usage_it_holds_already():
+    # A worker's own reservations come back through the ledger's feed: the answers
+    # cached for their nodes still hold. Any other difference is a change.
+    snapshot = Snapshot(capacity=4, usage_from_ledger=True)
+    for name in ("n1", "n2", "n3", "n4"):
+        snapshot.add_node(make_node(name))
+    n1, n2, n3, n4 = (snapshot.index_of(n) for n in ("n1", "n2", "n3", "n4"))
+    snapshot.set_usages([n1, n2, n3], [{"cpu": 100, "pods": 1}] * 3, [(0, 200 * MI)] * 3)
+    snapshot.set_usage(n4, {"pods": 1}, [("0.0.0.0", "TCP", 80)])
+    before = snapshot.generation.copy()
+    snapshot.set_usages(
+        [n1, n2, n3, n4],
+        [{"cpu": 100, "pods": 1}, {"cpu": 200, "pods": 1}, {"cpu": 100, "pods": 1}, {"pods": 1}],
+        [(0, 200 * MI), (0, 200 * MI), (0, 100 * MI), (0, 0)],
+    )
+    after = snapshot.generation
+    assert after[n1] == before[n1]  # the same usage
+    assert after[n2] > before[n2] and after[n3] > before[n3]  # requests / non-zero extra
+    assert after[n4] > before[n4] and snapshot.host_ports(n4) == {}  # its port is gone
+    assert snapshot.requested[n2].tolist()[:1] == [200]

@@ -171,14 +171,22 @@ class Usage:
         slots = np.fromiter(indices, dtype=np.int64, count=count)
         rows = np.array(rows_in, dtype=np.int64).reshape(count, width)
         extra = np.array(nonzero_extra, dtype=np.int64).reshape(count, 2)
+        nonzero = np.empty((count, 2), dtype=np.int64)
+        nonzero[:, 0] = rows[:, CPU_COL] + extra[:, 0]
+        nonzero[:, 1] = rows[:, MEMORY_COL] + extra[:, 1]
+        # A node whose usage is what the view holds already (this worker's own
+        # reservations, assumed at the decision, come back through the feed) keeps its
+        # generation: the answers cached for it still hold.
+        changed = (table.requested[slots] != rows).any(axis=1)
+        changed |= (table.nonzero_requested[slots] != nonzero).any(axis=1)
         table.requested[slots] = rows
         table.free[slots] = table.allocatable[slots] - rows
-        table.nonzero_requested[slots, 0] = rows[:, CPU_COL] + extra[:, 0]
-        table.nonzero_requested[slots, 1] = rows[:, MEMORY_COL] + extra[:, 1]
-        for index in indices:
+        table.nonzero_requested[slots] = nonzero
+        for at, index in enumerate(indices):
             if self._ports[index]:
                 self._clear_ports(index)
-        table.touch_many(slots)
+                changed[at] = True
+        table.touch_many(slots[changed])
 
     # ------------------------------------------------------------------ slots
     def remove_node(self, index: int) -> None:
