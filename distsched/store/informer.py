@@ -358,15 +358,17 @@ class Informer:
         bound_at = get(b"bound")
         if bound_at is None and b"old" in fields:
             return False
-        return self._deliver_pod_parts(
-            fields[b"key"], rv, raw_node, get(b"obj"), get(b"nom"), bound_at, pods
-        )
+        pair = self._pod_ref(fields[b"key"], rv, raw_node, get(b"obj"), get(b"nom"), bound_at, pods)
+        if pair is None:
+            return False
+        self._deliver_pairs([pair])
+        return True
 
     def _deliver_pod_batch(self, fields: Mapping[bytes, bytes], pods: dict[str, ObjectRef]) -> int:
         """The events of a batch entry of pods (lua/lib/storeevent.lua) by position: the
         writers' two shapes, a pending pod added ``[key, "obj", blob, "node", node(,
         "nom", nominated)]`` and a binding ``[key, "node", node, "bound", time]``, go
-        straight to :meth:`_deliver_pod_parts`; anything else through the fields its own
+        straight to :meth:`_pod_ref`; anything else through the fields its own
         entry would have had."""
         items = batch_items(fields)
         assert items is not None
@@ -376,20 +378,15 @@ class Informer:
         delivered = 0
         for offset, item in enumerate(items):
             rv, n = first + offset, len(item)
-            new: ObjectRef | None = None
+            pair = None
             if added and (n == 5 or (n == 7 and item[5] == b"nom")):
                 if item[1] == b"obj" and item[3] == b"node":
-                    key = item[0].decode()
-                    nom = item[6].decode() if n == 7 else ""
-                    new = blob_ref(key, item[2], None, None, item[4].decode(), nom)
+                    nom = item[6] if n == 7 else None
+                    pair = self._pod_ref(item[0], rv, item[4], item[2], nom, None, pods)
             elif bound and n == 5 and item[1] == b"node" and item[3] == b"bound":
-                key = item[0].decode()
-                previous = pods.get(key)
-                if previous is not None:
-                    new = bound_ref(previous, item[2].decode(), rv, item[4].decode())
-            if new is not None:
-                pairs.append((pods.get(key), new))
-                pods[key] = new
+                pair = self._pod_ref(item[0], rv, item[2], None, None, item[4], pods)
+            if pair is not None:
+                pairs.append(pair)
                 continue
             if pairs:  # in order: this event may be about one of them
                 delivered += self._deliver_pairs(pairs)
@@ -420,7 +417,7 @@ class Informer:
                     log.exception("informer: event handler %r failed", handler)
         return len(pairs)
 
-    def _deliver_pod_parts(
+    def _pod_ref(
         self,
         raw_key: bytes,
         rv: int,
@@ -429,23 +426,23 @@ class Informer:
         raw_nom: bytes | None,
         bound_at: bytes | None,
         pods: dict[str, ObjectRef],
-    ) -> bool:
-        """A pending pod added (its blob) or its binding (its time), delivered; False
-        when it cannot be here (a binding of a pod without a copy, a blob missing)."""
+    ) -> tuple[ObjectRef | None, ObjectRef] | None:
+        """A pending pod added (its blob) or its binding (its time) made into a ref and
+        put in the indexer: (the previous ref, the new one); None when it cannot be made
+        here (a binding of a pod without a copy, a blob missing)."""
         key = raw_key.decode()
         previous = pods.get(key)
         node = raw_node.decode()
         if bound_at is not None:
             if previous is None:
-                return False
+                return None
             new = bound_ref(previous, node, rv, bound_at.decode())
         elif blob is None:
-            return False
+            return None
         else:
             new = blob_ref(key, blob, None, None, node, "" if raw_nom is None else raw_nom.decode())
         pods[key] = new
-        self._deliver_pairs([(previous, new)])
-        return True
+        return previous, new
 
     def _check_idle(self) -> int:
         """Nothing to read: make sure that is because nothing happened."""

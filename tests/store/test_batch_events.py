@@ -188,23 +188,41 @@ def test_the_stream_cap_counts_events_not_entries(
     assert [rv for rv, _ in kept] == list(range(kept[0][0], 1001))
 
 
+def seeded_informer(
+    r: redis.Redis, keys: Keys, clock: FakeClock, handler: Any
+) -> tuple[Informer, bytes, bytes]:
+    """An informer with ``handler`` (lazy) for pods, caught up with one pod created
+    (rv 1); the store's epoch and that pod's blob, for batch entries written by hand."""
+    Store(r, keys, clock).create(make_pod("seed"))
+    informer = Informer(r, keys)
+    informer.add_handler("Pod", handler, lazy=True)
+    informer.poll_once()
+    epoch = r.get(keys.store_epoch)
+    blob = r.hget(keys.objects("Pod"), "default/seed")
+    assert epoch is not None and blob is not None
+    return informer, epoch, blob
+
+
+def append_batch(
+    r: redis.Redis, keys: Keys, epoch: bytes, etype: str, first: int, items: list[list[bytes]]
+) -> None:
+    """A batch entry of pod events for rvs ``first``.. as the write scripts append one."""
+    last = first + len(items) - 1
+    r.set(keys.resource_version, last)
+    fields = {"type": etype, "kind": "Pod", "rv": last, "epoch": epoch, "first": first}
+    r.xadd(keys.events, {**fields, "batch": msgpack.packb(items)}, id=f"{last}-0")
+
+
 def test_an_item_of_another_shape_is_delivered_from_its_fields(
     r: redis.Redis, keys: Keys, clock: FakeClock
 ) -> None:
     # The informer reads the writers' two shapes by position; any other item (a field
     # a later writer adds, say) goes the general way, from the fields it stands for.
-    store = Store(r, keys, clock)
-    store.create(make_pod("seed"))  # rv 1: the epoch
-    informer = Informer(r, keys)
     refs: list[Any] = []
-    informer.add_handler("Pod", FuncHandler(add=lambda ref, _i: refs.append(ref)), lazy=True)
-    informer.poll_once()
-    epoch = r.get(keys.store_epoch)
-    blob = r.hget(keys.objects("Pod"), "default/seed")
+    handler = FuncHandler(add=lambda ref, _i: refs.append(ref))
+    informer, epoch, blob = seeded_informer(r, keys, clock, handler)
     items = [[b"default/x", b"obj", blob, b"node", b"", b"extra", b"1"]]
-    r.incrby(keys.resource_version, 1)
-    fields = {"type": "ADDED", "kind": "Pod", "rv": "2", "epoch": epoch, "first": "2"}
-    r.xadd(keys.events, {**fields, "batch": msgpack.packb(items)}, id="2-0")
+    append_batch(r, keys, epoch, "ADDED", 2, items)
     assert informer.poll_once() == 1 and informer.resource_version == 2
     assert [(ref.key, ref.get()["metadata"]["name"]) for ref in refs[1:]] == [("default/x", "seed")]
     assert refs[1].nominated == ""  # "extra" is no nominated node
@@ -216,9 +234,6 @@ def test_a_handler_of_many_gets_the_pods_of_a_batch_entry_in_calls_that_keep_ord
     # A lazy pod handler with on_many takes a batch entry's pods in one call; an item the
     # informer reads the general way (from its fields) comes on its own, between the pods
     # before and after it.
-    store = Store(r, keys, clock)
-    store.create(make_pod("seed"))  # rv 1: the epoch
-    informer = Informer(r, keys)
     calls: list[tuple[str, list[str]]] = []
     handler = MethodHandler(
         lambda ref, _initial: calls.append(("add", [ref.key])),
@@ -226,19 +241,12 @@ def test_a_handler_of_many_gets_the_pods_of_a_batch_entry_in_calls_that_keep_ord
         lambda ref, _unknown: calls.append(("delete", [ref.key])),
         lambda pairs: calls.append(("many", [new.key for _, new in pairs])),
     )
-    informer.add_handler("Pod", handler, lazy=True)
-    informer.poll_once()
+    informer, epoch, blob = seeded_informer(r, keys, clock, handler)
     calls.clear()
-    epoch = r.get(keys.store_epoch)
-    blob = r.hget(keys.objects("Pod"), "default/seed")
-
-    def append(etype: str, first: int, items: list[list[bytes]]) -> None:
-        last = first + len(items) - 1
-        r.set(keys.resource_version, last)
-        fields = {"type": etype, "kind": "Pod", "rv": last, "epoch": epoch, "first": first}
-        r.xadd(keys.events, {**fields, "batch": msgpack.packb(items)}, id=f"{last}-0")
-
-    append(
+    append_batch(
+        r,
+        keys,
+        epoch,
         "ADDED",
         2,
         [
@@ -256,7 +264,10 @@ def test_a_handler_of_many_gets_the_pods_of_a_batch_entry_in_calls_that_keep_ord
     ]
     calls.clear()
     at = b"2026-12-06T00:00:00Z"
-    append(
+    append_batch(
+        r,
+        keys,
+        epoch,
         "MODIFIED",
         6,
         [

@@ -127,20 +127,11 @@ class PodPlacement:
         """Place a pod on ``node_name`` without parsing it: ``load`` gives it when a reader
         needs it (see "Deferred pods"; the pod must not declare pod (anti-)affinity).
         Replaces the pod wherever it was, like :meth:`add_pod`."""
-        self.remove_pod(pod_key)
-        entry = DeferredPod(load)
-        index = self._table.get_index(node_name)
-        if index is None:
-            self._park(node_name, pod_key, entry)
-            return
-        self._pods[index][pod_key] = entry
-        self._pod_node[pod_key] = index
-        self._deferred_slots.add(index)
-        self._table.touch(index)
+        self.defer_pods([(pod_key, node_name, load)])
 
     def defer_pods(self, placed: list[tuple[str, str, Callable[[], Pod | None]]]) -> None:
-        """:meth:`defer_pod` for each ``(pod key, node name, load)``, in order: the
-        bindings of a batch entry of the event stream, one call."""
+        """:meth:`defer_pod` for each ``(pod key, node name, load)``, in order (the
+        bindings of a batch entry of the event stream come in one call)."""
         pod_node, pods, get_index = self._pod_node, self._pods, self._table.get_index
         deferred_slots, touch = self._deferred_slots, self._table.touch
         for pod_key, node_name, load in placed:
