@@ -29,8 +29,9 @@ OLDEST_SUPPORTED: Version = (7, 0, 0)
 NEWEST: Version = (999, 0, 0)
 """What :func:`role_commands` assumes when it is not told the server's version."""
 
+# INFO: distsched.connection asks each new connection's server for its run_id.
 CONNECTION = (
-    "ping", "hello", "select", "client|setinfo", "client|setname", "client|getname",
+    "ping", "hello", "select", "client|setinfo", "client|setname", "client|getname", "info",
 )  # fmt: skip
 # Every command the Lua scripts call: workers run all of them, binders most.
 LUA = (

@@ -15,6 +15,12 @@ into a connection error (and a reconnect through the Sentinels). The URL's user 
 password are the data nodes'; Sentinels that need their own take ``?sentinel_username=``
 and ``?sentinel_password=``. A host without a port means 26379, a missing db 0.
 
+Which server: every connection a :func:`connect` client opens asks the server's run_id
+(``INFO server``); :func:`server_changes` counts how often a new connection reached
+another server than the one before (a failover, a restart). What was read from the old
+one may be missing on the new one (a promoted replica has only what had replicated), so
+a reader that keeps what it read, the informer, reads it all again after a change.
+
 Acknowledged writes: :mod:`distsched.replication` waits for replicas after every write a
 caller reports as done. Its policy comes from :attr:`RedisOptions.min_replicas_ack`
 (``--min-replicas-ack`` / ``DISTSCHED_MIN_REPLICAS_ACK``): default 1 with a Sentinel URL,
@@ -27,6 +33,7 @@ import logging
 import os
 import random
 import time
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, TypeVar
@@ -186,15 +193,62 @@ def _tls_kwargs(options: RedisOptions) -> dict[str, object]:
     return kwargs
 
 
+class ServerIdentity:
+    """The server a client's connections reach: the run_id its newest connection found,
+    and how many times that differed from the one before."""
+
+    def __init__(self) -> None:
+        self.run_id = ""
+        self.changes = 0
+
+    def on_connect(self, connection: Any) -> None:
+        """redis-py's ``redis_connect_func``: the usual handshake, then ``INFO server``."""
+        connection.on_connect()
+        connection.send_command("INFO", "server")
+        try:
+            info = connection.read_response()
+        except redis.ResponseError:  # an ACL without INFO: no identity, no changes
+            return
+        text = info.decode() if isinstance(info, bytes) else str(info)
+        run_id = next(
+            (line[7:].strip() for line in text.splitlines() if line.startswith("run_id:")), ""
+        )
+        if not run_id:
+            return
+        if self.run_id and run_id != self.run_id:
+            self.changes += 1
+            log.warning(
+                "Redis: a new connection reached another server (run_id %s, was %s): "
+                "a failover or a restart",
+                run_id[:8],
+                self.run_id[:8],
+            )
+        self.run_id = run_id
+
+
+_identities: weakref.WeakKeyDictionary[Any, ServerIdentity] = weakref.WeakKeyDictionary()
+
+
+def server_changes(client: redis.Redis) -> int:
+    """How many times the client's new connections reached another Redis server than the
+    one before (0 for a client not made by :func:`connect`: it cannot tell)."""
+    pool = getattr(client, "connection_pool", None)
+    identity = None if pool is None else _identities.get(pool)
+    return 0 if identity is None else identity.changes
+
+
 def connect(options: RedisOptions, *, decode_responses: bool = False) -> redis.Redis:
     """A client for the options' URL; TLS files apply to ``rediss://`` and
     ``rediss+sentinel://`` URLs. The options' acknowledgement policy travels with the
-    client (:func:`distsched.replication.policy_of`)."""
+    client (:func:`distsched.replication.policy_of`), and it tells when its connections
+    reach another server (:func:`server_changes`)."""
+    identity = ServerIdentity()
     kwargs: dict[str, object] = {
         "decode_responses": decode_responses,
         "socket_connect_timeout": 5,
         "socket_keepalive": True,
         "health_check_interval": 30,
+        "redis_connect_func": identity.on_connect,
     }
     policy = options.ack_policy
     if is_sentinel_url(options.url):
@@ -204,6 +258,7 @@ def connect(options: RedisOptions, *, decode_responses: bool = False) -> redis.R
             kwargs.update(_tls_kwargs(options))
         client = redis.Redis.from_url(options.url, **kwargs)  # type: ignore[arg-type]
     replication.set_policy(client, policy)
+    _identities[client.connection_pool] = identity
     return client
 
 

@@ -9,8 +9,11 @@ Relist. Event ids are ``<rv>-0`` and every rv has an event, so the next entry mu
 ``first``); anything else means entries were trimmed past us. An event or store whose
 epoch differs means Redis lost its data and rvs restarted. An idle read also checks the
 store's rv: lower than our position means a reset, higher with no entry to read means
-the stream was trimmed empty. In all these cases, and after a Redis connection error (a
-restart may have dropped the last writes), the informer relists and reconciles: deletes
+the stream was trimmed empty. In all these cases, after a Redis connection error (a
+restart may have dropped the last writes) and when the client's connections reach another
+server (:func:`distsched.connection.server_changes`: a promoted replica keeps the epoch and
+may lack the last entries read, while its own next entries carry on their numbers, so no
+gap shows), the informer relists and reconciles: deletes
 for vanished objects (``final_state_unknown=True``, like ``DeletedFinalStateUnknown``),
 updates for changed ones, adds for new ones; an object re-created under the same key (new
 uid) is a delete then an add. A relist that finds the store reset (its rv below ours, or
@@ -55,6 +58,7 @@ from typing import Any, Generic, Protocol, TypeVar
 import redis
 
 from distsched.clock import SYSTEM_CLOCK, Clock
+from distsched.connection import server_changes
 from distsched.keys import Keys
 from distsched.model.kinds import SCHEDULED_KINDS
 from distsched.store import trim
@@ -178,6 +182,9 @@ class Informer:
         self._rv = 0
         self._epoch_raw = b""
         self._need_relist = True
+        # server_changes(client) as of the last relist: another server may lack what the
+        # indexer read from the one before (see distsched.connection).
+        self._server_changes = 0
         self._synced = threading.Event()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
@@ -281,7 +288,7 @@ class Informer:
         """Do one step synchronously: relist if needed, else read one batch of events
         (waiting up to ``block_ms``; 0 = do not wait). Returns the number of handler
         deliveries made (per object, not per handler)."""
-        if self._need_relist:
+        if self._need_relist or self._server_changed():
             return self._relist()
         self._report_position()
         reply = self._client.xread(
@@ -289,6 +296,8 @@ class Informer:
             count=self._batch,
             block=block_ms if block_ms > 0 else None,
         )
+        if self._server_changed():  # the read reconnected: its entries follow no position
+            return self._relist()
         entries = _entries(reply)
         if not entries:
             return self._check_idle()
@@ -444,6 +453,12 @@ class Informer:
         pods[key] = new
         return previous, new
 
+    def _server_changed(self) -> bool:
+        if server_changes(self._client) == self._server_changes:
+            return False
+        log.info("informer: its connection reached another Redis server; relisting")
+        return True
+
     def _check_idle(self) -> int:
         """Nothing to read: make sure that is because nothing happened."""
         pipe = self._client.pipeline(transaction=True)
@@ -495,6 +510,8 @@ class Informer:
         return self._relist()
 
     def _relist(self) -> int:
+        # Taken before the list: a change during it makes the next poll relist again.
+        self._server_changes = server_changes(self._client)
         # One damaged record must not stop every relist: it is left out, with a warning.
         snap = self._store.snapshot(self._kinds, on_undecodable=_skip_undecodable)
         with self._lock:

@@ -47,7 +47,7 @@ from distsched.binder.jobs import Binding, bind_queue, enqueue_bindings
 from distsched.cache.ledger import MAX_BATCH, Ledger, LedgerConfig
 from distsched.cache.ledger_types import Decision, Invalid, Rejected, Reserved, Stale
 from distsched.clock import SYSTEM_CLOCK, Clock
-from distsched.connection import infrastructure_error
+from distsched.connection import infrastructure_error, server_changes
 from distsched.faults import pause_at  # crash tests only; a no-op unless env set
 from distsched.framework.batching import schedule_pod_batched
 from distsched.framework.cluster_writer import ClusterWriter
@@ -330,6 +330,8 @@ class SchedulingWorker:
         self._setup_periodic()
         # (informer, consumer) resets seen: a change means Redis lost its data.
         self._resets = (0, 0)
+        # server_changes(client) seen: a change means another server (a failover).
+        self._server_changes = 0
         self.scheduled = 0
         self.conflicts = 0
         self.pop_size = self.config.batch
@@ -437,6 +439,7 @@ class SchedulingWorker:
 
     def start(self) -> None:
         """Initial list into the snapshot, then one resync of ledger and queue."""
+        self._server_changes = server_changes(self.client)
         while not self.informer.has_synced:
             self.informer.poll_once(0)
         self.consumer.ensure_group()
@@ -452,17 +455,32 @@ class SchedulingWorker:
         self.view.refresh_from_ledger()
 
     def _notice_reset(self) -> None:
-        """Redis lost its data (a restart without persistence, FLUSHALL, a failover to a
-        replica that had none of it) if the informer found the store reset or the event
-        consumer found its group gone: set up again what start() did once. The consumer
-        group and this consumer first (from the stream's first entry: everything in it
-        was written after the loss), then a fresh list of the store, q:profiles, the
-        ledger mirror and the topology keys this worker registered (both gone with the
-        ledger), and a resync of ledger and queue from the list."""
-        if (self.informer.resets, self.consumer.resets) == self._resets:
+        """Set up again what start() did once, when Redis lost its data (a restart without
+        persistence, FLUSHALL, a failover to a replica that had none of it: the informer
+        found the store reset or the event consumer found its group gone) or when the
+        client's connections reach another server (a failover: a promoted replica has
+        only what had replicated, and its next rvs and ledger versions take up the
+        numbers of what it lacks, so neither the informer nor the ledger feed sees a
+        gap). After a loss, the consumer group and this consumer first (from the
+        stream's first entry: everything in it was written after the loss); after a
+        failover, the queue events delivered but not acknowledged are handled again.
+        Then a fresh list of the store, q:profiles, the ledger mirror and the topology
+        keys this worker registered, and a resync of ledger and queue from the list."""
+        changes = server_changes(self.client)
+        lost = (self.informer.resets, self.consumer.resets) != self._resets
+        if not lost and changes == self._server_changes:
             return
-        log.warning("%s: Redis lost its data; setting the worker up again", self.name)
-        self.consumer.ensure_group(from_start=True)
+        if lost:
+            log.warning("%s: Redis lost its data; setting the worker up again", self.name)
+            self.consumer.ensure_group(from_start=True)
+        else:
+            log.warning(
+                "%s: Redis is another server now (a failover or a restart); reading the "
+                "store and the ledger again",
+                self.name,
+            )
+            self.consumer.reread_pending()
+        self._server_changes = changes
         self.informer.relist()
         self.view.forget_ledger()
         self._watched.clear()
@@ -580,6 +598,7 @@ class SchedulingWorker:
     # ------------------------------------------------------------------ the loop
     def run_once(self) -> int:
         """One turn of the loop; returns the number of pods popped."""
+        self._notice_reset()  # before the informer reads on from another server
         self._hand_back_unattempted()
         self._release_held_preemptors()
         for _ in range(self.config.event_batches_per_loop):
@@ -642,7 +661,9 @@ class SchedulingWorker:
         decide each on the snapshot in pop order, reserve them against the ledger, hand
         reserved ones to the binder pool."""
         attempts: list[Attempt] = []
+        self._notice_reset()  # the pop reached another server
         objs = self.view.pod_objects([queued.key for queued in popped])
+        self._confirm_bound(objs)
         for queued in popped:
             obj, pod = objs[queued.key], None
             if obj is not None:
@@ -782,6 +803,33 @@ class SchedulingWorker:
             self._watched |= new
         self.view.refresh_from_ledger()
         self.view.sync_pod_lists()
+
+    def _confirm_bound(self, objs: dict[str, Obj | None]) -> None:
+        """A popped pod the view has bound leaves the queue (:meth:`_prepare`): first make
+        sure the store has it bound too. A binding is final, so a pod pending in the
+        store means the view holds a binding Redis no longer has (read from a primary
+        lost in a failover this client could not see): relist, and decide such pods as
+        the store has them."""
+        bound = [key for key, obj in objs.items() if obj and obj.get("spec", {}).get("nodeName")]
+        if not bound:
+            return
+        stored = self.store.get_many("Pod", bound)
+        stale = {
+            key: obj
+            for key, obj in zip(bound, stored, strict=True)
+            if obj is not None and not obj.get("spec", {}).get("nodeName")
+        }
+        if not stale:
+            return
+        log.warning(
+            "%s: %d popped pods bound in this worker's view are pending in the store "
+            "(e.g. %s): the view holds bindings Redis lost; relisting",
+            self.name,
+            len(stale),
+            next(iter(stale)),
+        )
+        self.informer.relist()
+        objs.update(stale)
 
     def _prepare(self, queued: QueuedPod, pod: Pod | None) -> Attempt | None:
         now = self.clock.now_ms()
