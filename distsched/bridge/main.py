@@ -8,7 +8,9 @@ leader through a lease in Redis (``T:lock:kube-bridge``) and only the leader mir
 writes are fenced by the lease, so one that stalled past it and wakes up writes nothing.
 
 The API server is the truth: when the store lost its data (a Redis restarted empty, a
-FLUSHALL), the writer sees the store's epoch change and every reflector lists again.
+FLUSHALL), the writer sees the store's epoch change, and when it may have lost its last
+writes (the client reaches another server: a failover), the server change; either way
+every reflector lists again.
 Unchanged objects (a MODIFIED event that changed only what the store does not keep) are
 not written again: the writer remembers a digest of what it last wrote per object.
 """
@@ -32,7 +34,7 @@ from distsched.bridge.convert import MIRRORED, Obj
 from distsched.bridge.reflector import Reflector
 from distsched.cache.ledger import Ledger
 from distsched.clock import SYSTEM_CLOCK
-from distsched.connection import Backoff, RedisOptions, infrastructure_error
+from distsched.connection import Backoff, RedisOptions, infrastructure_error, server_changes
 from distsched.keys import Keys
 from distsched.kube.client import KubeClient
 from distsched.lease import Lease
@@ -95,6 +97,9 @@ class MirrorWriter:
         # Pending pods: the digest of what was written, for telling a binding's echo.
         self._unbound: dict[tuple[str, str], bytes] = {}
         self.epoch = ""
+        # server_changes(client) seen (distsched.connection): another server may lack the
+        # last writes, which the digests would keep from being written again.
+        self._server_changes = server_changes(store.client)
 
     # --- the reflectors' sink -----------------------------------------------------------
     def replace(self, kind: str, objs: list[Obj]) -> None:
@@ -273,15 +278,21 @@ class MirrorWriter:
             self._digests[(kind, key)] = digest({**obj, "metadata": meta})
 
     def store_was_reset(self) -> bool:
-        """Whether the store lost its data since the last call (a new epoch)."""
+        """Whether the store lost its data since the last call (a new epoch), or may have
+        lost its last writes: the client's connections reach another server now (a
+        failover keeps the epoch, and what had not replicated is gone)."""
+        changes = server_changes(self.store.client)
         epoch = self.store.client.get(self.store.keys.store_epoch)
         current = as_text(epoch) if epoch is not None else ""
         # A new epoch, or none at all although objects were written (their first write
         # set one; the writer may not have read it yet).
-        reset = (bool(self.epoch) and current != self.epoch) or (
-            not current and bool(self._digests)
+        reset = (
+            (bool(self.epoch) and current != self.epoch)
+            or (not current and bool(self._digests))
+            or changes != self._server_changes
         )
         self.epoch = current
+        self._server_changes = changes
         if reset:
             self._digests.clear()
             self._unbound.clear()
@@ -338,7 +349,10 @@ class Bridge:
         if now >= self._next_epoch_check:
             self._next_epoch_check = now + EPOCH_CHECK_S
             if self.writer.store_was_reset():
-                log.warning("bridge: the store lost its data; listing everything again")
+                log.warning(
+                    "bridge: the store lost its data, or some of it (another Redis server "
+                    "now); listing everything again"
+                )
                 for reflector in self.reflectors:
                     reflector.relist()
         return self.writer.drain(timeout_s)

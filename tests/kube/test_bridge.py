@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 import redis
@@ -13,11 +14,14 @@ from distsched.bridge.convert import MIRRORED
 from distsched.bridge.main import Bridge
 from distsched.bridge.reflector import Reflector
 from distsched.clock import FakeClock
+from distsched.connection import RedisOptions, connect
 from distsched.keys import Keys
 from distsched.kube.client import NODES, PODS, ApiError, KubeClient
 from distsched.kube.testenv import TestEnv
 from distsched.store import Store
 from tests.kube.helpers import api_node, api_pod, clean
+from tests.reliability.proxy import FaultProxy
+from tests.reliability.sentinels import SentinelCluster
 from tests.support.waits import wait_for
 from tests.workers.harness import InProcessCluster
 
@@ -170,3 +174,36 @@ def test_a_watch_answered_410_gone_lists_again(kube: KubeClient) -> None:
         assert len(lists) >= 2 and reflector.lists >= 2
     finally:
         stop.set()
+
+
+def test_after_a_failover_the_bridge_writes_again_what_the_new_primary_lacks(
+    kube: KubeClient, tmp_path: Path
+) -> None:
+    """The bridge mirrored a pod onto the primary just before the replica was promoted,
+    without it: its digest says written, the new primary has no such pod. A client made by
+    ``connect`` sees its connections reach another server, and the bridge lists again."""
+    clean(kube)
+    keys = Keys("bridgefo")
+    pair = SentinelCluster(tmp_path / "pair", sentinel_count=0).start()
+    proxy = FaultProxy("127.0.0.1", pair.data[0].port).start()
+    primary, replica = pair.data
+    client = connect(RedisOptions(proxy.url()))
+    bridge = Bridge(client, keys, kube, profiles=["default-scheduler"], fence=None).start()
+    try:
+        store = Store(client, keys)
+        kube.create(NODES, api_node("n1"))
+        kube.create(PODS, api_pod("before", node="n1"), "default")
+        pump(bridge, lambda: stored(store, "Pod", "default/before"))
+        assert primary.client().wait(1, 5_000) == 1
+        replica.client().replicaof("NO", "ONE")
+        kube.create(PODS, api_pod("late", node="n1"), "default")
+        pump(bridge, lambda: stored(store, "Pod", "default/late"))  # on the old primary
+        proxy.target = ("127.0.0.1", replica.port)
+        proxy.reset_all()
+        assert not replica.client().hexists(keys.store_meta("Pod"), "default/late")
+        pump(bridge, lambda: stored(store, "Pod", "default/late"))
+        assert replica.client().hexists(keys.store_meta("Pod"), "default/late")
+    finally:
+        bridge.close()
+        proxy.stop()
+        pair.stop()
