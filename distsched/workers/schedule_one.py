@@ -68,6 +68,7 @@ from distsched.queue_redis import RedisQueue
 from distsched.queue_types import QueueConfig, QueuedPod, backoff_config
 from distsched.redis_text import as_text
 from distsched.store import Store, object_key
+from distsched.store.codec import uid_of
 from distsched.store.writer import StoreWriter
 from distsched.workers.eventhandlers import (
     GROUP,
@@ -663,7 +664,7 @@ class SchedulingWorker:
         attempts: list[Attempt] = []
         self._notice_reset()  # the pop reached another server
         objs = self.view.pod_objects([queued.key for queued in popped])
-        self._confirm_bound(objs)
+        self._check_view(popped, objs)
         for queued in popped:
             obj, pod = objs[queued.key], None
             if obj is not None:
@@ -804,32 +805,55 @@ class SchedulingWorker:
         self.view.refresh_from_ledger()
         self.view.sync_pod_lists()
 
-    def _confirm_bound(self, objs: dict[str, Obj | None]) -> None:
-        """A popped pod the view has bound leaves the queue (:meth:`_prepare`): first make
-        sure the store has it bound too. A binding is final, so a pod pending in the
-        store means the view holds a binding Redis no longer has (read from a primary
-        lost in a failover this client could not see): relist, and decide such pods as
-        the store has them."""
-        bound = [key for key, obj in objs.items() if obj and obj.get("spec", {}).get("nodeName")]
-        if not bound:
+    def _check_view(self, popped: Sequence[QueuedPod], objs: dict[str, Obj | None]) -> None:
+        """Popped pods are decided on the view's copies, and one the view has bound leaves
+        the queue (:meth:`_prepare`). A copy bound or of another uid than the queue's
+        may be behind the store (a pod deleted and created again under its name, popped
+        before this informer read that): read such pods from the store, and have the
+        informer catch up with what it read. A binding is final, so a pod the view still
+        has bound then while the store has it pending means the view holds a binding
+        Redis no longer has (read from a primary lost in a failover this client could
+        not see): relist. Either way the pods are decided as the store has them."""
+        suspect = [
+            q.key
+            for q in popped
+            if (obj := objs[q.key]) is not None
+            and (obj.get("spec", {}).get("nodeName") or (q.uid and uid_of(obj) != q.uid))
+        ]
+        if not suspect:
             return
-        stored = self.store.get_many("Pod", bound)
-        stale = {
+        stored = dict(zip(suspect, self.store.get_many("Pod", suspect), strict=True))
+        differ = {
             key: obj
-            for key, obj in zip(bound, stored, strict=True)
-            if obj is not None and not obj.get("spec", {}).get("nodeName")
+            for key, obj in stored.items()
+            if obj is None
+            or uid_of(obj) != uid_of(objs[key] or {})
+            or not obj.get("spec", {}).get("nodeName")
         }
-        if not stale:
+        if not differ:
             return
-        log.warning(
-            "%s: %d popped pods bound in this worker's view are pending in the store "
-            "(e.g. %s): the view holds bindings Redis lost; relisting",
-            self.name,
-            len(stale),
-            next(iter(stale)),
-        )
-        self.informer.relist()
-        objs.update(stale)
+        rvs = [int(obj["metadata"].get("resourceVersion") or 0) for obj in differ.values() if obj]
+        newest = max(rvs, default=0)
+        for _ in range(100):
+            if self.informer.resource_version >= newest or not self.informer.poll_once(0):
+                break
+        lost = [
+            key
+            for key, obj in differ.items()
+            if obj is not None
+            and not obj.get("spec", {}).get("nodeName")
+            and (self.informer.get("Pod", key) or {}).get("spec", {}).get("nodeName")
+        ]
+        if lost:
+            log.warning(
+                "%s: %d popped pods bound in this worker's view are pending in the store "
+                "(e.g. %s): the view holds bindings Redis lost; relisting",
+                self.name,
+                len(lost),
+                lost[0],
+            )
+            self.informer.relist()
+        objs.update(differ)
 
     def _prepare(self, queued: QueuedPod, pod: Pod | None) -> Attempt | None:
         now = self.clock.now_ms()
