@@ -23,7 +23,7 @@ import pytest
 import redis
 
 from distsched.clock import FakeClock
-from distsched.connection import RedisOptions, connect
+from distsched.connection import RedisOptions, connect, server_changes
 from distsched.keys import Keys
 from tests.reliability.proxy import FaultProxy
 from tests.reliability.sentinels import SentinelCluster
@@ -124,3 +124,18 @@ def test_a_worker_checks_the_store_before_dropping_a_pod_its_view_has_bound(
     with caplog.at_level(logging.WARNING, logger="distsched.workers.schedule_one"):
         settle_and_check(cluster, clients[0])
     assert "pending in the store" in caplog.text
+
+
+def test_a_user_without_info_still_connects(pair: SentinelCluster) -> None:
+    """An ACL user refused INFO: its connections work, they just cannot tell servers
+    apart (the worker's store check still guards its pods)."""
+    primary = pair.data[0]
+    admin = primary.client()
+    admin.acl_setuser(
+        "noinfo", enabled=True, passwords=["+pw"], keys=["*"], commands=["+@all", "-info"]
+    )
+    client = connect(RedisOptions(f"redis://noinfo:pw@127.0.0.1:{primary.port}/0"))
+    assert client.set("fview:k", "v") and client.get("fview:k") == b"v"
+    assert server_changes(client) == 0
+    with pytest.raises(redis.exceptions.NoPermissionError):
+        client.info("server")
