@@ -124,6 +124,26 @@ _RETRIES = 8
 MAX_BATCH = 1000  # cache_reserve unpacks one argument per pod in its bulk reads and writes
 
 
+_REQUEST_TEXTS: dict[tuple[tuple[tuple[str, int], ...], tuple[int, int] | None], str] = {}
+_REQUEST_TEXTS_KEPT = 256
+
+
+def _requests_text(requests: Mapping[str, int], nonzero: tuple[int, int] | None) -> str:
+    """cache_reserve's requests text of a decision, checked; pods of one template send the
+    same requests, so each distinct (requests, non-zero) is checked and encoded once."""
+    items = tuple(requests.items())
+    if not all(type(amount) is int for _, amount in items):  # not even a bool: check it
+        return encode_requests(normalize_requests(nonzero_extra_requests(requests, nonzero)))
+    key = (items, nonzero)
+    text = _REQUEST_TEXTS.get(key)
+    if text is None:
+        text = encode_requests(normalize_requests(nonzero_extra_requests(requests, nonzero)))
+        if len(_REQUEST_TEXTS) >= _REQUEST_TEXTS_KEPT:
+            _REQUEST_TEXTS.clear()
+        _REQUEST_TEXTS[key] = text
+    return text
+
+
 def _encode_decision(d: Decision) -> list[str | int]:
     """One decision's ARGV items for cache_reserve (the node index, item 3, is set by the
     caller); ValueError when it cannot be sent as given."""
@@ -136,9 +156,9 @@ def _encode_decision(d: Decision) -> list[str | int]:
         d.uid,
         check_count("epoch", d.epoch),
         0,
-        encode_requests(normalize_requests(nonzero_extra_requests(d.requests, d.nonzero))),
-        encode_ports(normalize_ports(d.host_ports)),
-        encode_anti_affinity_keys(d.anti_affinity_keys),
+        _requests_text(d.requests, d.nonzero),
+        encode_ports(normalize_ports(d.host_ports)) if d.host_ports else "",
+        encode_anti_affinity_keys(d.anti_affinity_keys) if d.anti_affinity_keys else "",
         check_count("anti_affinity_gen", d.anti_affinity_gen),
         check_count("seen_pods", d.seen_pods + 1) if d.seen_pods >= 0 else 0,
         len(d.domain_checks),

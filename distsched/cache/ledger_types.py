@@ -224,7 +224,7 @@ def check_count(what: str, value: object) -> int:
 
 
 def check_name(what: str, value: object, forbidden: str = "") -> str:
-    if not isinstance(value, str) or not value or any(c in value for c in forbidden):
+    if not isinstance(value, str) or not value or any(map(value.__contains__, forbidden)):
         raise ValueError(f"{what} must be a non-empty string without {forbidden!r}: {value!r}")
     return value
 

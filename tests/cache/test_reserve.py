@@ -358,6 +358,22 @@ def test_bad_decisions_are_refused_alone_before_redis(
     assert r.zscore(keys.inflight, "ns/b") is not None
 
 
+def test_requests_equal_to_checked_ones_are_still_checked(
+    r: redis.Redis, keys: Keys, clock: FakeClock, ledger: Ledger
+) -> None:
+    """Each distinct requests mapping is checked and encoded once: ``True`` equals 1 and
+    hashes alike, and must not pass as the ``{"cpu": 1}`` checked just before."""
+    popped(r, keys, clock, "ns/a", "ns/b", "ns/c")
+    results = ledger.reserve_batch(
+        [
+            decision("ns/a", "n1", requests={"cpu": 1}),
+            decision("ns/b", "n1", requests={"cpu": True}),
+            decision("ns/c", "n1", requests={"cpu": 1}),
+        ]
+    )
+    assert [type(x) for x in results] == [Reserved, Invalid, Reserved]
+
+
 def test_script_validates_its_input_before_writing(
     r: redis.Redis, keys: Keys, clock: FakeClock, ledger: Ledger
 ) -> None:
