@@ -132,15 +132,16 @@ def _requests_text(requests: Mapping[str, int], nonzero: tuple[int, int] | None)
     """cache_reserve's requests text of a decision, checked; pods of one template send the
     same requests, so each distinct (requests, non-zero) is checked and encoded once."""
     items = tuple(requests.items())
-    if not all(type(amount) is int for _, amount in items):  # not even a bool: check it
-        return encode_requests(normalize_requests(nonzero_extra_requests(requests, nonzero)))
     key = (items, nonzero)
-    text = _REQUEST_TEXTS.get(key)
+    # Only exact ints are kept: a bool equals 1 and hashes alike, and must be checked.
+    kept = all(type(amount) is int for _, amount in items)
+    text = _REQUEST_TEXTS.get(key) if kept else None
     if text is None:
         text = encode_requests(normalize_requests(nonzero_extra_requests(requests, nonzero)))
-        if len(_REQUEST_TEXTS) >= _REQUEST_TEXTS_KEPT:
-            _REQUEST_TEXTS.clear()
-        _REQUEST_TEXTS[key] = text
+        if kept:
+            if len(_REQUEST_TEXTS) >= _REQUEST_TEXTS_KEPT:
+                _REQUEST_TEXTS.clear()
+            _REQUEST_TEXTS[key] = text
     return text
 
 

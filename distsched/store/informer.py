@@ -453,6 +453,11 @@ class Informer:
         pods[key] = new
         return previous, new
 
+    def follow_server(self) -> int:
+        """Relist if the client's connections reached another server since the last
+        relist; returns the deliveries made (0: nothing to do)."""
+        return self._relist() if self._server_changed() else 0
+
     def _server_changed(self) -> bool:
         if server_changes(self._client) == self._server_changes:
             return False

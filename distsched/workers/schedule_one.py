@@ -68,7 +68,7 @@ from distsched.queue_redis import RedisQueue
 from distsched.queue_types import QueueConfig, QueuedPod, backoff_config
 from distsched.redis_text import as_text
 from distsched.store import Store, object_key
-from distsched.store.codec import uid_of
+from distsched.store.codec import node_name_of, uid_of
 from distsched.store.writer import StoreWriter
 from distsched.workers.eventhandlers import (
     GROUP,
@@ -482,7 +482,10 @@ class SchedulingWorker:
             )
             self.consumer.reread_pending()
         self._server_changes = changes
-        self.informer.relist()
+        if lost:
+            self.informer.relist()
+        else:  # unless the informer relisted on its own since the change
+            self.informer.follow_server()
         self.view.forget_ledger()
         self._watched.clear()
         self._set_up_shared_state()
@@ -649,12 +652,15 @@ class SchedulingWorker:
     def _informer_past_handled_events(self) -> None:
         """Read the store's stream until the informer has every event of other kinds
         than Pod the queue's handlers have used (kube's informer and queue share one
-        event handler, so the queue never moves on an event its scheduler has not seen).
-        Bounded: a store reset restarts rvs, and the informer's relist takes over then."""
+        event handler, so the queue never moves on an event its scheduler has not seen)."""
+        self._informer_reach(self.consumer.handled_rv)
+
+    def _informer_reach(self, rv: int) -> None:
+        """Read the store's stream until the informer is at ``rv`` or has nothing more
+        to read. Bounded: a store reset restarts rvs, and the informer's relist takes
+        over then."""
         for _ in range(100):
-            if self.informer.resource_version >= self.consumer.handled_rv:
-                return
-            if not self.informer.poll_once(0):
+            if self.informer.resource_version >= rv or not self.informer.poll_once(0):
                 return
 
     def schedule_one_batch(self, popped: Sequence[QueuedPod]) -> None:
@@ -818,7 +824,7 @@ class SchedulingWorker:
             q.key
             for q in popped
             if (obj := objs[q.key]) is not None
-            and (obj.get("spec", {}).get("nodeName") or (q.uid and uid_of(obj) != q.uid))
+            and (node_name_of(obj) or (q.uid and uid_of(obj) != q.uid))
         ]
         if not suspect:
             return
@@ -828,21 +834,18 @@ class SchedulingWorker:
             for key, obj in stored.items()
             if obj is None
             or uid_of(obj) != uid_of(objs[key] or {})
-            or not obj.get("spec", {}).get("nodeName")
+            or not node_name_of(obj)
         }
         if not differ:
             return
         rvs = [int(obj["metadata"].get("resourceVersion") or 0) for obj in differ.values() if obj]
-        newest = max(rvs, default=0)
-        for _ in range(100):
-            if self.informer.resource_version >= newest or not self.informer.poll_once(0):
-                break
+        self._informer_reach(max(rvs, default=0))
         lost = [
             key
             for key, obj in differ.items()
             if obj is not None
-            and not obj.get("spec", {}).get("nodeName")
-            and (self.informer.get("Pod", key) or {}).get("spec", {}).get("nodeName")
+            and not node_name_of(obj)
+            and node_name_of(self.informer.get("Pod", key) or {})
         ]
         if lost:
             log.warning(

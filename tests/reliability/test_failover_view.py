@@ -111,6 +111,7 @@ def test_the_informer_relists_when_its_connection_reaches_another_server(
     assert "nodeName" not in cluster.worker.informer.get("Pod", "default/lost")["spec"]
     settle_and_check(cluster, clients[0])
     assert "Redis is another server now" in caplog.text
+    assert cluster.worker.informer.relists == relists + 1  # the worker did not list again
 
 
 def test_a_worker_checks_the_store_before_dropping_a_pod_its_view_has_bound(
