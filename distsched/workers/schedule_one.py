@@ -832,9 +832,7 @@ class SchedulingWorker:
         differ = {
             key: obj
             for key, obj in stored.items()
-            if obj is None
-            or uid_of(obj) != uid_of(objs[key] or {})
-            or not node_name_of(obj)
+            if obj is None or uid_of(obj) != uid_of(objs[key] or {}) or not node_name_of(obj)
         }
         if not differ:
             return
