@@ -81,12 +81,10 @@ T:store:events            stream  one entry per object write, id ``<rv>-0`` (con
                                   ``<rv>-0``, fields type, kind, rv, epoch, first, batch
                                   (msgpack, one ``[key, field, value, ...]`` per rv; see
                                   lua/lib/storeevent.lua, codec.entry_events)
-T:cache:node:<name>       hash    ledger node: ``alloc:<res>`` allocatable, ``req:<res>``
-                                  requested by assumed + bound pods (cpu millicores, bytes,
-                                  pods, extended units; ``req:+cpu``/``req:+memory``:
-                                  scoring's non-zero extra), ``gen`` (+1 per reservation,
-                                  release, update), ``live`` 1 (0: removed but still has
-                                  bound pods, a ghost), ``topo:<topologyKey>`` its domains
+T:cache:node:<name>       hash    ledger node: ``alloc:<res>`` allocatable (cpu millicores,
+                                  bytes, pods, extended units), ``live`` 1 (0: removed but
+                                  still has bound pods, a ghost), ``topo:<topologyKey>`` its
+                                  domains; its usage is in T:cache:usage
 T:cache:ports:<name>      hash    used host ports: ``<proto>|<port>|<ip>`` -> holders, and
                                   ``<proto>|<port>`` -> holders over all ips
 T:cache:nodepods:<name>   set     assumed and bound pods on the node (ns/name)
@@ -108,8 +106,12 @@ T:cache:feedver           string  change-feed version, +1 per script that change
 T:cache:feedlog           stream  one entry per feed version, id ``<version>-0``, fields
                                   node -> its usage record then (as T:cache:usage); the last
                                   ~512 versions are kept (lua/lib/ledger_record.lua)
-T:cache:usage             hash    node -> "<gen>|<host ports in use>|<res>=<amount>,..."
-                                  (absolute; what workers mirror into their snapshots)
+T:cache:usage             hash    node -> its usage record "<gen>|<host-port fields in
+                                  use>|<res>=<amount>,...", the only copy: ``gen`` +1 per
+                                  reservation, release, update; amounts requested by
+                                  assumed + bound pods (``+cpu``/``+memory``: scoring's
+                                  non-zero extra); what workers mirror into their snapshots
+                                  (lua/lib/ledger_record.lua)
 T:permit:<ns/name>        list    Permit verdicts ("allow:<plugin>", "reject:<plugin>:<why>")
                                   for a waiting pod (kube's WaitingPod, across processes)
 T:lock:<name>             string  short leader locks for periodic work (value: holder token)

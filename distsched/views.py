@@ -11,6 +11,7 @@ from typing import Any
 
 import redis
 
+from distsched.cache.ledger_types import NodeUsage
 from distsched.explain_record import read_explanation
 from distsched.keys import Keys
 from distsched.queue_types import DEAD, SUB_QUEUES, decode_info, key_of_active_member
@@ -145,23 +146,23 @@ def ledger_nodes(client: redis.Redis, keys: Keys, names: list[str]) -> dict[str,
     ACL user may run it): ``{"allocatable": {...}, "requested": {...}}`` per node the ledger
     holds as live; a node it does not hold (no worker has seen it yet) is left out.
     Requested is what assumed and bound pods hold: what the scheduler places against."""
+    if not names:
+        return {}
     pipe = client.pipeline(transaction=True)
     for name in names:
         pipe.hgetall(keys.ledger_node(name))
+    pipe.hmget(keys.ledger_usage, names)
+    *hashes, usages = pipe.execute()
     out: dict[str, dict[str, Any]] = {}
-    for name, raw in zip(names, pipe.execute(), strict=True):
+    for name, raw, usage in zip(names, hashes, usages, strict=True):
         fields = {as_text(k): as_text(v) for k, v in raw.items()}
         if not fields or fields.get("live") == "0":
             continue
         allocatable: dict[str, int] = {}
-        requested: dict[str, int] = {}
         for field_name, value in fields.items():
             kind, _, resource = field_name.partition(":")
-            if not resource or resource.startswith("+"):  # scoring's non-zero extra
-                continue
-            if kind == "alloc":
+            if kind == "alloc" and resource and not resource.startswith("+"):
                 allocatable[resource] = int(float(value))
-            elif kind == "req":
-                requested[resource] = int(float(value))
-        out[name] = {"allocatable": allocatable, "requested": requested}
+        requested = NodeUsage.parse(name, as_text(usage) if usage else "").requested
+        out[name] = {"allocatable": allocatable, "requested": dict(requested)}
     return out

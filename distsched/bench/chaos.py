@@ -34,6 +34,7 @@ from distsched.bench.binder_pool import node_manifest, pod_manifest
 from distsched.bench.checker import check, held_history
 from distsched.bench.procs import ProcessGroup
 from distsched.bench.standalone import print_report, run_standalone, standalone_options
+from distsched.cache.ledger_types import NodeUsage
 from distsched.keys import Keys
 from distsched.launcher import RoleProcess
 from distsched.store import Store, parse_meta
@@ -108,19 +109,22 @@ class LedgerSampler:
         """Every (node, resource) over allocatable in one consistent read of the ledger."""
         members = cast(set[bytes], self._client.smembers(self._keys.ledger_nodes))
         names = sorted(n.decode() for n in members)
+        if not names:
+            return []
         pipe = self._client.pipeline(transaction=True)
         for name in names:
             pipe.hgetall(self._keys.ledger_node(name))
+        pipe.hmget(self._keys.ledger_usage, names)
+        *hashes, usages = pipe.execute()
         over = []
-        for name, fields in zip(names, pipe.execute(), strict=True):
+        for name, fields, usage in zip(names, hashes, usages, strict=True):
             values = {k.decode(): v.decode() for k, v in fields.items()}
             if values.get("live") == "0":
                 continue  # a ghost node: removed, its bound pods are still accounted
-            for item, amount in values.items():
-                if not item.startswith("req:") or item.startswith("req:+"):
-                    continue  # "+cpu"/"+memory": scoring's non-zero extra, not a limit
-                resource = item[4:]
-                if int(amount) > int(values.get(f"alloc:{resource}", 0)):
+            # (NodeUsage leaves out "+cpu"/"+memory": scoring's non-zero extra, not a limit)
+            requested = NodeUsage.parse(name, usage.decode() if usage else "").requested
+            for resource, amount in requested.items():
+                if amount > int(values.get(f"alloc:{resource}", 0)):
                     over.append(f"{name} {resource} {amount} > {values.get(f'alloc:{resource}')}")
         return over
 

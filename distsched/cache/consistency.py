@@ -1,8 +1,9 @@
 """The DESIGN invariant "the ledger equals the sum of requests of assumed + bound pods".
 
-:func:`ledger_differences` compares what the ledger keeps per node (requested amounts,
-host-port holders, pod membership) with what its pod records add up to. The data comes
-from one atomic read (see ``Ledger.check_consistency``).
+:func:`ledger_differences` compares what the ledger keeps per node (requested amounts and
+the count of host-port fields in its usage record, host-port holders, pod membership) with
+what its pod records add up to. The data comes from one atomic read (see
+``Ledger.check_consistency``).
 """
 
 from __future__ import annotations
@@ -11,38 +12,41 @@ from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from distsched.cache.ledger_types import Difference, decode_record, encode_ports
+from distsched.cache.ledger_types import (
+    Difference,
+    decode_record,
+    decode_requests,
+    encode_ports,
+)
 from distsched.redis_text import as_text
 
 
-def _node_fields(node_hash: Mapping[Any, Any]) -> tuple[bool, dict[str, int]]:
-    live = False
-    requested: dict[str, int] = {}
-    for field, value in node_hash.items():
-        field, value = as_text(field), as_text(value)
-        if field == "live":
-            live = value == "1"
-        elif field.startswith("req:"):
-            requested[field[4:]] = int(value)
-    return live, requested
+def _usage_fields(usage: Any) -> tuple[int, dict[str, int]]:
+    """Host-port fields in use and requested amounts of a usage record (none: nothing)."""
+    if usage is None:
+        return 0, {}
+    _, ports, items = as_text(usage).split("|", 2)
+    return int(ports), {res: amt for res, amt in decode_requests(items).items() if amt}
 
 
 def ledger_differences(
-    nodes: Mapping[str, tuple[Mapping[Any, Any], Mapping[Any, Any], Iterable[Any]]],
+    nodes: Mapping[str, tuple[Mapping[Any, Any], Any, Mapping[Any, Any], Iterable[Any]]],
     raw_pods: Mapping[Any, Any],
     assumed: Iterable[Any],
     aapods: Mapping[Any, Any],
 ) -> list[Difference]:
-    """``nodes``: name -> (node hash, ports hash, pod set); ``raw_pods``: the pods hash;
-    ``assumed``: members of the assumed zset; ``aapods``: the anti-affinity pods hash."""
+    """``nodes``: name -> (node hash, usage record or None, ports hash, pod set);
+    ``raw_pods``: the pods hash; ``assumed``: members of the assumed zset; ``aapods``: the
+    anti-affinity pods hash."""
     records = {as_text(k): decode_record(as_text(k), v, None) for k, v in raw_pods.items()}
     by_node: dict[str, list[str]] = defaultdict(list)
     for key, rec in records.items():
         by_node[rec.node].append(key)
 
     diffs: list[Difference] = []
-    for name, (node_hash, ports_hash, members) in sorted(nodes.items()):
-        live, requested = _node_fields(node_hash)
+    for name, (node_hash, usage, ports_hash, members) in sorted(nodes.items()):
+        live = any(as_text(f) == "live" and as_text(v) == "1" for f, v in node_hash.items())
+        port_fields, requested = _usage_fields(usage)
         want_req: Counter[str] = Counter()
         want_ports: Counter[str] = Counter()
         for key in by_node.get(name, []):
@@ -59,6 +63,8 @@ def ledger_differences(
             have = have_ports.get(field, 0)
             if have != want_ports[field]:
                 diffs.append(Difference(name, f"port {field}", have, want_ports[field]))
+        if port_fields >= 0 and port_fields != len(have_ports):
+            diffs.append(Difference(name, "host-port fields in use", port_fields, len(have_ports)))
         have_members = {as_text(m) for m in members}
         want_members = set(by_node.get(name, []))
         for key in sorted(have_members ^ want_members):

@@ -6,10 +6,10 @@ pods. Whatever the number of racing workers, no node goes over its allocatable a
 port is taken twice, because every check and every write of a reservation happen inside one
 script and Redis runs scripts one at a time.
 
-The ledger's keys (``T:cache:*``: per-node hashes of allocatable and requested resources,
-host ports and pods, the pod records, the assumed set with deadlines, domain and
-anti-affinity generations, the change feed) are listed with their layout in
-:mod:`distsched.keys`; everything is readable with redis-cli.
+The ledger's keys (``T:cache:*``: per-node hashes of allocatable, host ports and pods, one
+usage record per node (its generation and requested amounts), the pod records, the
+assumed set with deadlines, domain and anti-affinity generations, the change feed) are
+listed with their layout in :mod:`distsched.keys`; everything is readable with redis-cli.
 
 Fencing: a decision carries the lease epoch of the pop that gave the worker the pod. It is
 reserved only while the pod is still in the queue's inflight zset and the queue info's
@@ -221,7 +221,7 @@ class Ledger:
             check_name("topology key", key, "=,")
             if not isinstance(value, str):
                 raise ValueError(f"topology value of {key} must be a string: {value!r}")
-        node_key, _, pods_key = self.node_keys(name)
+        node_key, ports_key, pods_key = self.node_keys(name)
         keys = [
             self.nodes_key,
             self.domgen_key,
@@ -229,6 +229,7 @@ class Ledger:
             node_key,
             pods_key,
             self.aapods_key,
+            ports_key,
             *self.feed_keys,
         ]
         args = [name, json.dumps(alloc), json.dumps(doms)]

@@ -25,6 +25,7 @@ from distsched.cache.ledger_types import (
     check_domain,
     decode_ports,
     decode_record,
+    decode_requests,
     split_nonzero_extra,
 )
 from distsched.keys import Keys
@@ -95,20 +96,22 @@ class LedgerReader:
         names = list(dict.fromkeys(names))
         if not names:
             return {}
-        keys = [self._keys.ledger_domain_gen, self._keys.ledger_anti_affinity_gen]
+        k = self._keys
+        keys = [k.ledger_domain_gen, k.ledger_anti_affinity_gen, k.ledger_usage]
         for name in names:
             keys += self.node_keys(name)
-        raw = self._scripts.get("cache_node_state")(keys=keys, args=[])
+        raw = self._scripts.get("cache_node_state")(keys=keys, args=names)
         out = {}
-        for name, (flat, ports, pods, doms, gens, aagens) in zip(names, raw, strict=True):
-            live, gen, alloc, req, topo = _parse_node_hash(flat)
-            req = {k: v for k, v in req.items() if v}
+        for name, (flat, ports, pods, doms, gens, aagens, usage) in zip(names, raw, strict=True):
+            live, alloc, topo = _parse_node_hash(flat)
+            gen, _, items = as_text(usage).split("|", 2)
+            req = {k: v for k, v in decode_requests(items).items() if v}
             extra = split_nonzero_extra(req)
             doms = [as_text(d) for d in doms]
             out[name] = NodeState(
                 name=name,
                 live=live,
-                generation=gen,
+                generation=int(gen),
                 allocatable=alloc,
                 requested=req,
                 ports=_parse_ports(ports),
@@ -174,13 +177,19 @@ class LedgerReader:
                 pipe.hgetall(node_key)
                 pipe.hgetall(ports_key)
                 pipe.smembers(pods_key)
+            pipe.hmget(k.ledger_usage, names or ["-"])  # (HMGET needs a field)
             pipe.hgetall(k.ledger_pods)
             pipe.zrange(k.ledger_assumed, 0, -1)
             pipe.hgetall(k.ledger_anti_affinity_pods)
-            *per_node, raw_pods, assumed, aapods = pipe.execute()
+            *per_node, usages, raw_pods, assumed, aapods = pipe.execute()
 
         nodes = {
-            name: (dict(per_node[3 * i]), dict(per_node[3 * i + 1]), per_node[3 * i + 2])
+            name: (
+                dict(per_node[3 * i]),
+                usages[i],
+                dict(per_node[3 * i + 1]),
+                per_node[3 * i + 2],
+            )
             for i, name in enumerate(names)
         }
         return ledger_differences(nodes, raw_pods, assumed, aapods)
@@ -190,24 +199,20 @@ def _pairs(flat: Sequence[Any]) -> Iterable[tuple[str, str]]:
     return ((as_text(flat[i]), as_text(flat[i + 1])) for i in range(0, len(flat), 2))
 
 
-def _parse_node_hash(flat: Sequence[Any]) -> tuple[bool, int, dict, dict, dict]:
-    live, gen = False, 0
+def _parse_node_hash(flat: Sequence[Any]) -> tuple[bool, dict[str, int], dict[str, str]]:
+    """live, allocatable and topology of a node hash (its usage is in its usage record)."""
+    live = False
     alloc: dict[str, int] = {}
-    req: dict[str, int] = {}
     topo: dict[str, str] = {}
     for field, value in _pairs(flat):
         kind, _, name = field.partition(":")
         if field == "live":
             live = value == "1"
-        elif field == "gen":
-            gen = int(value)
         elif kind == "alloc":
             alloc[name] = int(value)
-        elif kind == "req":
-            req[name] = int(value)
         elif kind == "topo":
             topo[name] = value
-    return live, gen, alloc, req, topo
+    return live, alloc, topo
 
 
 def _parse_ports(flat: Sequence[Any]) -> tuple[HostPort, ...]:

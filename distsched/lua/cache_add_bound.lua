@@ -19,7 +19,7 @@ KEYS[5]  hash   cache:aapods: ns/name -> node
 KEYS[6]  set    cache:nodes: node names
 KEYS[7]  hash   queue info: ns/name -> queue record (lib/queue_record.lua)
 KEYS[8]  set    cache:topokeys: topology keys whose domains keep a generation
-KEYS[9]  hash   cache:node:<node>
+KEYS[9]  hash   cache:node:<node> (its usage, lib/ledger_record.lua, in cache:usage)
 KEYS[10] hash   cache:ports:<node>
 KEYS[11] set    cache:nodepods:<node>
 KEYS[12] hash   store meta of pods: ns/name -> "<rv>|<node>|<bound_at>|<uid>"
@@ -72,44 +72,35 @@ end
 local watched = watched_keys(KEYS[8])
 local flat = redis.call('HGETALL', KEYS[9])
 local topo, doms, aa_doms = {}, {}, {}
-local gen, node_req = 0, {}
 for j = 1, #flat, 2 do
   local f, v = flat[j], flat[j + 1]
   if string.sub(f, 1, 5) == 'topo:' then
     local tk = string.sub(f, 6)
     topo[tk] = v
     if watched[tk] then doms[#doms + 1] = tk .. '=' .. v end
-  elseif string.sub(f, 1, 4) == 'req:' then
-    node_req[string.sub(f, 5)] = tonumber(v)
-  elseif f == 'gen' then
-    gen = tonumber(v)
   end
 end
 for tk in string.gmatch(rec.ak, '[^,]+') do
   if topo[tk] then aa_doms[#aa_doms + 1] = tk .. '=' .. topo[tk] end
 end
+local gen, ports_in_use, node_req = node_usage(redis.call('HGET', KEYS[#KEYS - 2], node),
+  KEYS[9], KEYS[10])
 
 -- write
 if #flat == 0 then redis.call('HSET', KEYS[9], 'live', '0') end
 redis.call('SADD', KEYS[6], node)
-gen = gen + 1
-local fields = { 'gen', int(gen) }
 for res, amt in pairs(req) do
-  if amt > 0 then
-    node_req[res] = (node_req[res] or 0) + amt
-    fields[#fields + 1] = 'req:' .. res
-    fields[#fields + 1] = int(node_req[res])
-  end
+  if amt > 0 then node_req[res] = (node_req[res] or 0) + amt end
 end
-redis.call('HSET', KEYS[9], unpack(fields))
 for _, p in ipairs(ports) do
   redis.call('HINCRBY', KEYS[10], p.pp, 1)
   redis.call('HINCRBY', KEYS[10], p.item, 1)
 end
+if #ports > 0 then ports_in_use = redis.call('HLEN', KEYS[10]) end
 redis.call('SADD', KEYS[11], key)
 redis.call('HSET', KEYS[1], key, ARGV[3])
 for _, dom in ipairs(doms) do redis.call('HINCRBY', KEYS[3], dom, 1) end
 for _, dom in ipairs(aa_doms) do redis.call('HINCRBY', KEYS[4], dom, 1) end
 if rec.ak ~= '' then redis.call('HSET', KEYS[5], key, node) end
-bump_feed({ { name = node, usage = usage_record(gen, redis.call('HLEN', KEYS[10]), node_req) } })
+bump_feed({ { name = node, usage = usage_record(gen + 1, ports_in_use, node_req) } })
 return 'added'

@@ -1,7 +1,8 @@
 --[[ cache_node_set: add or update a node's allocatable and topology domains.
 
 A ghost node (removed, or created by cache_add_bound before its Node was seen) becomes live
-again and keeps its requested amounts. The node's generation goes up by one. When its
+again and keeps its requested amounts. The node's generation (in its usage record, see
+lib/ledger_record.lua) goes up by one; a node removed and added again continues its own. When its
 topology domains change, every old and new domain's generation goes up by one, and, when
 the node hosts a pod with required anti-affinity, so does the anti-affinity generation of
 each domain the node enters or leaves (that pod moves with the node).
@@ -9,10 +10,11 @@ each domain the node enters or leaves (that pod moves with the node).
 KEYS[1]  set    cache:nodes: node names
 KEYS[2]  hash   cache:domgen: "<topologyKey>=<value>" -> generation
 KEYS[3]  hash   cache:aagen: "<topologyKey>=<value>" -> anti-affinity generation
-KEYS[4]  hash   cache:node:<name>
+KEYS[4]  hash   cache:node:<name>: live, alloc:<res>, topo:<key>
 KEYS[5]  set    cache:nodepods:<name>
 KEYS[6]  hash   cache:aapods: ns/name -> node, pods carrying required anti-affinity
-KEYS[n-2] hash  cache:usage: node -> "<gen>|<host ports>|<res>=<amount>,..." (change feed)
+KEYS[7]  hash   cache:ports:<name>
+KEYS[n-2] hash  cache:usage: node -> its usage record (lib/ledger_record.lua)
 KEYS[n-1] stream cache:feedlog: one entry per ledger version (change feed)
 KEYS[n]   string cache:feedver: ledger version counter
 ARGV[1]  string node name
@@ -30,8 +32,8 @@ end
 
 --!include numbers
 
-if #KEYS ~= 9 or #ARGV ~= 3 or ARGV[1] == '' then
-  return fail('expects 6 keys, a node name, allocatable and domains')
+if #KEYS ~= 10 or #ARGV ~= 3 or ARGV[1] == '' then
+  return fail('expects 10 keys, a node name, allocatable and domains')
 end
 local ok, alloc = pcall(cjson.decode, ARGV[2])
 if not ok or type(alloc) ~= 'table' then return fail('allocatable must be a JSON object') end
@@ -52,17 +54,20 @@ end
 
 local flat = redis.call('HGETALL', KEYS[4])
 local was_live = false
-local old_alloc, old_topo = {}, {}
+local old_alloc, old_topo = {}, {}  -- old_alloc: the fields to drop before writing
 for j = 1, #flat, 2 do
   local f, v = flat[j], flat[j + 1]
   if f == 'live' then
     was_live = (v == '1')
-  elseif string.sub(f, 1, 6) == 'alloc:' then
+  elseif string.sub(f, 1, 6) == 'alloc:' or f == 'gen' or string.sub(f, 1, 4) == 'req:' then
+    -- (gen and req:<res>: what the usage record holds, kept here by earlier versions)
     old_alloc[#old_alloc + 1] = f
   elseif string.sub(f, 1, 5) == 'topo:' then
     old_topo[string.sub(f, 6)] = v
   end
 end
+
+local gen, ports, req = node_usage(redis.call('HGET', KEYS[8], ARGV[1]), KEYS[4], KEYS[7])
 
 local changed = {}
 for tk, v in pairs(old_topo) do
@@ -87,7 +92,6 @@ for res, amt in pairs(alloc) do
   redis.call('HSET', KEYS[4], 'alloc:' .. res, string.format('%d', amt))
 end
 redis.call('HSET', KEYS[4], 'live', '1')
-redis.call('HINCRBY', KEYS[4], 'gen', 1)
 if #changed > 0 then
   for tk, v in pairs(old_topo) do
     if domains[tk] == nil then redis.call('HDEL', KEYS[4], 'topo:' .. tk) end
@@ -102,6 +106,6 @@ if #changed > 0 then
   end
 end
 redis.call('SADD', KEYS[1], ARGV[1])
-bump_feed({ { name = ARGV[1], usage = usage_from_hashes(KEYS[4]) } })
+bump_feed({ { name = ARGV[1], usage = usage_record(gen + 1, ports, req) } })
 if was_live then return 0 end
 return 1

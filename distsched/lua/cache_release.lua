@@ -12,8 +12,8 @@ Modes (ARGV[2]):
           (lib/queue_record.lua rec_requeue_released: backoffQ for the backoff of its
           attempts, activeQ when that is 0; deliveries stay counted, so a pod that keeps
           killing binders gets dead-lettered by queue_pop)
-Released pods give back their requests and host ports; the node's generation goes up by
-one per pod, and so does the generation of each of its watched topology domains
+Released pods give back their requests and host ports; the node's generation (in its
+usage record, lib/ledger_record.lua) goes up by one per pod, and so does the generation of each of its watched topology domains
 (cache:topokeys). A node that was removed (live != "1") and has no pod left is deleted. A
 pod without a record is skipped (expire also drops it from cache:assumed, should it linger
 there).
@@ -91,14 +91,12 @@ local function node_state(i)
     local f, v = flat[j], flat[j + 1]
     if f == 'live' then
       st.live = (v == '1')
-    elseif f == 'gen' then
-      st.gen = tonumber(v)
-    elseif string.sub(f, 1, 4) == 'req:' then
-      st.req[string.sub(f, 5)] = tonumber(v)
     elseif string.sub(f, 1, 5) == 'topo:' then
       st.doms[#st.doms + 1] = { string.sub(f, 6), string.sub(f, 6) .. '=' .. v }
     end
   end
+  st.gen, st.ports, st.req = node_usage(redis.call('HGET', KEYS[#KEYS - 2], st.name),
+    st.node_key, st.ports_key)
   state[i] = st
   return st
 end
@@ -199,31 +197,29 @@ wake(KEYS[9], activated, wake_cap)
 local touched = {}
 for _, st in pairs(state) do
   if #st.gone > 0 then
-    local gen = st.gen
+    local gen, ports, req = st.gen, st.ports, st.req
     if st.exists then
       gen = gen + #st.gone
-      local fields = { 'gen', int(gen) }
       for res, amt in pairs(st.dreq) do
-        if amt ~= 0 then
-          st.req[res] = (st.req[res] or 0) - amt
-          fields[#fields + 1] = 'req:' .. res
-          fields[#fields + 1] = int(st.req[res])
+        if amt ~= 0 then req[res] = (req[res] or 0) - amt end
+      end
+    end
+    if next(st.padd) then
+      for field, n in pairs(st.padd) do
+        if redis.call('HINCRBY', st.ports_key, field, -n) <= 0 then
+          redis.call('HDEL', st.ports_key, field)
         end
       end
-      redis.call('HSET', st.node_key, unpack(fields))
-    end
-    for field, n in pairs(st.padd) do
-      if redis.call('HINCRBY', st.ports_key, field, -n) <= 0 then
-        redis.call('HDEL', st.ports_key, field)
-      end
+      ports = redis.call('HLEN', st.ports_key)
     end
     redis.call('SREM', st.pods_key, unpack(st.gone))
     if not st.live and redis.call('SCARD', st.pods_key) == 0 then
+      -- deleted; its usage record stays, so that a node of that name continues its gen
       redis.call('DEL', st.node_key, st.ports_key, st.pods_key)
       redis.call('SREM', KEYS[5], st.name)
+      ports, req = 0, {}
     end
-    touched[#touched + 1] = { name = st.name,
-      usage = usage_record(gen, redis.call('HLEN', st.ports_key), st.req) }
+    touched[#touched + 1] = { name = st.name, usage = usage_record(gen, ports, req) }
   end
 end
 for dom, n in pairs(dominc) do redis.call('HINCRBY', KEYS[3], dom, n) end

@@ -6,9 +6,11 @@ uid), resource fit, host ports, the topology-domain generations the worker saw, 
 anti-affinity generation of the node's domains. Every read and check happens before the
 first write, so bad input or a failed check never leaves a partial write. A reserved pod
 gets a ledger record and an assume deadline, and its queue record says assumed (the
-queue's hand-off, lib/queue_record.lua). Reads and writes are one command per batch (per
-node for the node's own hashes); at most 1000 decisions per call (bulk commands unpack
-one argument per pod).
+queue's hand-off, lib/queue_record.lua). A node's usage lives in its usage record
+(lib/ledger_record.lua), read and written for all the batch's nodes in one command each;
+a node costs one read of its hash (the allocatable the batch checks) and one SADD, plus
+its ports hash when a decision has host ports. At most 1000 decisions per call (bulk
+commands unpack one argument per pod).
 
 Domain generations (cache:domgen) are kept only for the topology keys in cache:topokeys,
 the keys some constrained pod watches; a worker registers a key before it reads the
@@ -23,7 +25,8 @@ KEYS[6]  hash   cache:aagen: "<topologyKey>=<value>" -> anti-affinity generation
 KEYS[7]  hash   cache:aapods: ns/name -> node, pods carrying required anti-affinity terms
 KEYS[8]  set    cache:topokeys: topology keys whose domains keep a generation
 KEYS[9+3(i-1)], KEYS[10+3(i-1)], KEYS[11+3(i-1)] for node i of ARGV[4 .. 3+N]:
-         hash cache:node:<name>, hash cache:ports:<name>, set cache:nodepods:<name>
+         hash cache:node:<name> (live, alloc:<res>, topo:<key>), hash cache:ports:<name>,
+         set cache:nodepods:<name>
 KEYS[n-2] hash  cache:usage, KEYS[n-1] stream cache:feedlog, KEYS[n] string cache:feedver
 ARGV[1]  int     assume deadline (ms since epoch) given to every reserved pod
 ARGV[2]  str     all or nothing: "0" none; or
@@ -92,6 +95,7 @@ end
 local decisions = {}
 local parsed_req, parsed_ports, parsed_aks, req_invalid = {}, {}, {}, {}
 local parsed_limits = {}  -- req_text -> {res, amount, ...}: the requests checked against allocatable
+local limit_fields, limit_res, limited_seen = { 'live' }, {}, {}  -- what a node hash must say
 local NONE = {}  -- shared by every decision without domain checks; never written
 local any_aks = false
 local a = 4 + n_nodes
@@ -122,6 +126,11 @@ while a <= #ARGV do
       if amt > 0 and string.byte(res, 1) ~= 43 then
         limited[#limited + 1] = res
         limited[#limited + 1] = amt
+        if not limited_seen[res] then
+          limited_seen[res] = true
+          limit_res[#limit_res + 1] = res
+          limit_fields[#limit_fields + 1] = 'alloc:' .. res
+        end
       end
     end
     parsed_limits[req_text] = limited
@@ -171,8 +180,12 @@ local records = call('HMGET', KEYS[2], unpack(pod_keys))
 local held = call('HMGET', KEYS[3], unpack(pod_keys))
 local watched = watched_keys(KEYS[8])
 
--- A node hash's field names repeat from node to node: each is split at its ':' once
--- (field_kind "req", "alloc", "topo", or the whole name; field_res what follows the ':').
+-- Each node's usage (generation, host-port fields in use, requested amounts) comes from
+-- its usage record, all in one command; its hash says whether it is live and its
+-- allocatable: just the fields this batch checks, unless the batch needs the node's
+-- domains, when the whole hash is read (a field name is split at its ':' once:
+-- field_kind "alloc", "topo", or the whole name; field_res what follows the ':').
+local usages = call('HMGET', KEYS[#KEYS - 2], unpack(nodes))
 local field_kind, field_res = {}, {}
 
 -- A node's domain strings ("<key>=<value>") are made only when something reads them: the
@@ -181,6 +194,7 @@ local field_kind, field_res = {}, {}
 -- that only ports or domains use are made on first use: a node costs few allocations).
 local any_aa = call('EXISTS', KEYS[6]) == 1
 local aa_doms = any_aa or any_aks
+local need_topo = aa_doms or next(watched) ~= nil
 local state, all_doms, seen_dom = {}, {}, {}
 -- A node's st.req is its usage with this batch's reservations so far (st.pods0: its pod
 -- count before them); st.newpods, the pods this batch put there (made on the first).
@@ -188,52 +202,58 @@ for i, name in ipairs(nodes) do
   local base = 8 + 3 * (i - 1)
   local node_key = KEYS[base + 1]
   local st = { name = name, node_key = node_key, ports_key = KEYS[base + 2],
-               pods_key = KEYS[base + 3], live = false, gen = 0, alloc = {}, req = {},
-               topo = {}, doms = NONE, watched_doms = NONE, dgen = 0, pods0 = 0,
+               pods_key = KEYS[base + 3], live = false, gen = 0, ports0 = 0, alloc = {},
+               req = NONE, topo = {}, doms = NONE, watched_doms = NONE, dgen = 0, pods0 = 0,
                newpods = NONE }
-  local alloc, req = st.alloc, st.req
-  local flat = call('HGETALL', node_key)
-  for j = 1, #flat, 2 do
-    local f, v = flat[j], flat[j + 1]
-    local kind = field_kind[f]
-    if kind == nil then
-      local colon = find(f, ':', 1, true)
-      if colon then
-        kind, field_res[f] = sub(f, 1, colon - 1), sub(f, colon + 1)
-      else
-        kind, field_res[f] = f, ''
-      end
-      field_kind[f] = kind
+  local alloc = st.alloc
+  if not need_topo then
+    local vals = call('HMGET', node_key, unpack(limit_fields))
+    st.live = (vals[1] == '1')
+    for k, res in ipairs(limit_res) do
+      local v = vals[k + 1]
+      if v then alloc[res] = tonumber(v) end
     end
-    local res = field_res[f]
-    if kind == 'req' then
-      req[res] = tonumber(v)
-    elseif kind == 'alloc' then
-      alloc[res] = tonumber(v)
-    elseif kind == 'topo' then
-      st.topo[res] = v
-      if aa_doms or watched[res] then
-        local dom = res .. '=' .. v
-        if aa_doms then
-          if st.doms == NONE then st.doms = {} end
-          st.doms[#st.doms + 1] = dom
-          if any_aa and not seen_dom[dom] then
-            seen_dom[dom] = true
-            all_doms[#all_doms + 1] = dom
+  else
+    local flat = call('HGETALL', node_key)
+    for j = 1, #flat, 2 do
+      local f, v = flat[j], flat[j + 1]
+      local kind = field_kind[f]
+      if kind == nil then
+        local colon = find(f, ':', 1, true)
+        if colon then
+          kind, field_res[f] = sub(f, 1, colon - 1), sub(f, colon + 1)
+        else
+          kind, field_res[f] = f, ''
+        end
+        field_kind[f] = kind
+      end
+      local res = field_res[f]
+      if kind == 'alloc' then
+        alloc[res] = tonumber(v)
+      elseif kind == 'topo' then
+        st.topo[res] = v
+        if aa_doms or watched[res] then
+          local dom = res .. '=' .. v
+          if aa_doms then
+            if st.doms == NONE then st.doms = {} end
+            st.doms[#st.doms + 1] = dom
+            if any_aa and not seen_dom[dom] then
+              seen_dom[dom] = true
+              all_doms[#all_doms + 1] = dom
+            end
+          end
+          if watched[res] then
+            if st.watched_doms == NONE then st.watched_doms = {} end
+            st.watched_doms[#st.watched_doms + 1] = dom
           end
         end
-        if watched[res] then
-          if st.watched_doms == NONE then st.watched_doms = {} end
-          st.watched_doms[#st.watched_doms + 1] = dom
-        end
+      elseif res == '' and kind == 'live' then
+        st.live = (v == '1')
       end
-    elseif res == '' and kind == 'live' then
-      st.live = (v == '1')
-    elseif res == '' and kind == 'gen' then
-      st.gen = tonumber(v)
     end
   end
-  st.pods0 = req['pods'] or 0
+  st.gen, st.ports0, st.req = node_usage(usages[i], node_key, st.ports_key)
+  st.pods0 = st.req['pods'] or 0
   state[i] = st
 end
 
@@ -401,34 +421,25 @@ if #reserved == 0 then return results end
 
 -- ---------------------------------------------------------------- write
 local touched = {}
-local req_field = {}  -- resource -> "req:<resource>"
 for _, st in ipairs(state) do
   if st.dgen > 0 then
-    local gen = st.gen + st.dgen
-    -- st.req is the node's new usage: every amount is written back and goes into its
-    -- usage record, each formatted once.
-    local fields, n, items, m = { 'gen', int(gen) }, 2, {}, 0
+    -- st.req is the node's new usage: its record is rewritten, each amount formatted once.
+    local items, m = {}, 0
     for res, amt in pairs(st.req) do
-      local field = req_field[res]
-      if not field then
-        field = 'req:' .. res
-        req_field[res] = field
-      end
-      local text = int(amt)
-      fields[n + 1], fields[n + 2] = field, text
-      n = n + 2
       if amt ~= 0 then
         m = m + 1
-        items[m] = res .. '=' .. text
+        items[m] = res .. '=' .. int(amt)
       end
     end
-    call('HSET', st.node_key, unpack(fields))
-    for field, count in pairs(st.padd or NONE) do
-      if count ~= 0 then call('HINCRBY', st.ports_key, field, count) end
+    local ports_in_use = st.ports0
+    if st.padd then
+      for field, count in pairs(st.padd) do
+        if count ~= 0 then call('HINCRBY', st.ports_key, field, count) end
+      end
+      ports_in_use = call('HLEN', st.ports_key)
     end
-    local ports_in_use = call('HLEN', st.ports_key)
     call('SADD', st.pods_key, unpack(st.newpods))
-    touched[#touched + 1] = { name = st.name, usage = usage_text(gen, ports_in_use, items) }
+    touched[#touched + 1] = { name = st.name, usage = usage_text(st.gen + st.dgen, ports_in_use, items) }
   end
 end
 

@@ -7,6 +7,7 @@ pods recorded in the ledger, pending pods queued. Each test then breaks one inva
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import msgpack
@@ -268,7 +269,11 @@ def test_expected_pod_not_bound(world: World) -> None:
 
 def test_ledger_inconsistency(world: World, r: redis.Redis, keys: Keys) -> None:
     world.bound(pod("a", "ns"), "n1")
-    r.hincrby(keys.ledger_node("n1"), "req:cpu", 50)
+    usage = r.hget(keys.ledger_usage, "n1")
+    assert usage is not None
+    drifted = re.sub(rb"([|,])cpu=(\d+)", lambda m: m[1] + b"cpu=%d" % (int(m[2]) + 50), usage)
+    assert drifted != usage
+    r.hset(keys.ledger_usage, "n1", drifted)
     found = world.violations()
     assert found and all(v.startswith("ledger") for v in found)
     assert any("node n1 cpu" in v for v in found)

@@ -305,7 +305,9 @@ def test_check_consistency_finds_drift(
 ) -> None:
     reserve(r, keys, clock, ledger, "ns/p", ports=[("", "TCP", 80)])
     assert ledger.check_consistency() == []
-    r.hincrby(keys.ledger_node("n1"), "req:cpu", 5)
+    usage = r.hget(keys.ledger_usage, "n1")
+    assert usage is not None and b"|cpu=100," in usage
+    r.hset(keys.ledger_usage, "n1", usage.replace(b"|cpu=100,", b"|cpu=105,"))
     r.hdel(keys.ledger_ports("n1"), "TCP|80|0.0.0.0")
     r.srem(keys.ledger_node_pods("n1"), "ns/p")
     r.zadd(keys.ledger_assumed, {"ns/ghost": 1})
@@ -313,6 +315,7 @@ def test_check_consistency_finds_drift(
     assert items == {
         ("n1", "cpu", 105, 100),
         ("n1", "port TCP|80|0.0.0.0", 0, 1),
+        ("n1", "host-port fields in use", 2, 1),
         ("n1", "member ns/p", 0, 1),
         ("", "assumed ns/ghost", 1, 0),
     }

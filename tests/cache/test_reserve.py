@@ -540,13 +540,25 @@ def test_records_written_as_json_before_the_line_layout_still_work(
     old_record = {"node": "n2", "uid": "u-c", "req": {"cpu": 300, "pods": 1}, "ports": ""}
     r.hset(keys.ledger_pods, "ns/c", json.dumps({**old_record, "token": "4", "ak": ""}))
     r.zadd(keys.ledger_assumed, {"ns/c": now + 1000})
-    r.hset(keys.ledger_node("n2"), mapping={"req:cpu": 300, "req:pods": 1})
+    # (those versions kept a node's generation and requested amounts in its hash as well as
+    # in its usage record: the record is read, the hash's copies are dropped on a node set)
+    r.hset(keys.ledger_node("n2"), mapping={"req:cpu": 300, "req:pods": 1, "gen": 4})
+    r.hset(keys.ledger_usage, "n2", "4|0|cpu=300,pods=1")
     r.sadd(keys.ledger_node_pods("n2"), "ns/c")
     record = ledger.pod("ns/c")
     assert record is not None and (record.node, record.requests) == ("n2", {"cpu": 300, "pods": 1})
     assert ledger.release("ns/c", "4")
     assert ledger.node_state(["n2"])["n2"].requested == {}
     assert ledger.check_consistency() == []
+    ledger.set_node("n2", SMALL, {ZONE: "a"})
+    assert not {b"gen", b"req:cpu", b"req:pods"} & set(r.hkeys(keys.ledger_node("n2")))
+    assert r.hget(keys.ledger_usage, "n2") == b"6|0|"
+    # a node whose usage record is missing (written before the records existed) is read
+    # from its hash's copies
+    r.hset(keys.ledger_node("n3"), mapping={"req:cpu": 200, "req:pods": 1, "gen": 7})
+    r.hdel(keys.ledger_usage, "n3")
+    state = ledger.node_state(["n3"])["n3"]
+    assert (state.generation, state.requested) == (7, {"cpu": 200, "pods": 1})
 
 
 def test_a_gang_is_reserved_all_or_nothing(

@@ -294,12 +294,9 @@ def test_top_nodes_from_the_store_and_from_the_ledger(
     # A node the ledger holds reads what assumed and bound pods hold there.
     r.hset(
         KEYS.ledger_node("n2"),
-        mapping={
-            "alloc:cpu": 2000, "alloc:memory": 16 * 2**30, "alloc:pods": 10,
-            "req:cpu": 1500, "req:+cpu": 100, "req:memory": 2**30, "req:pods": 2,
-            "gen": 4, "live": 1,
-        },
-    )  # fmt: skip
+        mapping={"alloc:cpu": 2000, "alloc:memory": 16 * 2**30, "alloc:pods": 10, "live": 1},
+    )
+    r.hset(KEYS.ledger_usage, "n2", f"4|0|+cpu=100,cpu=1500,memory={2**30},pods=2")
     assert invoke(redis_url, "top", "node", "n2").stdout.splitlines() == [
         "NAME   CPU(requests)   CPU(%)   MEMORY(requests)   MEMORY(%)   PODS",
         "n2     1500m           75%      1024Mi             6%          2/10",

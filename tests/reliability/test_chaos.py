@@ -47,12 +47,17 @@ def test_chaos_long(private_redis: EmbeddedRedis, tmp_path: Path) -> None:
 
 
 def test_sampler_sees_an_overcommitted_node(r: redis.Redis, redis_url: str) -> None:
-    """The sampler can fail: a node hash with req over alloc is counted, ghosts are not."""
+    """The sampler can fail: a node whose usage record requests more than its hash allows
+    is counted (scoring's "+cpu" extra is no request), ghosts are not."""
     keys = Keys("test")
     r.sadd(keys.ledger_nodes, "a", "b", "ghost")
-    r.hset(keys.ledger_node("a"), mapping={"alloc:cpu": 1000, "req:cpu": 1000, "live": 1})
-    r.hset(keys.ledger_node("b"), mapping={"alloc:pods": 2, "req:pods": 3, "live": 1})
-    r.hset(keys.ledger_node("ghost"), mapping={"alloc:cpu": 0, "req:cpu": 500, "live": 0})
+    r.hset(keys.ledger_node("a"), mapping={"alloc:cpu": 1000, "live": 1})
+    r.hset(keys.ledger_node("b"), mapping={"alloc:pods": 2, "live": 1})
+    r.hset(keys.ledger_node("ghost"), mapping={"alloc:cpu": 0, "live": 0})
+    r.hset(
+        keys.ledger_usage,
+        mapping={"a": "3|0|+cpu=100,cpu=1000", "b": "5|0|pods=3", "ghost": "2|0|cpu=500"},
+    )
     sampler = LedgerSampler(redis_url, keys)
     try:
         assert sampler.sample() == ["b pods 3 > 2"]

@@ -87,14 +87,20 @@ local function parse_ports(text)
   return out
 end
 
--- Change feed (the last three KEYS of a script: cache:usage, cache:feedlog, cache:feedver):
--- bump the version, store each touched node's usage record "<gen>|<host ports in use, -1
--- unknown>|<res>=<amount>,..." (absolute values) in cache:usage, and append the version's
--- entry to cache:feedlog, id "<version>-0", fields node -> usage record. A worker that saw
--- version v reads the entries after it (cache_changes.lua); one further behind than the
--- log keeps (the last FEED_KEEP versions, or more: trimming is approximate) reads
--- cache:usage whole. One entry per call, not a write per node into a node -> version
--- index, keeps a batch's feed to one command whose cost does not grow with the cluster.
+-- A node's usage record, "<gen>|<host ports in use>|<res>=<amount>,...", in cache:usage
+-- (node -> record) is the only place the ledger keeps a node's generation, the number of
+-- host-port fields held on it (its cache:ports hash's length) and its requested amounts
+-- (absolute; zero amounts left out). Its node hash holds what the Node says (live,
+-- allocatable, topology). Every script that changes a node rewrites the record and appends
+-- it to the change feed (the last three KEYS of such a script: cache:usage, cache:feedlog,
+-- cache:feedver): bump the version, store each touched node's record in cache:usage, and
+-- append the version's entry to cache:feedlog, id "<version>-0", fields node -> record. A
+-- worker that saw version v reads the entries after it (cache_changes.lua); one further
+-- behind than the log keeps (the last FEED_KEEP versions, or more: trimming is
+-- approximate) reads cache:usage whole. One entry per call, not a write per node into a
+-- node -> version index, keeps a batch's feed to one command whose cost does not grow
+-- with the cluster. A record is never deleted (a removed node's says "<gen>|0|"), so that
+-- a node that comes back continues its generations.
 local FEED_KEEP = 512
 
 -- The record from its parts; items: "<res>=<amount>" of the non-zero amounts (sorted here).
@@ -109,6 +115,43 @@ local function usage_record(gen, ports_in_use, req)
     if amt ~= 0 then items[#items + 1] = res .. '=' .. string.format('%d', amt) end
   end
   return usage_text(gen, ports_in_use, items)
+end
+
+-- gen, host ports in use, {res = amount} of a record; nil when the text is not one.
+local function usage_parse(text)
+  local gen, ports, items = string.match(text, '^(%d+)|(%-?%d+)|(.*)$')
+  if not gen then return nil end
+  local req = {}
+  for res, amt in string.gmatch(items, '([^,=]+)=(%-?%d+)') do req[res] = tonumber(amt) end
+  return tonumber(gen), tonumber(ports), req
+end
+
+-- gen and {res = amount} from the fields a node hash had before the usage record was the
+-- only copy (gen, req:<res>): a deployment upgraded in place, until its nodes are rewritten.
+local function usage_from_node_hash(flat)
+  local gen, req = 0, {}
+  for j = 1, #flat, 2 do
+    local f = flat[j]
+    if string.sub(f, 1, 4) == 'req:' then
+      req[string.sub(f, 5)] = tonumber(flat[j + 1])
+    elseif f == 'gen' then
+      gen = tonumber(flat[j + 1])
+    end
+  end
+  return gen, req
+end
+
+-- A node's usage now: gen, host ports in use, {res = amount}. `text` is its record (nil
+-- or false when it has none); the node and ports hashes answer for what it cannot say.
+local function node_usage(text, node_key, ports_key)
+  local gen, ports, req
+  if text then gen, ports, req = usage_parse(text) end
+  if not gen then
+    gen, req = usage_from_node_hash(redis.call('HGETALL', node_key))
+    ports = -1
+  end
+  if ports < 0 then ports = redis.call('HLEN', ports_key) end  -- -1: unknown (older node sets)
+  return gen, ports, req
 end
 
 -- entries: list of {name = node, usage = usage_record(...)}
@@ -129,24 +172,6 @@ local function bump_feed(entries)
   end
   redis.call('XADD', log, unpack(xargs))
   redis.call('HSET', KEYS[#KEYS - 2], unpack(hargs))
-end
-
--- A node's usage record read from its ledger hashes (for the rare scripts that change a
--- node without knowing its absolute usage).
-local function usage_from_hashes(node_key, ports_key)
-  local flat = redis.call('HGETALL', node_key)
-  local req, gen = {}, 0
-  for j = 1, #flat, 2 do
-    local f = flat[j]
-    if string.sub(f, 1, 4) == 'req:' then
-      req[string.sub(f, 5)] = tonumber(flat[j + 1])
-    elseif f == 'gen' then
-      gen = tonumber(flat[j + 1])
-    end
-  end
-  local ports = -1
-  if ports_key then ports = redis.call('HLEN', ports_key) end
-  return usage_record(gen, ports, req)
 end
 
 -- The topology keys some pod with inter-pod constraints watches (cache:topokeys): only the
