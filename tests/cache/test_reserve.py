@@ -430,6 +430,35 @@ def test_change_feed_names_every_node_whose_usage_changed(
     assert states["n2"].requested.get("cpu", 0) == 0
 
 
+def test_usage_record_keeps_its_resources_sorted_as_they_change(
+    r: redis.Redis, keys: Keys, clock: FakeClock, ledger: Ledger
+) -> None:
+    """The record is rewritten in its own order, and sorted again when a reservation
+    brings a resource it did not name; host-port fields are counted as they are taken."""
+    ledger.set_node("big", {"cpu": 10_000, "memory": 1 << 34, "pods": 100, "example.com/gpu": 4})
+    popped(r, keys, clock, "ns/a", "ns/b", "ns/c", "ns/d")
+    results = ledger.reserve_batch(
+        [
+            decision("ns/a", "big", requests={"memory": 1 << 20, "cpu": 100}),
+            decision("ns/b", "big", requests={"cpu": 200}),
+        ]
+    )
+    assert all(isinstance(x, Reserved) for x in results)
+    gen = ledger.node_state(["big"])["big"].generation
+    want = f"{gen}|0|cpu=300,memory={1 << 20},pods=2"
+    assert r.hget(keys.ledger_usage, "big") == want.encode()
+    results = ledger.reserve_batch(
+        [
+            decision("ns/c", "big", requests={"cpu": 1}),
+            decision("ns/d", "big", requests={"example.com/gpu": 1}, ports=[("", "", 80)]),
+        ]
+    )
+    assert all(isinstance(x, Reserved) for x in results)
+    want = f"{gen + 2}|2|cpu=301,example.com/gpu=1,memory={1 << 20},pods=4"
+    assert r.hget(keys.ledger_usage, "big") == want.encode()
+    assert ledger.check_consistency() == []
+
+
 def test_change_feed_reads_its_log_and_falls_back_to_every_usage_when_the_log_lacks_versions(
     r: redis.Redis, keys: Keys, clock: FakeClock, ledger: Ledger
 ) -> None:
