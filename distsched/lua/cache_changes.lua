@@ -8,7 +8,8 @@ data (see distsched.cache.ledger).
 
 KEYS[1]  string cache:feedver: ledger version counter
 KEYS[2]  stream cache:feedlog: one entry per version, id "<version>-0", node -> usage
-KEYS[3]  hash   cache:usage: node -> "<gen>|<host ports in use, -1 unknown>|<res>=<amount>,..."
+KEYS[3]  hash   cache:usage: node -> its usage record (lib/ledger_record.lua) "<gen>|<host
+                ports in use, -1 unknown (older releases)>|<res>=<amount>,..."
 KEYS[4]  hash   cache:domgen: "<topologyKey>=<value>" -> generation
 KEYS[5]  hash   cache:aagen: "<topologyKey>=<value>" -> anti-affinity generation
 ARGV[1]  integer  the version the caller has seen (0 for everything)
@@ -19,7 +20,7 @@ Returns {current version, {node 1, usage 1, node 2, usage 2, ...}, {domain gener
 (false when none). The changes come from the log's entries after ARGV[1] when it still
 holds all of them and they are few; otherwise (ARGV[1] = 0, a caller further behind, a
 log trimmed past it or started after it) from cache:usage whole, which names every node
-the ledger ever had (a removed one with usage "0|0|").
+the ledger ever had (a removed one with usage "<gen>|0|").
 ]]
 
 local since = tonumber(ARGV[1])
