@@ -1,9 +1,10 @@
 --[[ cache_node_remove: a node was deleted.
 
 The node stops accepting reservations (live = "0", allocatable dropped, generation and its
-domains' generations + 1; the generation is in its usage record, lib/ledger_record.lua). Its assumed pods get assume deadline 0, so the next reap
-(cache_release expire, which the caller runs right away) releases and requeues them; if the
-caller dies first, any process's periodic reap does. Bound pods stay in the ledger until
+domains' generations + 1; the generation is in its usage record, lib/ledger_record.lua).
+Its assumed pods get assume deadline 0, so the next reap (cache_release expire, which the
+caller runs right away) releases and requeues them; if the caller dies first, any
+process's periodic reap does. Bound pods stay in the ledger until
 their deletion arrives (the node is kept as a ghost, as kube-scheduler's cache keeps a node
 with pods); a node without pods is deleted here (its usage record stays, "<gen>|0|").
 

@@ -2,10 +2,10 @@
 
 A ghost node (removed, or created by cache_add_bound before its Node was seen) becomes live
 again and keeps its requested amounts. The node's generation (in its usage record, see
-lib/ledger_record.lua) goes up by one; a node removed and added again continues its own. When its
-topology domains change, every old and new domain's generation goes up by one, and, when
-the node hosts a pod with required anti-affinity, so does the anti-affinity generation of
-each domain the node enters or leaves (that pod moves with the node).
+lib/ledger_record.lua) goes up by one; a node removed and added again continues its own.
+When its topology domains change, every old and new domain's generation goes up by one,
+and, when the node hosts a pod with required anti-affinity, so does the anti-affinity
+generation of each domain the node enters or leaves (that pod moves with the node).
 
 KEYS[1]  set    cache:nodes: node names
 KEYS[2]  hash   cache:domgen: "<topologyKey>=<value>" -> generation

@@ -13,8 +13,8 @@ Modes (ARGV[2]):
           attempts, activeQ when that is 0; deliveries stay counted, so a pod that keeps
           killing binders gets dead-lettered by queue_pop)
 Released pods give back their requests and host ports; the node's generation (in its
-usage record, lib/ledger_record.lua) goes up by one per pod, and so does the generation of each of its watched topology domains
-(cache:topokeys). A node that was removed (live != "1") and has no pod left is deleted. A
+usage record, lib/ledger_record.lua) goes up by one per pod, and so does the generation
+of each of its watched topology domains (cache:topokeys). A node that was removed (live != "1") and has no pod left is deleted. A
 pod without a record is skipped (expire also drops it from cache:assumed, should it linger
 there).
 

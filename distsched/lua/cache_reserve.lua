@@ -439,7 +439,8 @@ for _, st in ipairs(state) do
       ports_in_use = call('HLEN', st.ports_key)
     end
     call('SADD', st.pods_key, unpack(st.newpods))
-    touched[#touched + 1] = { name = st.name, usage = usage_text(st.gen + st.dgen, ports_in_use, items) }
+    touched[#touched + 1] = { name = st.name,
+                              usage = usage_text(st.gen + st.dgen, ports_in_use, items) }
   end
 end
 
