@@ -112,6 +112,8 @@ T:cache:usage             hash    node -> its usage record "<gen>|<host-port fie
                                   assumed + bound pods (``+cpu``/``+memory``: scoring's
                                   non-zero extra); what workers mirror into their snapshots
                                   (lua/lib/ledger_record.lua)
+T:cache:genfloor          string  the highest generation a deleted node's usage record had:
+                                  a node new to T:cache:usage starts above it
 T:permit:<ns/name>        list    Permit verdicts ("allow:<plugin>", "reject:<plugin>:<why>")
                                   for a waiting pod (kube's WaitingPod, across processes)
 T:lock:<name>             string  short leader locks for periodic work (value: holder token)
@@ -305,6 +307,10 @@ class Keys:
     @property
     def ledger_usage(self) -> str:
         return self._k("cache", "usage")
+
+    @property
+    def ledger_generation_floor(self) -> str:
+        return self._k("cache", "genfloor")
 
     def permit(self, pod_key: str) -> str:
         return self._k("permit", pod_key)

@@ -47,9 +47,14 @@ class LedgerReader:
         self._r = client
         self._keys = keys
         self._scripts = scripts
-        # The change feed's usage hash, zset and version counter: the last three KEYS of
-        # every script that changes a node's usage.
-        self.feed_keys = [keys.ledger_usage, keys.ledger_feed, keys.ledger_feed_version]
+        # The generation floor and the change feed's usage hash, log and version counter:
+        # the last four KEYS of every script that changes a node's usage.
+        self.feed_keys = [
+            keys.ledger_generation_floor,
+            keys.ledger_usage,
+            keys.ledger_feed,
+            keys.ledger_feed_version,
+        ]
 
     def node_keys(self, name: str) -> list[str]:
         """The node hash, ports hash and pod set of one node, in script KEYS order."""

@@ -23,7 +23,8 @@ KEYS[9]  hash   cache:node:<node> (its usage, lib/ledger_record.lua, in cache:us
 KEYS[10] hash   cache:ports:<node>
 KEYS[11] set    cache:nodepods:<node>
 KEYS[12] hash   store meta of pods: ns/name -> "<rv>|<node>|<bound_at>|<uid>"
-KEYS[n-2] hash  cache:usage, KEYS[n-1] stream cache:feedlog, KEYS[n] string cache:feedver
+KEYS[n-3] string cache:genfloor, KEYS[n-2] hash cache:usage, KEYS[n-1] stream cache:feedlog,
+KEYS[n] string cache:feedver
 ARGV[1]  string pod key ns/name
 ARGV[2]  string node name
 ARGV[3]  string the ledger record (lib/ledger_record.lua), its node = ARGV[2]
@@ -41,7 +42,7 @@ local function fail(msg)
   return redis.error_reply('ERR cache_add_bound: ' .. msg)
 end
 
-if #KEYS ~= 15 or #ARGV ~= 3 then return fail('expects 15 keys and 3 arguments') end
+if #KEYS ~= 16 or #ARGV ~= 3 then return fail('expects 16 keys and 3 arguments') end
 local key, node = ARGV[1], ARGV[2]
 if key == '' or node == '' then return fail('pod key and node must be non-empty') end
 local rec = led_decode(ARGV[3])
@@ -84,7 +85,7 @@ for tk in string.gmatch(rec.ak, '[^,]+') do
   if topo[tk] then aa_doms[#aa_doms + 1] = tk .. '=' .. topo[tk] end
 end
 local gen, ports_in_use, node_req = node_usage(redis.call('HGET', KEYS[#KEYS - 2], node),
-  KEYS[9], KEYS[10])
+  KEYS[9], KEYS[10], true)
 
 -- write
 if #flat == 0 then redis.call('HSET', KEYS[9], 'live', '0') end

@@ -20,7 +20,7 @@ Returns {current version, {node 1, usage 1, node 2, usage 2, ...}, {domain gener
 (false when none). The changes come from the log's entries after ARGV[1] when it still
 holds all of them and they are few; otherwise (ARGV[1] = 0, a caller further behind, a
 log trimmed past it or started after it) from cache:usage whole, which names every node
-the ledger ever had (a removed one with usage "<gen>|0|").
+the ledger has (a deleted node's last record, "<gen>|0|", is in the log alone).
 ]]
 
 local since = tonumber(ARGV[1])

@@ -2,7 +2,8 @@
 
 A ghost node (removed, or created by cache_add_bound before its Node was seen) becomes live
 again and keeps its requested amounts. The node's generation (in its usage record, see
-lib/ledger_record.lua) goes up by one; a node removed and added again continues its own.
+lib/ledger_record.lua) goes up by one; a node new to the ledger starts above every
+generation a deleted node had (cache:genfloor).
 When its topology domains change, every old and new domain's generation goes up by one,
 and, when the node hosts a pod with required anti-affinity, so does the anti-affinity
 generation of each domain the node enters or leaves (that pod moves with the node).
@@ -14,6 +15,7 @@ KEYS[4]  hash   cache:node:<name>: live, alloc:<res>, topo:<key>
 KEYS[5]  set    cache:nodepods:<name>
 KEYS[6]  hash   cache:aapods: ns/name -> node, pods carrying required anti-affinity
 KEYS[7]  hash   cache:ports:<name>
+KEYS[n-3] string cache:genfloor: the highest generation of a deleted node's record
 KEYS[n-2] hash  cache:usage: node -> its usage record (lib/ledger_record.lua)
 KEYS[n-1] stream cache:feedlog: one entry per ledger version (change feed)
 KEYS[n]   string cache:feedver: ledger version counter
@@ -32,8 +34,8 @@ end
 
 --!include numbers
 
-if #KEYS ~= 10 or #ARGV ~= 3 or ARGV[1] == '' then
-  return fail('expects 10 keys, a node name, allocatable and domains')
+if #KEYS ~= 11 or #ARGV ~= 3 or ARGV[1] == '' then
+  return fail('expects 11 keys, a node name, allocatable and domains')
 end
 local ok, alloc = pcall(cjson.decode, ARGV[2])
 if not ok or type(alloc) ~= 'table' then return fail('allocatable must be a JSON object') end
@@ -67,7 +69,8 @@ for j = 1, #flat, 2 do
   end
 end
 
-local gen, ports, req = node_usage(redis.call('HGET', KEYS[8], ARGV[1]), KEYS[4], KEYS[7])
+local gen, ports, req = node_usage(redis.call('HGET', KEYS[#KEYS - 2], ARGV[1]), KEYS[4], KEYS[7],
+  true)
 
 local changed = {}
 for tk, v in pairs(old_topo) do

@@ -30,11 +30,12 @@ KEYS[9]  list   queue wake tokens
 KEYS[10] set    cache:topokeys: topology keys whose domains keep a generation
 KEYS[11+3(i-1)], KEYS[12+3(i-1)], KEYS[13+3(i-1)] for node i of ARGV[7..]:
          hash cache:node:<name>, hash cache:ports:<name>, set cache:nodepods:<name>
-KEYS[n-3] hash  store meta of pods: ns/name -> "<rv>|<node>|<bound_at>|<uid>" (expire mode: a
+KEYS[n-4] hash  store meta of pods: ns/name -> "<rv>|<node>|<bound_at>|<uid>" (expire mode: a
                 pod the store already has bound to the record's node is confirmed, not released:
                 its binder died between the store's bind and the ledger's confirm; orphan
                 mode: the pods the store has)
-KEYS[n-2] hash  cache:usage, KEYS[n-1] stream cache:feedlog, KEYS[n] string cache:feedver
+KEYS[n-3] string cache:genfloor, KEYS[n-2] hash cache:usage, KEYS[n-1] stream cache:feedlog,
+KEYS[n] string cache:feedver
 ARGV[1]  integer  now (ms since epoch)
 ARGV[2]  string   mode: forget | delete | orphan | expire
 ARGV[3]  string   token required by forget, uid required by delete ("" = any)
@@ -67,7 +68,7 @@ end
 if mode ~= 'forget' and mode ~= 'delete' and mode ~= 'orphan' and mode ~= 'expire' then
   return fail('unknown mode ' .. tostring(mode))
 end
-if #KEYS ~= 14 + 3 * n_nodes then return fail('expected ' .. (14 + 3 * n_nodes) .. ' keys') end
+if #KEYS ~= 15 + 3 * n_nodes then return fail('expected ' .. (15 + 3 * n_nodes) .. ' keys') end
 local nodes, index = {}, {}
 for i = 1, n_nodes do
   local n = ARGV[7 + i]
@@ -96,14 +97,14 @@ local function node_state(i)
     end
   end
   st.gen, st.ports, st.req = node_usage(redis.call('HGET', KEYS[#KEYS - 2], st.name),
-    st.node_key, st.ports_key)
+    st.node_key, st.ports_key, true)
   state[i] = st
   return st
 end
 
 -- Whether the store has this incarnation of the pod (any node, bound or not).
 local function in_store(key, uid)
-  local raw = redis.call('HGET', KEYS[#KEYS - 3], key)
+  local raw = redis.call('HGET', KEYS[#KEYS - 4], key)
   if not raw then return false end
   local rv, _, _, meta_uid = meta_parse(raw)
   return rv ~= nil and meta_uid == uid
@@ -111,7 +112,7 @@ end
 
 -- The node the store has the pod bound to ('' when unbound or unknown).
 local function bound_node_in_store(key)
-  local raw = redis.call('HGET', KEYS[#KEYS - 3], key)
+  local raw = redis.call('HGET', KEYS[#KEYS - 4], key)
   if not raw then return '' end
   local rv, meta_node = meta_parse(raw)
   if rv == nil then return '' end
@@ -213,13 +214,14 @@ for _, st in pairs(state) do
       ports = redis.call('HLEN', st.ports_key)
     end
     redis.call('SREM', st.pods_key, unpack(st.gone))
+    local deleted = nil
     if not st.live and redis.call('SCARD', st.pods_key) == 0 then
-      -- deleted; its usage record stays, so that a node of that name continues its gen
       redis.call('DEL', st.node_key, st.ports_key, st.pods_key)
       redis.call('SREM', KEYS[5], st.name)
-      ports, req = 0, {}
+      ports, req, deleted = 0, {}, gen
     end
-    touched[#touched + 1] = { name = st.name, usage = usage_record(gen, ports, req) }
+    touched[#touched + 1] = { name = st.name, usage = usage_record(gen, ports, req),
+                              deleted = deleted }
   end
 end
 for dom, n in pairs(dominc) do redis.call('HINCRBY', KEYS[3], dom, n) end

@@ -27,7 +27,8 @@ KEYS[8]  set    cache:topokeys: topology keys whose domains keep a generation
 KEYS[9+3(i-1)], KEYS[10+3(i-1)], KEYS[11+3(i-1)] for node i of ARGV[4 .. 3+N]:
          hash cache:node:<name> (live, alloc:<res>, topo:<key>), hash cache:ports:<name>,
          set cache:nodepods:<name>
-KEYS[n-2] hash  cache:usage, KEYS[n-1] stream cache:feedlog, KEYS[n] string cache:feedver
+KEYS[n-3] string cache:genfloor, KEYS[n-2] hash cache:usage, KEYS[n-1] stream cache:feedlog,
+KEYS[n] string cache:feedver
 ARGV[1]  int     assume deadline (ms since epoch) given to every reserved pod
 ARGV[2]  str     all or nothing: "0" none; or
                  "g:<n1>,<n2>,..." the decisions in consecutive groups of those sizes (they
@@ -82,7 +83,7 @@ elseif all_or_nothing ~= '0' then
 end
 if not is_count(deadline) then return fail('deadline must be a non-negative integer') end
 if not is_count(n_nodes) or n_nodes < 1 then return fail('node count must be positive') end
-if #KEYS ~= 11 + 3 * n_nodes then return fail('expected ' .. (11 + 3 * n_nodes) .. ' keys') end
+if #KEYS ~= 12 + 3 * n_nodes then return fail('expected ' .. (12 + 3 * n_nodes) .. ' keys') end
 local nodes = {}
 for i = 1, n_nodes do
   local name = ARGV[3 + i]

@@ -333,6 +333,29 @@ def test_removed_node_with_only_assumed_pods_disappears(
     assert ledger.check_consistency() == []
 
 
+def test_a_deleted_node_leaves_the_usage_hash_and_a_new_one_starts_above_its_generations(
+    r: redis.Redis, keys: Keys, clock: FakeClock, ledger: Ledger
+) -> None:
+    """cache:usage holds the nodes the ledger has; a deleted node's last record goes to the
+    feed, and a node that comes back under its name never repeats one of its generations."""
+    ledger.set_node("gone-empty", SMALL)
+    version = ledger.changes_since(0)[0]
+    ledger.remove_node("gone-empty")  # no pod: deleted at once
+    assert r.hget(keys.ledger_usage, "gone-empty") is None
+    _, changes, _ = ledger.changes_since(version)
+    assert changes["gone-empty"].requested == {}
+    # A ghost (removed with a pod still on it) is deleted when its last pod leaves.
+    token = reserve(r, keys, clock, ledger, "ns/a", "n2", epoch=1)
+    gen_before = ledger.node_state(["n2"])["n2"].generation
+    ledger.remove_node("n2")
+    assert r.hget(keys.ledger_usage, "n2") is None  # its pod was released with it
+    assert int(r.get(keys.ledger_generation_floor) or 0) >= gen_before + 2
+    ledger.set_node("n2", SMALL)
+    assert ledger.node_state(["n2"])["n2"].generation > gen_before + 2
+    assert token and ledger.check_consistency() == []
+    assert set(ledger.changes_since(0)[1]) == {"n1", "n2"}  # a full read: nodes it has
+
+
 def test_confirm_bound_many(r: redis.Redis, keys: Keys, clock: FakeClock, ledger: Ledger) -> None:
     a = reserve(r, keys, clock, ledger, "ns/a", epoch=1)
     b = reserve(r, keys, clock, ledger, "ns/b", epoch=2)

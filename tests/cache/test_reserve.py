@@ -389,7 +389,7 @@ def test_script_validates_its_input_before_writing(
     before = snapshot_db(r)
     with pytest.raises(redis.ResponseError, match="bad host port"):
         script(keys=base + node_keys + ledger.feed_keys, args=[1, 0, 1, "n1", *good, *bad])
-    with pytest.raises(redis.ResponseError, match="expected 14 keys"):
+    with pytest.raises(redis.ResponseError, match="expected 15 keys"):
         script(keys=base, args=[1, 0, 1, "n1", *good])
     with pytest.raises(redis.ResponseError, match="malformed decision #2"):
         script(keys=base + node_keys + ledger.feed_keys, args=[1, 0, 1, "n1", *good, *good[:5]])

@@ -92,15 +92,17 @@ end
 -- host-port fields held on it (its cache:ports hash's length) and its requested amounts
 -- (absolute; zero amounts left out). Its node hash holds what the Node says (live,
 -- allocatable, topology). Every script that changes a node rewrites the record and appends
--- it to the change feed (the last three KEYS of such a script: cache:usage, cache:feedlog,
--- cache:feedver): bump the version, store each touched node's record in cache:usage, and
--- append the version's entry to cache:feedlog, id "<version>-0", fields node -> record. A
--- worker that saw version v reads the entries after it (cache_changes.lua); one further
--- behind than the log keeps (the last FEED_KEEP versions, or more: trimming is
--- approximate) reads cache:usage whole. One entry per call, not a write per node into a
--- node -> version index, keeps a batch's feed to one command whose cost does not grow
--- with the cluster. A record is never deleted (a removed node's says "<gen>|0|"), so that
--- a node that comes back continues its generations.
+-- it to the change feed. The last four KEYS of such a script: cache:genfloor, cache:usage,
+-- cache:feedlog, cache:feedver. bump_feed bumps the version, stores each touched node's
+-- record in cache:usage, and appends the version's entry to cache:feedlog, id
+-- "<version>-0", fields node -> record. A worker that saw version v reads the entries
+-- after it (cache_changes.lua); one further behind than the log keeps (the last FEED_KEEP
+-- versions, or more: trimming is approximate) reads cache:usage whole. One entry per call,
+-- not a write per node into a node -> version index, keeps a batch's feed to one command
+-- whose cost does not grow with the cluster. A node deleted from the ledger has its last
+-- record ("<gen>|0|") in the log and none in cache:usage, and cache:genfloor keeps the
+-- highest generation such a record had: a node that comes back under a used name starts
+-- above it, so that a generation never names two states of one node.
 local FEED_KEEP = 512
 
 -- The record from its parts; items: "<res>=<amount>" of the non-zero amounts (sorted here).
@@ -143,18 +145,25 @@ end
 
 -- A node's usage now: gen, host ports in use, {res = amount}. `text` is its record (nil
 -- or false when it has none); the node and ports hashes answer for what it cannot say.
-local function node_usage(text, node_key, ports_key)
+-- A node without a record starts from the generation floor (KEYS[#KEYS - 3]) when
+-- `from_floor` (the scripts that write one).
+local function node_usage(text, node_key, ports_key, from_floor)
   local gen, ports, req
   if text then gen, ports, req = usage_parse(text) end
   if not gen then
     gen, req = usage_from_node_hash(redis.call('HGETALL', node_key))
     ports = -1
+    if from_floor then
+      gen = math.max(gen, tonumber(redis.call('GET', KEYS[#KEYS - 3]) or '0') or 0)
+    end
   end
   if ports < 0 then ports = redis.call('HLEN', ports_key) end  -- -1: unknown (older node sets)
   return gen, ports, req
 end
 
--- entries: list of {name = node, usage = usage_record(...)}
+-- entries: list of {name = node, usage = usage_record(...)}; with deleted = gen, the node
+-- left the ledger: its record goes to the log but leaves cache:usage, and the floor rises
+-- to its generation.
 local function bump_feed(entries)
   if #entries == 0 then return end
   local v = redis.call('INCR', KEYS[#KEYS])
@@ -163,15 +172,27 @@ local function bump_feed(entries)
   if v == 1 then redis.call('DEL', log) end
   local xargs = { 'MINID', '~', string.format('%d', math.max(v - FEED_KEEP + 1, 0)),
                   string.format('%d-0', v) }
-  local hargs = {}
+  local hargs, gone, floor = {}, {}, nil
   for _, e in ipairs(entries) do
     xargs[#xargs + 1] = e.name
     xargs[#xargs + 1] = e.usage
-    hargs[#hargs + 1] = e.name
-    hargs[#hargs + 1] = e.usage
+    if e.deleted then
+      gone[#gone + 1] = e.name
+      floor = math.max(floor or 0, e.deleted)
+    else
+      hargs[#hargs + 1] = e.name
+      hargs[#hargs + 1] = e.usage
+    end
   end
   redis.call('XADD', log, unpack(xargs))
-  redis.call('HSET', KEYS[#KEYS - 2], unpack(hargs))
+  if #hargs > 0 then redis.call('HSET', KEYS[#KEYS - 2], unpack(hargs)) end
+  if #gone > 0 then
+    redis.call('HDEL', KEYS[#KEYS - 2], unpack(gone))
+    local floor_key = KEYS[#KEYS - 3]
+    if floor > (tonumber(redis.call('GET', floor_key) or '0') or 0) then
+      redis.call('SET', floor_key, string.format('%d', floor))
+    end
+  end
 end
 
 -- The topology keys some pod with inter-pod constraints watches (cache:topokeys): only the
