@@ -55,6 +55,7 @@ from distsched.model import STDIN_SOURCE, Node, Pod, ResourceList, pod_requests
 from distsched.model.kinds import ALL_KINDS
 from distsched.model.manifest import KubeObject, Location, load_sources, parse_documents
 from distsched.queue_types import ACTIVE, BACKOFF, INFLIGHT, SUB_QUEUES
+from distsched.scan import delete_matching
 from distsched.store import Store, parse_meta
 from distsched.store.codec import Obj
 
@@ -374,6 +375,4 @@ def _wait_settled(
 
 def _forget(client: redis.Redis, keys: Keys) -> None:
     """Delete the replay's keys (its deployment is throwaway)."""
-    batch = list(client.scan_iter(match=keys.pattern, count=1000))
-    for start in range(0, len(batch), 500):
-        client.delete(*batch[start : start + 500])
+    delete_matching(client, keys.pattern)

@@ -69,16 +69,17 @@ def _script(body: str) -> str:
     )
 
 
-def _evalsha_usec(client: redis.Redis) -> int:
+def evalsha_usec(client: redis.Redis) -> int:
+    """The server's EVALSHA time so far (µs, INFO commandstats)."""
     stats = client.info("commandstats").get("cmdstat_evalsha", {"usec": 0})
     return int(stats["usec"])
 
 
 def _time(client: redis.Redis, sha: str, keys: list[str], loops: int) -> float:
     """Server µs of one EVALSHA of the probe's loop."""
-    before = _evalsha_usec(client)
+    before = evalsha_usec(client)
     client.evalsha(sha, len(keys), *keys, loops)
-    return float(_evalsha_usec(client) - before)
+    return float(evalsha_usec(client) - before)
 
 
 def measure(client: redis.Redis, loops: int = 20_000) -> dict[str, float]:

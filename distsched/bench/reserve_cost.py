@@ -24,31 +24,17 @@ from collections.abc import Iterator
 
 import redis
 
+from distsched.bench.lua_costs import evalsha_usec
 from distsched.cache.ledger import Decision, Ledger, Reserved
 from distsched.clock import FakeClock
 from distsched.keys import Keys
 from distsched.model import LABEL_HOSTNAME
 from distsched.queue_redis import RedisQueue
 from distsched.queue_types import PodEntry
+from distsched.scan import delete_matching
 
 ALLOCATABLE = {"cpu": 64_000, "memory": 256 << 30, "pods": 110}  # bench's node_manifest
 REQUESTS = {"cpu": 100, "memory": 128 << 20}  # bench's pod_manifest
-
-
-def _delete_keys(client: redis.Redis, keys: Keys) -> None:
-    batch = []
-    for key in client.scan_iter(match=keys.pattern, count=1000):
-        batch.append(key)
-        if len(batch) == 1000:
-            client.delete(*batch)
-            batch.clear()
-    if batch:
-        client.delete(*batch)
-
-
-def _evalsha_usec(client: redis.Redis) -> int:
-    stats = client.info("commandstats")
-    return sum(int(v["usec"]) for k, v in stats.items() if k in ("cmdstat_evalsha", "cmdstat_eval"))
 
 
 def _spread(nodes: int, batch: int) -> Iterator[list[int]]:
@@ -64,11 +50,11 @@ def _spread(nodes: int, batch: int) -> Iterator[list[int]]:
 
 def measure(client: redis.Redis, keys: Keys, *, nodes: int, pods: int, batch: int) -> float:
     """µs of Redis CPU per reserved decision."""
-    _delete_keys(client, keys)
+    delete_matching(client, keys.pattern)
     try:
         return _measure(client, keys, nodes=nodes, pods=pods, batch=batch)
     finally:
-        _delete_keys(client, keys)
+        delete_matching(client, keys.pattern)
 
 
 def _measure(client: redis.Redis, keys: Keys, *, nodes: int, pods: int, batch: int) -> float:
@@ -100,9 +86,9 @@ def _measure(client: redis.Redis, keys: Keys, *, nodes: int, pods: int, batch: i
                 )
             )
             pods_on[index] += 1
-        before = _evalsha_usec(client)
+        before = evalsha_usec(client)
         results = ledger.reserve_batch(decisions)
-        spent += _evalsha_usec(client) - before
+        spent += evalsha_usec(client) - before
         reserved += sum(isinstance(r, Reserved) for r in results)
         if reserved != first + len(decisions):
             raise RuntimeError(f"a decision was not reserved: {results[:3]}")

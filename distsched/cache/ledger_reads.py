@@ -25,8 +25,6 @@ from distsched.cache.ledger_types import (
     check_domain,
     decode_ports,
     decode_record,
-    decode_requests,
-    split_nonzero_extra,
 )
 from distsched.keys import Keys
 from distsched.lua import ScriptSet
@@ -107,24 +105,22 @@ class LedgerReader:
             keys += self.node_keys(name)
         raw = self._scripts.get("cache_node_state")(keys=keys, args=names)
         out = {}
-        for name, (flat, ports, pods, doms, gens, aagens, usage) in zip(names, raw, strict=True):
+        for name, (flat, ports, pods, doms, gens, aagens, record) in zip(names, raw, strict=True):
             live, alloc, topo = _parse_node_hash(flat)
-            gen, _, items = as_text(usage).split("|", 2)
-            req = {k: v for k, v in decode_requests(items).items() if v}
-            extra = split_nonzero_extra(req)
+            usage = NodeUsage.parse(name, as_text(record))
             doms = [as_text(d) for d in doms]
             out[name] = NodeState(
                 name=name,
                 live=live,
-                generation=int(gen),
+                generation=usage.generation,
                 allocatable=alloc,
-                requested=req,
+                requested={k: v for k, v in usage.requested.items() if v},
                 ports=_parse_ports(ports),
                 domains=topo,
                 domain_gens={d: int(g) for d, g in zip(doms, gens, strict=True)},
                 anti_affinity_gens={d: int(g) for d, g in zip(doms, aagens, strict=True)},
                 pods=tuple(sorted(as_text(p) for p in pods)),
-                nonzero_extra=extra,
+                nonzero_extra=usage.nonzero_extra,
             )
         return out
 
