@@ -214,6 +214,14 @@ bridge_watch_errors = Counter(
     namespace=PREFIX,
     registry=REGISTRY,
 )
+# generation: "0", "1" or "2" (2: a full collection); distsched.gc_tuning times them.
+gc_seconds = Counter(
+    "gc_seconds",
+    "CPU seconds the process spent in Python's garbage collector, by generation collected.",
+    ["generation"],
+    namespace=PREFIX,
+    registry=REGISTRY,
+)
 replica_ack_failures = Counter(
     "replica_ack_failures",
     "Acknowledged writes that too few replicas confirmed in time (reported as failures).",

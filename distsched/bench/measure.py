@@ -143,6 +143,7 @@ class WorkerCounters:
     podgroup_attempts: dict[str, float] = field(default_factory=dict)
     podgroup_duration_sum: dict[str, float] = field(default_factory=dict)
     podgroup_duration_count: dict[str, float] = field(default_factory=dict)
+    gc_seconds: float = 0.0  # distsched_gc_seconds_total, every generation
 
     def __sub__(self, other: WorkerCounters) -> WorkerCounters:
         return WorkerCounters(
@@ -152,6 +153,7 @@ class WorkerCounters:
             _minus(self.podgroup_attempts, other.podgroup_attempts),
             _minus(self.podgroup_duration_sum, other.podgroup_duration_sum),
             _minus(self.podgroup_duration_count, other.podgroup_duration_count),
+            self.gc_seconds - other.gc_seconds,
         )
 
 
@@ -164,7 +166,7 @@ _BY_RESULT = {
 
 
 def parse_worker_metrics(texts: Sequence[str]) -> WorkerCounters:
-    conflicts = 0.0
+    conflicts = gc_seconds = 0.0
     by_result: dict[str, dict[str, float]] = {name: {} for name in _BY_RESULT.values()}
     buckets: dict[float, float] = {}
     for text in texts:
@@ -172,6 +174,8 @@ def parse_worker_metrics(texts: Sequence[str]) -> WorkerCounters:
             for sample in family.samples:
                 if sample.name == "distsched_reserve_conflicts_total":
                     conflicts += sample.value
+                elif sample.name == "distsched_gc_seconds_total":
+                    gc_seconds += sample.value
                 elif sample.name in _BY_RESULT:
                     values = by_result[_BY_RESULT[sample.name]]
                     result = sample.labels.get("result", "")
@@ -186,6 +190,7 @@ def parse_worker_metrics(texts: Sequence[str]) -> WorkerCounters:
         by_result["podgroup_attempts"],
         by_result["podgroup_duration_sum"],
         by_result["podgroup_duration_count"],
+        gc_seconds,
     )
 
 

@@ -12,6 +12,8 @@ Definitions (also in BENCHMARKS.md):
 * attempts_per_pod: scheduling attempts of any result / measured pods bound.
 * cpu_seconds_per_1000_pods: CPU of each role during the measured phase per 1,000 bound
   measured pods; ``bench`` is this process (pod creation and sampling).
+* worker_gc_seconds_per_1000_pods: the part of the workers' CPU above spent in Python's
+  garbage collector (``distsched_gc_seconds_total``), same phase and unit.
 * redis_*: INFO deltas over the measured phase per bound measured pod; they include the
   creation of the pods (the API server's share) and the bench's sampling. Commands run
   inside Lua scripts count as commands, and a script's usec includes theirs.
@@ -129,12 +131,13 @@ def latency_figures(run: RawRun) -> dict[str, float | None]:
 def build_result(run: RawRun) -> dict[str, Any]:
     bound = len(run.bound_at)
     counters = run.counters
-    conflicts = attempts = scheduled = None
+    conflicts = attempts = scheduled = gc_seconds = None
     attempt_latency: dict[str, float | None] = {"p50": None, "p90": None, "p99": None}
     if counters is not None:
         conflicts = counters.conflicts
         attempts = sum(counters.attempts.values())
         scheduled = counters.attempts.get("scheduled", 0.0)
+        gc_seconds = counters.gc_seconds
         attempt_latency = {
             f"p{q}": _round(histogram_quantile(q / 100, counters.attempt_buckets), 5)
             for q in (50, 90, 99)
@@ -162,6 +165,7 @@ def build_result(run: RawRun) -> dict[str, Any]:
         "cpu_seconds_per_1000_pods": {
             role: _round(_per_pod(seconds, bound, 1000.0), 4) for role, seconds in run.cpu.items()
         },
+        "worker_gc_seconds_per_1000_pods": _round(_per_pod(gc_seconds, bound, 1000.0), 4),
         "redis_commands_per_pod": _round(_per_pod(run.redis.total_calls, bound), 2),
         "redis_cpu_us_per_pod": _round(_per_pod(redis_cpu, bound, 1e6), 2),
         "redis_ceiling_pods_per_s": _round(bound / redis_cpu, 0) if redis_cpu > 0 else None,
@@ -235,7 +239,11 @@ def print_summary(result: dict[str, Any]) -> None:
             f"{_fmt(result['conflicts'])} (rate {_fmt(result['conflict_rate'])}), "
             f"attempts/pod {_fmt(result['attempts_per_pod'])}",
         ),
-        ("CPU s / 1000 pods", "  ".join(f"{role} {_fmt(v)}" for role, v in cpu.items())),
+        (
+            "CPU s / 1000 pods",
+            "  ".join(f"{role} {_fmt(v)}" for role, v in cpu.items())
+            + f"  (workers' GC {_fmt(result['worker_gc_seconds_per_1000_pods'])})",
+        ),
         (
             "Redis per pod",
             f"{_fmt(result['redis_cpu_us_per_pod'])} us CPU, "

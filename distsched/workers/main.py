@@ -99,6 +99,7 @@ def run_worker(
     backoff = Backoff()
     worker: SchedulingWorker | None = None
     started = False
+    settler = gc_tuning.Settler()
     log.info("%s scheduling for %s", name, ", ".join(profiles))
     while not stop.is_set():
         try:
@@ -112,6 +113,7 @@ def run_worker(
                 log.info("%s started", name)
                 gc_tuning.freeze_initial_state()  # the initial list lives as long as we do
             worker.run_once()
+            settler.settle()
             if backoff.failures:
                 log.warning("%s: Redis is back", name)
                 backoff.reset()

@@ -71,6 +71,7 @@ def test_scheduling_basic_smoke(server_url: str | None) -> None:
     cpu = result["cpu_seconds_per_1000_pods"]
     assert {"workers", "binders", "redis"} <= set(cpu)
     assert cpu["workers"] > 0 and cpu["redis"] > 0
+    assert 0 <= result["worker_gc_seconds_per_1000_pods"] < cpu["workers"]
     assert result["redis_commands_per_pod"] > 0
     assert result["redis_cpu_us_per_pod"] > 0
     ceiling = result["redis_ceiling_pods_per_s"]

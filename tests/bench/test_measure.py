@@ -82,6 +82,9 @@ distsched_podgroup_scheduling_attempts_total{result="unschedulable"} 1.0
 distsched_podgroup_scheduling_attempt_duration_seconds_bucket{le="+Inf",result="scheduled"} 30.0
 distsched_podgroup_scheduling_attempt_duration_seconds_count{result="scheduled"} 30.0
 distsched_podgroup_scheduling_attempt_duration_seconds_sum{result="scheduled"} 0.15
+# TYPE distsched_gc_seconds_total counter
+distsched_gc_seconds_total{generation="0"} 0.25
+distsched_gc_seconds_total{generation="2"} 0.5
 """
     counters = parse_worker_metrics([text, text])
     assert counters.conflicts == 8.0
@@ -92,6 +95,8 @@ distsched_podgroup_scheduling_attempt_duration_seconds_sum{result="scheduled"} 0
     assert counters.podgroup_attempts == {"scheduled": 60.0, "unschedulable": 2.0}
     assert delta.podgroup_duration_count == {"scheduled": 30.0}
     assert delta.podgroup_duration_sum == {"scheduled": pytest.approx(0.15)}
+    assert counters.gc_seconds == pytest.approx(1.5)  # every generation, every worker
+    assert delta.gc_seconds == pytest.approx(0.75)
 
 
 def test_parse_stat_handles_spaces_and_parentheses_in_the_name() -> None:
