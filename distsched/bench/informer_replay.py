@@ -5,7 +5,9 @@ its local cache: with W workers the cluster pays that W times. This replays the 
 stream a finished ``distsched bench --redis-url URL`` run left in Redis through a real
 worker's informer and handlers (GC tuned as in a worker), untimed up to ``--skip``
 entries (the nodes and init pods), then timed to the end, and reports CPU µs per pod
-(two entries per pod: created, bound).
+(two entries per pod: created, bound). Like a worker between batches
+(:class:`distsched.gc_tuning.Settler`), it freezes what is alive after each read, so no
+collection walks what earlier reads (or an earlier ``--repeat``) left.
 
     distsched bench --workload SchedulingBasic --nodes 5000 --init-pods 1000 --pods 20000 \\
         --workers 1 --binders 1 --redis-url redis://127.0.0.1:6391/0
@@ -38,10 +40,12 @@ def replay(client: redis.Redis, keys: Keys, skip: int) -> tuple[int, float]:
         if not informer.poll_once(0):
             break
     informer._batch = 1000
+    gc.freeze()
     start_rv, started = informer.resource_version, time.process_time()
     while informer.resource_version < end:
         if not informer.poll_once(0):
             break
+        gc.freeze()
     return informer.resource_version - start_rv, time.process_time() - started
 
 

@@ -244,6 +244,30 @@ def test_set_usages_is_set_usage_for_many_nodes():
     assert max(many.generation) == many.version
 
 
+def test_set_usages_shares_rows_between_nodes_and_calls_and_widens_them_with_a_new_column():
+    # The feed's parser hands the same mapping to every node with the same amounts: its
+    # row is made once, across calls too, and still widened when a new resource appears.
+    one, many = (Snapshot(capacity=8, usage_from_ledger=True) for _ in range(2))
+    names = [f"n{i}" for i in range(6)]
+    for snapshot in (one, many):
+        for name in names:
+            snapshot.add_node(make_node(name))
+    small, big = {"cpu": 100, "pods": 1}, {"cpu": 300, "memory": GI, "pods": 3}
+    gpu = {"cpu": 100, "example.com/gpu": 2, "pods": 1}  # a column no node had
+    rounds = [
+        [small, big, small, small, big, small],
+        [big, small, gpu, small, big, small],  # the new column in the middle of a call
+        [small, small, big, gpu, big, small],  # cached rows, now one column wider
+    ]
+    for amounts in rounds:
+        for name, requested in zip(names, amounts, strict=True):
+            one.set_usage(one.index_of(name), requested, (), (0, 0))
+        many.set_usages([many.index_of(n) for n in names], amounts, [(0, 0)] * len(names))
+        assert many.resource_names == one.resource_names
+        for array in ("requested", "free", "nonzero_requested"):
+            assert getattr(many, array).tolist() == getattr(one, array).tolist(), array
+
+
 def test_set_usages_keeps_the_generation_of_a_node_whose_usage_it_holds_already():
     # A worker's own reservations come back through the ledger's feed: the answers
     # cached for their nodes still hold. Any other difference is a change.

@@ -24,6 +24,7 @@ from distsched.framework.snapshot.table import CPU_COL, MEMORY_COL, PODS_COL, No
 from distsched.model import HostPort
 
 _ROW_CACHE = 100_000
+_FEED_ROWS = 4096  # distinct requested mappings set_usages keeps a row for
 
 
 class Usage:
@@ -33,6 +34,9 @@ class Usage:
         self._port_any_ip: dict[tuple[str, int], set[int]] = {}
         self._port_exact: dict[HostPort, set[int]] = {}
         self._rows: dict[str, tuple[PodInfo, np.ndarray]] = {}  # requested_row's
+        # set_usages': id(requested mapping) -> (the mapping, its row), for rows this wide
+        self._feed_rows: dict[int, tuple[Mapping[str, int], tuple[int, ...]]] = {}
+        self._feed_rows_width = -1
 
     def host_ports(self, index: int) -> dict[HostPort, int]:
         """Host ports in use on the node, with the number of pods holding each."""
@@ -148,26 +152,32 @@ class Usage:
         nonzero_extra: Sequence[tuple[int, int]],
     ) -> None:
         """:meth:`set_usage` of many distinct nodes that hold no host port, at once (the
-        ledger's change feed brings one usage per node another worker placed a pod on)."""
+        ledger's change feed brings one usage per node another worker placed a pod on).
+        A row is made once per requested mapping (the feed's parser shares one between
+        all nodes with the same amounts) while the table keeps its columns."""
         count = len(indices)
         if not count:
             return
         table = self._table
-        width = len(table.resource_names)
-        columns = table.resource_index
-        rows_in: list[list[int]] = []
+        if self._feed_rows_width != len(table.resource_names):
+            self._feed_rows.clear()
+            self._feed_rows_width = len(table.resource_names)
+        # An entry keeps its mapping alive, so the id names no other object meanwhile.
+        known = self._feed_rows
+        rows_in: list[tuple[int, ...]] = []
         for amounts in requested:
-            row = [0] * width
-            for resource, amount in amounts.items():
-                col = columns.get(resource)
-                if col is None:  # rare: a resource no node has; widen every row
-                    col = table.column(resource)
-                    width = len(table.resource_names)
-                    row.append(0)
-                    for done in rows_in:
-                        done.append(0)
-                row[col] = amount
-            rows_in.append(row)
+            cached = known.get(id(amounts))
+            if cached is None:
+                cached = (amounts, self._usage_row(amounts))
+                if len(known) >= _FEED_ROWS:
+                    known.clear()
+                known[id(amounts)] = cached
+            rows_in.append(cached[1])
+        width = len(table.resource_names)
+        if width != self._feed_rows_width:  # rare: a resource no node had; widen every row
+            rows_in = [row + (0,) * (width - len(row)) for row in rows_in]
+            self._feed_rows.clear()
+            self._feed_rows_width = width
         slots = np.fromiter(indices, dtype=np.int64, count=count)
         rows = np.array(rows_in, dtype=np.int64).reshape(count, width)
         extra = np.array(nonzero_extra, dtype=np.int64).reshape(count, 2)
@@ -182,11 +192,25 @@ class Usage:
         table.requested[slots] = rows
         table.free[slots] = table.allocatable[slots] - rows
         table.nonzero_requested[slots] = nonzero
-        for at, index in enumerate(indices):
-            if self._ports[index]:
-                self._clear_ports(index)
-                changed[at] = True
+        if self._port_exact:  # some node holds a host port (every held port is there)
+            for at, index in enumerate(indices):
+                if self._ports[index]:
+                    self._clear_ports(index)
+                    changed[at] = True
         table.touch_many(slots[changed])
+
+    def _usage_row(self, amounts: Mapping[str, int]) -> tuple[int, ...]:
+        """A ``requested`` row of the table's columns from absolute amounts (a resource no
+        node had gets its column)."""
+        table = self._table
+        row = [0] * len(table.resource_names)
+        for resource, amount in amounts.items():
+            col = table.resource_index.get(resource)
+            if col is None:
+                col = table.column(resource)
+                row.extend([0] * (len(table.resource_names) - len(row)))
+            row[col] = amount
+        return tuple(row)
 
     # ------------------------------------------------------------------ slots
     def remove_node(self, index: int) -> None:
