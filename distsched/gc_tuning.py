@@ -29,9 +29,10 @@ With 2 workers (both together): defaults 2.1-2.3 s and 0.441-0.453 ms; (50_000, 
 - :class:`Settler`, a scheduling worker's steady state. The worker keeps what every batch
   adds (its own parsed pods, a ref per pod of the cluster, the snapshot's entries) for as
   long as the pods exist, so every collection above walked it again: with the thresholds
-  alone a worker still spent ~11 % of its CPU in the collector (0.95-1.14 s in a 50,000-pod
-  run at W=1, 0.41-0.45 s in each of 4 workers; three full collections of a growing heap
-  were most of it) and reclaimed ~1,500 objects in all. Between batches the settler moves
+  alone a worker still spent 0.95-1.14 s in the collector over a 50,000-pod run at W=1
+  (0.41-0.45 s in each of 4 workers; three full collections of a growing heap were most
+  of it), ~10 us of its ~180 per pod while scheduling, and reclaimed ~1,500 objects in
+  all. Between batches the settler moves
   everything alive to the permanent generation (``gc.freeze()`` merges the lists, walking
   nothing), so the collector walks each object at most once more, at its periodic full
   collection: every :data:`FULL_COLLECTION_INTERVAL_S` it gives the frozen objects back,
