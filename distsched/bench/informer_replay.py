@@ -40,12 +40,13 @@ def replay(client: redis.Redis, keys: Keys, skip: int) -> tuple[int, float]:
         if not informer.poll_once(0):
             break
     informer._batch = 1000
-    gc.freeze()
+    settler = gc_tuning.Settler()  # between reads, as a worker's loop between turns
+    settler.settle()
     start_rv, started = informer.resource_version, time.process_time()
     while informer.resource_version < end:
         if not informer.poll_once(0):
             break
-        gc.freeze()
+        settler.settle()
     return informer.resource_version - start_rv, time.process_time() - started
 
 
