@@ -14,9 +14,9 @@ Modes (ARGV[2]):
           killing binders gets dead-lettered by queue_pop)
 Released pods give back their requests and host ports; the node's generation (in its
 usage record, lib/ledger_record.lua) goes up by one per pod, and so does the generation
-of each of its watched topology domains (cache:topokeys). A node that was removed (live != "1") and has no pod left is deleted. A
-pod without a record is skipped (expire also drops it from cache:assumed, should it linger
-there).
+of each of its watched topology domains (cache:topokeys). A node that was removed
+(live != "1") and has no pod left is deleted. A pod without a record is skipped (expire
+also drops it from cache:assumed, should it linger there).
 
 KEYS[1]  hash   cache:pods: ns/name -> ledger record (lib/ledger_record.lua)
 KEYS[2]  zset   cache:assumed: ns/name -> assume deadline (ms)

@@ -143,6 +143,11 @@ local function usage_from_node_hash(flat)
   return gen, req
 end
 
+-- The generation floor (cache:genfloor, KEYS[#KEYS - 3] of a script that changes usage).
+local function generation_floor()
+  return tonumber(redis.call('GET', KEYS[#KEYS - 3]) or '0') or 0
+end
+
 -- A node's usage now: gen, host ports in use, {res = amount}. `text` is its record (nil
 -- or false when it has none); the node and ports hashes answer for what it cannot say.
 -- A node without a record starts from the generation floor (KEYS[#KEYS - 3]) when
@@ -154,7 +159,7 @@ local function node_usage(text, node_key, ports_key, from_floor)
     gen, req = usage_from_node_hash(redis.call('HGETALL', node_key))
     ports = -1
     if from_floor then
-      gen = math.max(gen, tonumber(redis.call('GET', KEYS[#KEYS - 3]) or '0') or 0)
+      gen = math.max(gen, generation_floor())
     end
   end
   if ports < 0 then ports = redis.call('HLEN', ports_key) end  -- -1: unknown (older node sets)
@@ -188,9 +193,8 @@ local function bump_feed(entries)
   if #hargs > 0 then redis.call('HSET', KEYS[#KEYS - 2], unpack(hargs)) end
   if #gone > 0 then
     redis.call('HDEL', KEYS[#KEYS - 2], unpack(gone))
-    local floor_key = KEYS[#KEYS - 3]
-    if floor > (tonumber(redis.call('GET', floor_key) or '0') or 0) then
-      redis.call('SET', floor_key, string.format('%d', floor))
+    if floor > generation_floor() then
+      redis.call('SET', KEYS[#KEYS - 3], string.format('%d', floor))
     end
   end
 end
