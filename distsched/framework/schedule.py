@@ -242,22 +242,33 @@ def select_position(  # type: ignore[no-untyped-def]
     share for a node that only looks better because their view lags the others'
     reservations (``slack``: what one more such pod costs a node's score)."""
     top = np.maximum.reduce(scores)
-    best = None
+    if prefer is None:
+        best = (scores == top).nonzero()[0]
+        return int(best[0]) if best.size == 1 and not slack else int(best[randrange(best.size)])
+    # Whether each sample node is preferred: a view of the mask when the sample is one
+    # run of slots inside it (the usual case), else gathered.
+    first, size = int(feasible[0]), int(feasible.size)
+    if int(feasible[-1]) - first == size - 1 and first + size <= prefer.size:
+        mine = prefer[first : first + size]
+    else:
+        mine = preferred_slots(prefer, feasible)
     if not slack:
-        best = (scores == top).nonzero()[0]
-        if best.size == 1:
-            return int(best[0])
-    if prefer is not None:
-        # The scores of the preferred nodes only (the others at the floor): the best of
-        # them, when it is within the slack of the best, narrows the choice to its ties.
-        theirs = np.where(preferred_slots(prefer, feasible), scores, _NO_SCORE)
+        ties = scores == top
+        best = ties.nonzero()[0]
+        if best.size > 1:
+            narrowed = (ties & mine).nonzero()[0]
+            if narrowed.size:
+                best = narrowed
+            return int(best[randrange(best.size)])
+        return int(best[0])
+    # The best of the preferred nodes, when it is within the slack of the best, narrows
+    # the choice to its ties.
+    at = mine.nonzero()[0]
+    if at.size:
+        theirs = scores[at]
         best_mine = np.maximum.reduce(theirs)
-        if best_mine != _NO_SCORE and best_mine >= top - slack:
-            best = (theirs == best_mine).nonzero()[0]
-    if best is None:
-        best = (scores == top).nonzero()[0]
+        if best_mine >= top - slack:
+            best = at[theirs == best_mine]
+            return int(best[randrange(best.size)])
+    best = (scores == top).nonzero()[0]
     return int(best[randrange(best.size)])
-
-
-# Below any score a node can get (framework scores are int64, at most a few thousand).
-_NO_SCORE = np.iinfo(np.int64).min

@@ -297,7 +297,8 @@ def _select_position_by_sets(feasible, scores, randrange, prefer=None, slack=0):
 @pytest.mark.parametrize("seed", range(300))
 def test_select_position_matches_the_rule_and_draws_alike(seed: int) -> None:
     """Same position and the same random draws as the rule written out, for random
-    samples, scores, preference masks (short ones too) and slacks."""
+    samples (runs of slots or not), scores, preference masks (short ones too) and
+    slacks."""
     import numpy as np
 
     from distsched.framework.schedule import select_position
@@ -306,6 +307,8 @@ def test_select_position_matches_the_rule_and_draws_alike(seed: int) -> None:
     size = gen.randint(1, 40)
     start = gen.randint(0, 30)
     feasible = np.array(sorted(gen.sample(range(start, start + 80), size)), dtype=np.int64)
+    if gen.random() < 0.4:  # one run of slots, as most samples are
+        feasible = np.arange(start, start + size, dtype=np.int64)
     scores = np.array([gen.randint(0, 6) for _ in range(size)], dtype=np.int64)
     prefer = None
     if gen.random() < 0.8:
