@@ -222,6 +222,14 @@ gc_seconds = Counter(
     namespace=PREFIX,
     registry=REGISTRY,
 )
+# phase: a part of the scheduling worker's turn (distsched.workers.phases lists them).
+worker_phase_cpu = Counter(
+    "worker_phase_cpu_seconds",
+    "CPU seconds of the scheduling worker's loop (its thread's clock), by phase of a turn.",
+    ["phase"],
+    namespace=PREFIX,
+    registry=REGISTRY,
+)
 replica_ack_failures = Counter(
     "replica_ack_failures",
     "Acknowledged writes that too few replicas confirmed in time (reported as failures).",

@@ -144,6 +144,8 @@ class WorkerCounters:
     podgroup_duration_sum: dict[str, float] = field(default_factory=dict)
     podgroup_duration_count: dict[str, float] = field(default_factory=dict)
     gc_seconds: float = 0.0  # distsched_gc_seconds_total, every generation
+    # distsched_worker_phase_cpu_seconds_total: phase -> seconds
+    phase_seconds: dict[str, float] = field(default_factory=dict)
 
     def __sub__(self, other: WorkerCounters) -> WorkerCounters:
         return WorkerCounters(
@@ -154,6 +156,7 @@ class WorkerCounters:
             _minus(self.podgroup_duration_sum, other.podgroup_duration_sum),
             _minus(self.podgroup_duration_count, other.podgroup_duration_count),
             self.gc_seconds - other.gc_seconds,
+            _minus(self.phase_seconds, other.phase_seconds),
         )
 
 
@@ -169,6 +172,7 @@ def parse_worker_metrics(texts: Sequence[str]) -> WorkerCounters:
     conflicts = gc_seconds = 0.0
     by_result: dict[str, dict[str, float]] = {name: {} for name in _BY_RESULT.values()}
     buckets: dict[float, float] = {}
+    phases: dict[str, float] = {}
     for text in texts:
         for family in text_string_to_metric_families(text):
             for sample in family.samples:
@@ -176,6 +180,9 @@ def parse_worker_metrics(texts: Sequence[str]) -> WorkerCounters:
                     conflicts += sample.value
                 elif sample.name == "distsched_gc_seconds_total":
                     gc_seconds += sample.value
+                elif sample.name == "distsched_worker_phase_cpu_seconds_total":
+                    phase = sample.labels.get("phase", "")
+                    phases[phase] = phases.get(phase, 0.0) + sample.value
                 elif sample.name in _BY_RESULT:
                     values = by_result[_BY_RESULT[sample.name]]
                     result = sample.labels.get("result", "")
@@ -191,6 +198,7 @@ def parse_worker_metrics(texts: Sequence[str]) -> WorkerCounters:
         by_result["podgroup_duration_sum"],
         by_result["podgroup_duration_count"],
         gc_seconds,
+        phases,
     )
 
 

@@ -14,6 +14,11 @@ Definitions (also in BENCHMARKS.md):
   measured pods; ``bench`` is this process (pod creation and sampling).
 * worker_gc_seconds_per_1000_pods: the part of the workers' CPU above spent in Python's
   garbage collector (``distsched_gc_seconds_total``), same phase and unit.
+* worker_cpu_us_per_pod_by_phase: the workers' scheduling loops' CPU, summed over the
+  workers, per bound measured pod in µs, by phase of a turn
+  (``distsched_worker_phase_cpu_seconds_total``; :mod:`distsched.workers.phases` says what
+  each phase holds): with several workers, ``follow`` and ``feed`` grow with their number
+  (each follows the whole cluster) while the others stay per pod.
 * redis_*: INFO deltas over the measured phase per bound measured pod; they include the
   creation of the pods (the API server's share) and the bench's sampling. Commands run
   inside Lua scripts count as commands, and a script's usec includes theirs.
@@ -132,12 +137,17 @@ def build_result(run: RawRun) -> dict[str, Any]:
     bound = len(run.bound_at)
     counters = run.counters
     conflicts = attempts = scheduled = gc_seconds = None
+    phases: dict[str, float | None] | None = None
     attempt_latency: dict[str, float | None] = {"p50": None, "p90": None, "p99": None}
     if counters is not None:
         conflicts = counters.conflicts
         attempts = sum(counters.attempts.values())
         scheduled = counters.attempts.get("scheduled", 0.0)
         gc_seconds = counters.gc_seconds
+        phases = {
+            phase: _round(_per_pod(seconds, bound, 1e6), 2)
+            for phase, seconds in sorted(counters.phase_seconds.items(), key=lambda kv: -kv[1])
+        }
         attempt_latency = {
             f"p{q}": _round(histogram_quantile(q / 100, counters.attempt_buckets), 5)
             for q in (50, 90, 99)
@@ -166,6 +176,7 @@ def build_result(run: RawRun) -> dict[str, Any]:
             role: _round(_per_pod(seconds, bound, 1000.0), 4) for role, seconds in run.cpu.items()
         },
         "worker_gc_seconds_per_1000_pods": _round(_per_pod(gc_seconds, bound, 1000.0), 4),
+        "worker_cpu_us_per_pod_by_phase": phases,
         "redis_commands_per_pod": _round(_per_pod(run.redis.total_calls, bound), 2),
         "redis_cpu_us_per_pod": _round(_per_pod(redis_cpu, bound, 1e6), 2),
         "redis_ceiling_pods_per_s": _round(bound / redis_cpu, 0) if redis_cpu > 0 else None,
@@ -209,6 +220,13 @@ def _fmt(value: Any, suffix: str = "") -> str:
     return f"{value}{suffix}"
 
 
+def _phases_line(phases: dict[str, float | None] | None) -> str:
+    """The workers' CPU by phase, µs per pod, largest first ("-" unscraped)."""
+    if not phases:
+        return "-"
+    return "  ".join(f"{phase} {_fmt(us)}" for phase, us in phases.items()) + "  (us/pod)"
+
+
 def print_summary(result: dict[str, Any]) -> None:
     t, lat, cpu = result["throughput"], result["latency"], result["cpu_seconds_per_1000_pods"]
     host = result["host"]
@@ -243,6 +261,10 @@ def print_summary(result: dict[str, Any]) -> None:
             "CPU s / 1000 pods",
             "  ".join(f"{role} {_fmt(v)}" for role, v in cpu.items())
             + f"  (workers' GC {_fmt(result['worker_gc_seconds_per_1000_pods'])})",
+        ),
+        (
+            "worker CPU by phase",
+            _phases_line(result.get("worker_cpu_us_per_pod_by_phase")),
         ),
         (
             "Redis per pod",

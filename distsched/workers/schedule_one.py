@@ -87,6 +87,18 @@ from distsched.workers.gang import (
 )
 from distsched.workers.local_cache import ClusterView
 from distsched.workers.maintenance import ConsistencySweep, Periodic, trim_event_streams
+from distsched.workers.phases import (
+    BIND,
+    DECIDE,
+    FEED,
+    FOLLOW,
+    HOUSEKEEPING,
+    POP,
+    PREPARE,
+    QUEUE_EVENTS,
+    RESERVE,
+    PhaseClock,
+)
 from distsched.workers.preemption import apply_post_filter, carry_out
 from distsched.workers.topology_lock import TopologyLocks
 
@@ -320,6 +332,7 @@ class SchedulingWorker:
         )
         self.bind_queue = bind_queue(client, keys)
         self.periodic = Periodic(client, keys)
+        self.phases = PhaseClock()  # the CPU of each turn's phases, as a metric
         self.sweep = ConsistencySweep(
             client, keys, ledger=self.ledger, queue=self.queue, clock=clock
         )
@@ -602,25 +615,41 @@ class SchedulingWorker:
     # ------------------------------------------------------------------ the loop
     def run_once(self) -> int:
         """One turn of the loop; returns the number of pods popped."""
+        phases = self.phases
+        phases.start()
+        try:
+            return self._turn(phases)
+        finally:
+            phases.lap(HOUSEKEEPING)
+            phases.publish()
+
+    def _turn(self, phases: PhaseClock) -> int:
         self._notice_reset()  # before the informer reads on from another server
         self._hand_back_unattempted()
         self._release_held_preemptors()
+        phases.lap(HOUSEKEEPING)
         for _ in range(self.config.event_batches_per_loop):
             if not self.informer.poll_once(0):
                 break
+        phases.lap(FOLLOW)
         for _ in range(self.config.event_batches_per_loop):
             if not self.consumer.poll(None):
                 break
+        phases.lap(QUEUE_EVENTS)
         self._informer_past_handled_events()
         self._notice_reset()
+        phases.lap(FOLLOW)
         self.view.refresh_from_ledger()
+        phases.lap(FEED)
         self.periodic.tick()
         self._refresh_share()
+        phases.lap(HOUSEKEEPING)
         popped = self.queue.pop(
             min(self.pop_size, self._share_size),
             now_ms=self.clock.now_ms(),
             unacknowledged=self._not_attempted,
         )
+        phases.lap(POP)
         if not popped:
             linger = self._linger_left()
             wait = min(linger, self.config.idle_wait_s) if self._pending_bindings else None
@@ -628,10 +657,13 @@ class SchedulingWorker:
                 wait = min(wait or HELD_POLL_S, HELD_POLL_S)
             if wait is None or wait > 0:
                 self.client.blpop([self.keys.wake], timeout=wait or self.config.idle_wait_s)
+            phases.lap(HOUSEKEEPING)
             self._flush_bindings()
+            phases.lap(BIND)
             return 0
         pause_at("pop", [p.key for p in popped])
         self._set_tie_slack(len(popped))
+        phases.lap(HOUSEKEEPING)
         started = time.monotonic()
         try:
             self.schedule_one_batch(popped)
@@ -696,14 +728,19 @@ class SchedulingWorker:
         locks = self._shared_keys(topology_keys)
         if any(self._uses_rwop_claim(a.pod) for a in attempts):
             locks.append(RWOP_LOCK)
+        phases = self.phases
+        phases.lap(PREPARE)
         try:
             with self.topology_locks.hold(locks):
                 if depends:
                     self._sync_for_constraints(topology_keys)
                 batch = [a for a in singles if self._decide(a)]
+                phases.lap(DECIDE)
                 self._reserve(batch, depends=depends)
+                phases.lap(RESERVE)
                 if gangs:
                     self._schedule_gangs(gangs, depends=depends)
+                    phases.lap(DECIDE)
         except BaseException:
             # The pods go back to the queue (handed back, or when their lease expires);
             # the snapshot must not keep charging their nodes for reservations the ledger
@@ -716,6 +753,7 @@ class SchedulingWorker:
             # One rq job for the whole pop batch, constrained pods included: rq's per-job
             # round trips would otherwise dominate Redis CPU for those workloads.
             self._flush_bindings()
+            phases.lap(BIND)
 
     def _flush_bindings(self, *, force: bool = False) -> None:
         """Hand the pending bindings to the binder pool as one rq job, once they waited

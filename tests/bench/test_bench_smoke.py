@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from distsched.embedded import EmbeddedRedis
+from distsched.workers.phases import PHASES
 
 NUMBER = (int, float)
 
@@ -72,6 +73,9 @@ def test_scheduling_basic_smoke(server_url: str | None) -> None:
     assert {"workers", "binders", "redis"} <= set(cpu)
     assert cpu["workers"] > 0 and cpu["redis"] > 0
     assert 0 <= result["worker_gc_seconds_per_1000_pods"] < cpu["workers"]
+    by_phase = result["worker_cpu_us_per_pod_by_phase"]  # scraped from the workers
+    assert set(by_phase) <= set(PHASES) and by_phase["decide"] > 0
+    assert all(us >= 0 for us in by_phase.values())
     assert result["redis_commands_per_pod"] > 0
     assert result["redis_cpu_us_per_pod"] > 0
     ceiling = result["redis_ceiling_pods_per_s"]

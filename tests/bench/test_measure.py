@@ -85,6 +85,9 @@ distsched_podgroup_scheduling_attempt_duration_seconds_sum{result="scheduled"} 0
 # TYPE distsched_gc_seconds_total counter
 distsched_gc_seconds_total{generation="0"} 0.25
 distsched_gc_seconds_total{generation="2"} 0.5
+# TYPE distsched_worker_phase_cpu_seconds_total counter
+distsched_worker_phase_cpu_seconds_total{phase="decide"} 2.5
+distsched_worker_phase_cpu_seconds_total{phase="follow"} 0.75
 """
     counters = parse_worker_metrics([text, text])
     assert counters.conflicts == 8.0
@@ -97,6 +100,8 @@ distsched_gc_seconds_total{generation="2"} 0.5
     assert delta.podgroup_duration_sum == {"scheduled": pytest.approx(0.15)}
     assert counters.gc_seconds == pytest.approx(1.5)  # every generation, every worker
     assert delta.gc_seconds == pytest.approx(0.75)
+    assert counters.phase_seconds == {"decide": 5.0, "follow": 1.5}
+    assert delta.phase_seconds == {"decide": 2.5, "follow": 0.75}
 
 
 def test_parse_stat_handles_spaces_and_parentheses_in_the_name() -> None:
