@@ -18,7 +18,8 @@ Phases:
 * ``pop``: popping the batch from activeQ.
 * ``prepare``: reading and parsing the popped pods, choosing their profiles.
 * ``decide``: filter, score, choose and assume each pod (PostFilter and gangs too).
-* ``reserve``: the ledger's reservation of the batch.
+* ``reserve``: the ledger's reservation of the batch (with the pods it refuses decided
+  again on a refreshed view).
 * ``bind``: handing the reserved pods to the binder pool.
 * ``housekeeping``: the rest (periodic tasks, the worker's share of the nodes, leases).
 """
