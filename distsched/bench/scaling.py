@@ -66,24 +66,53 @@ def parse_worker_counts(text: str) -> list[int]:
     return counts
 
 
+# Phases of a worker's turn that a pod costs the same whatever the number of workers
+# (one worker pops, prepares, reserves and binds it): where they differ between the runs
+# of a round, the machine's speed moved between them.
+PER_POD_PHASES = ("pop", "prepare", "reserve", "bind")
+
+
+def _per_pod_phases_us(result: dict[str, Any]) -> float | None:
+    phases = result.get("worker_cpu_us_per_pod_by_phase")
+    if not phases:
+        return None
+    return sum(phases.get(phase) or 0.0 for phase in PER_POD_PHASES) or None
+
+
 def worker_cpu_ratios(results: Sequence[dict[str, Any]], rounds: int) -> dict[str, Any]:
     """Per round (the results in order, ``len(results) // rounds`` worker counts each):
     worker CPU per pod at the most workers ÷ at the fewest, and their median. On a
     shared machine one round's ratio moves by ±15 % on unchanged code; the median of
-    interleaved rounds is the figure to compare."""
+    interleaved rounds is the figure to compare.
+
+    ``speed_adjusted``: each round's ratio times the inverse ratio of the phases a pod
+    costs the same at any number of workers (:data:`PER_POD_PHASES`, from the workers'
+    ``distsched_worker_phase_cpu_seconds_total``): the machine's speed drift between the
+    two runs taken out, what the extra workers add (following the cluster, the share of
+    the ties) kept. None when a run has no phase figures."""
     per_round = len(results) // rounds
     counts = [int(r["workers"]) for r in results[:per_round]]
     fewest, most = counts.index(min(counts)), counts.index(max(counts))
-    ratios = []
+    ratios: list[float] = []
+    adjusted: list[float] | None = []
     for n in range(rounds):
         group = results[n * per_round : (n + 1) * per_round]
         at_most = group[most]["cpu_seconds_per_1000_pods"]["workers"]
         at_fewest = group[fewest]["cpu_seconds_per_1000_pods"]["workers"]
-        ratios.append(round(at_most / max(at_fewest, 1e-12), 3))
+        ratio = at_most / max(at_fewest, 1e-12)
+        ratios.append(round(ratio, 3))
+        yard_most, yard_fewest = _per_pod_phases_us(group[most]), _per_pod_phases_us(group[fewest])
+        if adjusted is not None and yard_most and yard_fewest:
+            adjusted.append(round(ratio * yard_fewest / yard_most, 3))
+        else:
+            adjusted = None
     return {
         "workers": [counts[fewest], counts[most]],
         "per_round": ratios,
         "median": round(statistics.median(ratios), 3),
+        "speed_adjusted": None
+        if not adjusted
+        else {"per_round": adjusted, "median": round(statistics.median(adjusted), 3)},
     }
 
 
@@ -161,6 +190,15 @@ def print_scaling(report: dict[str, Any]) -> None:
         markup=False,
         highlight=False,
     )
+    adjusted = ratio.get("speed_adjusted")
+    if adjusted:
+        console.print(
+            "  adjusted for the machine's speed (by the per-pod phases): "
+            + ", ".join(f"{r:.2f}x" for r in adjusted["per_round"])
+            + (f" (median {adjusted['median']:.2f}x)" if len(adjusted["per_round"]) > 1 else ""),
+            markup=False,
+            highlight=False,
+        )
     model = report["model"]
     console.print(
         f"model: worker {model['worker_ms_per_pod_once']} ms/pod once + "

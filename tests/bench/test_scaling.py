@@ -53,6 +53,7 @@ def test_rounds_give_each_rounds_worker_cpu_ratio_and_the_median() -> None:
         "workers": [1, 4],
         "per_round": [1.2, 1.6, 1.3],
         "median": 1.3,
+        "speed_adjusted": None,  # no phase figures in these results
     }
     assert [m["round"] for m in report["measured"]] == [1, 1, 1, 2, 2, 2, 3, 3, 3]
     # the fit goes through every run, not one per count
@@ -61,6 +62,36 @@ def test_rounds_give_each_rounds_worker_cpu_ratio_and_the_median() -> None:
     )
     assert report["model"]["worker_ms_per_pod_per_worker"] == round(every.slope, 4)
     assert worker_cpu_ratios(runs[:6], rounds=2)["median"] == pytest.approx(1.4)
+
+
+def test_the_speed_adjusted_ratio_takes_out_the_per_pod_phases_drift() -> None:
+    """Round 2's W=4 run met a machine 20 % slower: its per-pod phases (pop, prepare,
+    reserve, bind) cost 1.2x what they cost at W=1; the adjusted ratio divides that out,
+    and keeps what grows with the workers (follow, feed)."""
+
+    def with_phases(workers: int, cpu: float, per_pod: float, follow: float) -> dict[str, Any]:
+        run = result(workers, cpu, 150)
+        run["worker_cpu_us_per_pod_by_phase"] = {
+            "decide": 60.0,
+            "follow": follow,
+            "pop": per_pod / 4,
+            "prepare": per_pod / 4,
+            "reserve": per_pod / 4,
+            "bind": per_pod / 4,
+        }
+        return run
+
+    runs = [
+        with_phases(1, 0.20, 80.0, 10.0),
+        with_phases(4, 0.26, 80.0, 40.0),
+        with_phases(1, 0.20, 80.0, 10.0),
+        with_phases(4, 0.312, 96.0, 40.0),
+    ]
+    ratio = worker_cpu_ratios(runs, rounds=2)
+    assert ratio["per_round"] == [1.3, 1.56]
+    assert ratio["speed_adjusted"] == {"per_round": [1.3, 1.3], "median": 1.3}
+    runs[3]["worker_cpu_us_per_pod_by_phase"] = None  # a run without them: no adjustment
+    assert worker_cpu_ratios(runs, rounds=2)["speed_adjusted"] is None
 
 
 def test_rounds_need_a_scaling_run_exit_2() -> None:
