@@ -36,7 +36,7 @@ class Usage:
         self._rows: dict[str, tuple[PodInfo, np.ndarray]] = {}  # requested_row's
         # set_usages': id(requested mapping) -> (the mapping, its row), for rows this wide
         self._feed_rows: dict[int, tuple[Mapping[str, int], tuple[int, ...]]] = {}
-        self._feed_rows_width = -1
+        self._feed_rows_width = len(table.resource_names)
 
     def host_ports(self, index: int) -> dict[HostPort, int]:
         """Host ports in use on the node, with the number of pods holding each."""
@@ -159,9 +159,6 @@ class Usage:
         if not count:
             return
         table = self._table
-        if self._feed_rows_width != len(table.resource_names):
-            self._feed_rows.clear()
-            self._feed_rows_width = len(table.resource_names)
         # An entry keeps its mapping alive, so the id names no other object meanwhile.
         known = self._feed_rows
         rows_in: list[tuple[int, ...]] = []
@@ -174,7 +171,9 @@ class Usage:
                 known[id(amounts)] = cached
             rows_in.append(cached[1])
         width = len(table.resource_names)
-        if width != self._feed_rows_width:  # rare: a resource no node had; widen every row
+        if width != self._feed_rows_width:
+            # Rare: a resource no node had got a column (in this call or since the last):
+            # rows made before it lack only its zero; widen them and start the cache again.
             rows_in = [row + (0,) * (width - len(row)) for row in rows_in]
             self._feed_rows.clear()
             self._feed_rows_width = width
