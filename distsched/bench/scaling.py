@@ -23,6 +23,7 @@ from typing import Any
 from rich.table import Table
 
 from distsched.output import console
+from distsched.workers.phases import BIND, POP, PREPARE, RESERVE
 
 PROJECTED_MACHINES = (1, 2, 4, 8, 16, 32, 64)
 
@@ -69,7 +70,7 @@ def parse_worker_counts(text: str) -> list[int]:
 # Phases of a worker's turn that a pod costs the same whatever the number of workers
 # (one worker pops, prepares, reserves and binds it): where they differ between the runs
 # of a round, the machine's speed moved between them.
-PER_POD_PHASES = ("pop", "prepare", "reserve", "bind")
+PER_POD_PHASES = (POP, PREPARE, RESERVE, BIND)
 
 
 def _per_pod_phases_us(result: dict[str, Any]) -> float | None:
