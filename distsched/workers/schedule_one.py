@@ -687,6 +687,19 @@ class SchedulingWorker:
         event handler, so the queue never moves on an event its scheduler has not seen)."""
         self._informer_reach(self.consumer.handled_rv)
 
+    def _informer_past_popped(self, objs: dict[str, Obj | None]) -> None:
+        """Read the store's stream past the popped pods the informer has not seen yet
+        (read from the store: it queues a pod as it writes it). Whatever was written
+        before a pod (the node it can go to: the kube bridge writes a first listing's
+        nodes before its pods) is then in the view that decides it, as kube-scheduler's
+        cache holds what its informers listed before it schedules."""
+        newest = max(
+            (int(obj["metadata"].get("resourceVersion") or 0) for obj in objs.values() if obj),
+            default=0,
+        )
+        if newest > self.informer.resource_version:
+            self._informer_reach(newest)
+
     def _informer_reach(self, rv: int) -> None:
         """Read the store's stream until the informer is at ``rv`` or has nothing more
         to read. Bounded: a store reset restarts rvs, and the informer's relist takes
@@ -702,6 +715,7 @@ class SchedulingWorker:
         attempts: list[Attempt] = []
         self._notice_reset()  # the pop reached another server
         objs = self.view.pod_objects([queued.key for queued in popped])
+        self._informer_past_popped(objs)
         self._check_view(popped, objs)
         for queued in popped:
             obj, pod = objs[queued.key], None

@@ -68,3 +68,23 @@ def test_a_pending_pod_created_again_is_decided_as_it_is_now(
     cluster.schedule(popped)
     cluster.bind()
     assert bound_nodes(r, keys)["default/job-0"] == "n1"
+
+
+def test_a_pod_popped_before_the_informer_read_it_is_decided_with_what_came_before_it(
+    r: redis.Redis, keys: Keys, clock: FakeClock
+) -> None:
+    """The node is written before the pod (as the kube bridge writes a first listing),
+    but the worker popped the pod before its informer read either: decided on the view
+    it had, the pod found no node at all and was reported unschedulable."""
+    cluster = InProcessCluster(r, keys, clock)
+    cluster.settle()  # synced on an empty store
+    cluster.create(node("n1", cpu="4"), pod("p", cpu="1"))
+    cluster.handle_queue_events()
+    assert cluster.worker.informer.get("Node", "n1") is None  # behind both
+
+    popped = cluster.pop()
+    assert [q.key for q in popped] == ["default/p"]
+    cluster.schedule(popped)
+    cluster.bind()
+    assert bound_nodes(r, keys)["default/p"] == "n1"
+    assert cluster.explain("p") == {}
