@@ -97,6 +97,11 @@ class MirrorWriter:
         # Pending pods: the digest of what was written, for telling a binding's echo.
         self._unbound: dict[tuple[str, str], bytes] = {}
         self.epoch = ""
+        # Kinds whose (re)list is not written yet: the pods' messages wait for them.
+        self._lists_awaited: set[str] = set()
+        self._held: list[_Message] = []
+        self._held_since = 0.0
+        self._held_warned = False
         # server_changes(client) seen (distsched.connection): another server may lack the
         # last writes, which the digests would keep from being written again.
         self._server_changes = server_changes(store.client)
@@ -108,10 +113,23 @@ class MirrorWriter:
     def changes(self, kind: str, changes: list[Change]) -> None:
         self.inbox.put(_Message(kind, changes=changes))
 
+    def pods_wait_for_lists(self, kinds: Collection[str]) -> None:
+        """Write no pod until the next list of each of ``kinds`` is written (a start, a
+        relist): the store queues a pending pod as it writes it and a worker may decide it
+        at once, on a view that must hold the nodes and the objects the pod uses, as
+        kube-scheduler schedules only once its informers' caches have synced. The pods'
+        messages are kept in order meanwhile."""
+        self._lists_awaited = set(kinds) - {"Pod"}
+
+    @property
+    def holding_pods(self) -> bool:
+        return bool(self._held)
+
     # --- writing -------------------------------------------------------------------------
     def drain(self, timeout_s: float) -> int:
         """Apply what is queued (waiting up to ``timeout_s`` for the first message);
         returns the number of objects written. Raises Fenced when the lease is lost."""
+        self._warn_if_held_long()
         try:
             first = self.inbox.get(timeout=timeout_s)
         except queue.Empty:
@@ -120,9 +138,16 @@ class MirrorWriter:
             self.sleep(self.linger_s)
         batch: list[Change] = []
         written = 0
+        released: list[_Message] = []
         message: _Message | None = first
         while message is not None:
-            if message.replace is not None:
+            if message.kind == "Pod" and self._lists_awaited:
+                self._hold(message)
+            elif message.replace is not None:
+                self._lists_awaited.discard(message.kind)
+                if not self._lists_awaited and self._held:
+                    released, self._held = self._held, []
+                    log.info("bridge: the lists the pods waited for are written; writing them")
                 written += self._apply(batch)
                 batch = []
                 written += self._replace(message.kind, message.replace)
@@ -131,11 +156,31 @@ class MirrorWriter:
                 if len(batch) >= BATCH:
                     written += self._apply(batch)
                     batch = []
+            if released:
+                message = released.pop(0)
+                continue
             try:
                 message = self.inbox.get_nowait()
             except queue.Empty:
                 message = None
         return written + self._apply(batch)
+
+    def _hold(self, message: _Message) -> None:
+        if not self._held:
+            self._held_since = time.monotonic()
+            self._held_warned = False
+            awaited = ", ".join(sorted(self._lists_awaited))
+            log.info("bridge: the pods wait for the lists of %s", awaited)
+        self._held.append(message)
+
+    def _warn_if_held_long(self) -> None:
+        if self._held and not self._held_warned and time.monotonic() - self._held_since > 30:
+            self._held_warned = True
+            log.warning(
+                "bridge: no pod written for 30s: still no list of %s from the API server "
+                "(can this client list them?)",
+                ", ".join(sorted(self._lists_awaited)),
+            )
 
     def _apply(self, changes: list[Change]) -> int:
         todo = []
@@ -334,12 +379,17 @@ class Bridge:
     def start(self) -> Bridge:
         self.writer.store_was_reset()
         self._next_epoch_check = time.monotonic() + EPOCH_CHECK_S
+        self.writer.pods_wait_for_lists([r.kind for r in self.reflectors])
         for reflector in self.reflectors:
             reflector.start()
         return self
 
     def synced(self) -> bool:
-        return all(r.synced.is_set() for r in self.reflectors) and self.writer.inbox.empty()
+        return (
+            all(r.synced.is_set() for r in self.reflectors)
+            and self.writer.inbox.empty()
+            and not self.writer.holding_pods
+        )
 
     def turn(self, timeout_s: float = 0.2) -> int:
         """Write what the reflectors sent; relist everything after a store reset, looked
@@ -353,6 +403,7 @@ class Bridge:
                     "bridge: the store lost its data, or some of it (another Redis server "
                     "now); listing everything again"
                 )
+                self.writer.pods_wait_for_lists([r.kind for r in self.reflectors])
                 for reflector in self.reflectors:
                     reflector.relist()
         return self.writer.drain(timeout_s)

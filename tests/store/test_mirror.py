@@ -139,6 +139,39 @@ def test_the_bridge_writer_lets_changes_gather_for_its_linger(
     assert waits == [0.02]  # a list is not held back
 
 
+def test_the_bridge_writes_no_pod_before_the_lists_it_waits_for(
+    r: redis.Redis, keys: Keys, clock: FakeClock
+) -> None:
+    """The reflectors list at once: the pods' list may reach the writer first. Written
+    first, a pending pod is queued and a worker decides it on a view without the nodes
+    (every pod reported unschedulable at a bridge's start). Held, it is written after."""
+    from distsched.bridge.main import MirrorWriter
+
+    cluster = InProcessCluster(r, keys, clock)
+    cluster.settle()
+    writer = MirrorWriter(cluster.store, None)
+    writer.pods_wait_for_lists(["Node", "Namespace", "Pod"])
+    writer.replace("Pod", [api_object(pod("p0"), "u0")])
+    writer.changes("Pod", [Change.upsert(api_object(pod("p1"), "u1"))])
+    writer.replace("Node", [api_object(node("n1"), "node-uid")])
+    writer.drain(1.0)
+    assert writer.holding_pods and cluster.store.get("Pod", "default/p0") is None
+    assert cluster.store.get("Node", "n1") is not None
+
+    writer.replace("Namespace", [])
+    writer.changes("Pod", [Change.upsert(api_object(pod("p2"), "u2"))])
+    assert writer.drain(1.0) == 3
+    assert not writer.holding_pods
+    rvs = {
+        name: int(cluster.store.get(kind, key)["metadata"]["resourceVersion"])
+        for name, kind, key in [("n1", "Node", "n1")]
+        + [(f"p{i}", "Pod", f"default/p{i}") for i in range(3)]
+    }
+    assert rvs["n1"] < rvs["p0"] < rvs["p1"] < rvs["p2"]  # in the order they came
+    cluster.settle()
+    assert {cluster.node_of(f"p{i}") for i in range(3)} == {"n1"}
+
+
 @pytest.mark.parametrize("holds_room", [True, False])
 def test_a_pod_bound_elsewhere_holds_its_room_before_pending_pods_are_queued(
     r: redis.Redis, keys: Keys, clock: FakeClock, holds_room: bool
