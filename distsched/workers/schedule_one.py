@@ -426,16 +426,36 @@ class SchedulingWorker:
         workers = self._share[1]
         if workers <= 1:
             return
-        unseen = max(0, int(self.client.zcard(self.keys.inflight)) - batch_size)
+        pipe = self.client.pipeline(transaction=False)
+        pipe.zcard(self.keys.inflight)
+        pipe.zcard(self.keys.active)
+        inflight, queued = pipe.execute()
+        unseen = max(0, int(inflight) - batch_size)
         nodes = self.snapshot.num_nodes
         mine = int(np.count_nonzero(prefer)) if prefer is not None else nodes // workers
         others = max(1, nodes - mine)
         self._lag_per_node = unseen / others
-        if prefer is not None and unseen:
+        if prefer is not None and unseen and (int(queued) >= nodes or not self._even_checks()):
             # One pod at most: a wider slack would let the shares drift apart by as much
             # (on a small cluster the lag is several pods per node; the ledger's
-            # refusals, on there, catch what one pod does not cover).
+            # refusals, on there, catch what one pod does not cover). Where the ledger
+            # refuses, only while a level of the cluster's pods is still queued: a
+            # share that a slower worker left a level behind is filled up from the
+            # rest, and the last pods go where the cluster is emptiest, whoever's
+            # share that is (the refusals keep the workers off each other's picks).
             self.snapshot.tie_slack_pods = 1
+
+    def _even_checks(self) -> bool:
+        """Whether decisions carry the node's pod count for the ledger to check
+        (Decision.seen_pods): only where the others' lag can move a node's level, on a
+        cluster small for its workers (a share smaller than a batch) or while the
+        others' undecided pods come to half a pod per node; on a large cluster they are
+        a fraction of a pod per node and the shares suffice."""
+        return (
+            self.config.even_placement
+            and self._share[1] > 1
+            and (self._share_size < self.config.batch or self._lag_per_node >= EVEN_CHECK_LAG)
+        )
 
     def _reclaim_leases(self) -> int:
         keys = self.queue.reclaim_expired_leases(now_ms=self.clock.now_ms())
@@ -1258,15 +1278,7 @@ class SchedulingWorker:
         # decisions (they are assumed in the snapshot already), which the ledger has
         # unless another worker put pods there since. Left out on a pod's last try, so
         # that evenness never fails a pod.
-        # Only where the lag can move a node's level: on a cluster small for its workers
-        # (a share smaller than a batch), or while the others' undecided pods come to
-        # half a pod per node; on a large cluster they are a fraction of a pod per node
-        # and the shares suffice.
-        even = (
-            self.config.even_placement
-            and self._share[1] > 1
-            and (self._share_size < self.config.batch or self._lag_per_node >= EVEN_CHECK_LAG)
-        )
+        even = self._even_checks()
         batch_on_node = Counter(a.node for a in batch) if even else Counter()
         pods_col = self.snapshot.table.requested[:, PODS_COL]
         for attempt in batch:
