@@ -23,6 +23,7 @@ import logging
 import queue
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 
@@ -138,7 +139,7 @@ class MirrorWriter:
             self.sleep(self.linger_s)
         batch: list[Change] = []
         written = 0
-        released: list[_Message] = []
+        released: deque[_Message] = deque()
         message: _Message | None = first
         while message is not None:
             if message.kind == "Pod" and self._lists_awaited:
@@ -146,7 +147,7 @@ class MirrorWriter:
             elif message.replace is not None:
                 self._lists_awaited.discard(message.kind)
                 if not self._lists_awaited and self._held:
-                    released, self._held = self._held, []
+                    released, self._held = deque(self._held), []
                     log.info("bridge: the lists the pods waited for are written; writing them")
                 written += self._apply(batch)
                 batch = []
@@ -157,7 +158,7 @@ class MirrorWriter:
                     written += self._apply(batch)
                     batch = []
             if released:
-                message = released.pop(0)
+                message = released.popleft()
                 continue
             try:
                 message = self.inbox.get_nowait()

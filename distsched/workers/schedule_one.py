@@ -68,7 +68,7 @@ from distsched.queue_redis import RedisQueue
 from distsched.queue_types import QueueConfig, QueuedPod, backoff_config
 from distsched.redis_text import as_text
 from distsched.store import Store, object_key
-from distsched.store.codec import node_name_of, uid_of
+from distsched.store.codec import node_name_of, rv_of, uid_of
 from distsched.store.writer import StoreWriter
 from distsched.workers.eventhandlers import (
     GROUP,
@@ -714,7 +714,7 @@ class SchedulingWorker:
         nodes before its pods) is then in the view that decides it, as kube-scheduler's
         cache holds what its informers listed before it schedules."""
         newest = max(
-            (int(obj["metadata"].get("resourceVersion") or 0) for obj in objs.values() if obj),
+            (int(rv_of(obj) or 0) for obj in objs.values() if obj),
             default=0,
         )
         if newest > self.informer.resource_version:
