@@ -36,6 +36,7 @@ from distsched.queue_types import (
     QueueState,
     active_member,
     backoff_duration_ms,
+    backoff_pop_order,
     join_plugins,
     key_of_active_member,
     split_plugins,
@@ -304,8 +305,30 @@ class MemoryQueue:
                 leased = self._lease(key, self._infos[key], now_ms)
                 if leased is not None:
                     popped.append(leased)
+            if len(popped) < max_pods and self.config.pop_from_backoff:
+                self._pop_from_backoff(popped, max_pods, now_ms)
             self._pop_siblings(popped, now_ms)
             return popped
+
+    def _pop_from_backoff(self, popped: list[QueuedPod], max_pods: int, now_ms: int) -> None:
+        """activeQ is empty: the rest from backoffQ, pods a plugin rejected, in
+        :func:`backoff_pop_order` (queue_pop.lua)."""
+        rejected = sorted(
+            (backoff_pop_order(key, self._infos[key]), key)
+            for key, _ in self._sets[BACKOFF].ordered()
+            if self._infos[key]["pl"]
+        )
+        taken = 0
+        for _, key in rejected:
+            if len(popped) >= max_pods:
+                break
+            info = self._infos[key]
+            self._detach(key, info)
+            leased = self._lease(key, info, now_ms)
+            if leased is not None:
+                popped.append(leased)
+                taken += 1
+        count_incoming(ACTIVE, events.POP_FROM_BACKOFF, taken)
 
     def _lease(self, key: str, info: dict[str, Any], now_ms: int) -> QueuedPod | None:
         """A pod taken off its sub-queue goes inflight under a new lease, or is
@@ -426,6 +449,7 @@ class MemoryQueue:
                     continue
                 wait = backoff_duration_ms(info["a"], self.config)
                 info["ts"] = now_ms
+                info["pl"] = ""  # an error, kube's: no plugin rejected it
                 info["bo"] = now_ms + wait if wait > 0 else 0
                 if wait > 0:
                     self._to_set(key, info, BACKOFF, info["bo"])
@@ -453,7 +477,7 @@ class MemoryQueue:
                 return PRESENT
             info.update(
                 ts=now_ms,
-                pl=join_plugins(plugins),
+                pl="" if error else join_plugins(plugins),
                 d=0,
                 bo=now_ms + backoff_duration_ms(info["a"], self.config),
             )

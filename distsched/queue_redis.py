@@ -206,12 +206,13 @@ class RedisQueue:
             flat = self._run(
                 "pop",
                 script_keys,
-                [want, now_ms, cfg.lease_ms, cfg.max_deliveries],
+                [want, now_ms, cfg.lease_ms, cfg.max_deliveries, int(cfg.pop_from_backoff)],
             )
-            for i in range(0, len(flat), 2):
+            count_incoming(ACTIVE, events.POP_FROM_BACKOFF, int(flat[0]))
+            for i in range(1, len(flat), 2):
                 key = as_text(flat[i])
                 popped.append(QueuedPod.from_info(key, decode_info(key, flat[i + 1])))
-            if len(flat) < 2 * want:
+            if len(flat) - 1 < 2 * want:
                 break
         if popped:
             # A worker acts on these lease epochs only once they would survive a failover:

@@ -103,6 +103,21 @@ class QueueConfig:
     unschedulable_max_ms: int = 300_000
     lease_ms: int = 10_000
     max_deliveries: int = 5
+    pop_from_backoff: bool = True
+    """kube 1.33+'s SchedulerPopFromBackoffQ (beta, on by default): a pop that empties
+    activeQ takes the rest from backoffQ, pods a plugin rejected, earliest second of
+    backoff expiry first and activeQ's order within one (``backoff_pop_order``); pods
+    backing off after an error wait out their backoff."""
+
+
+BACKOFF_WINDOW_MS = 1_000
+"""kube's backoffQOrderingWindowDuration: the pop from backoffQ orders by this window of
+backoff expiry first, by activeQ's order within one."""
+
+
+def backoff_pop_order(key: str, info: Mapping[str, Any]) -> tuple[int, int, int, str]:
+    """The order in which a pop takes pods from backoffQ (queue_pop.lua's twin)."""
+    return (info["bo"] // BACKOFF_WINDOW_MS, -info["p"], info["ts"], key)
 
 
 class PodBackoffSettings(Protocol):

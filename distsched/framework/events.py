@@ -156,6 +156,8 @@ UNSCHEDULED_POD_UPDATE = ClusterEvent(EventResource.UNSCHEDULED_POD, ActionType.
 UNSCHEDULABLE_TIMEOUT = ClusterEvent(EventResource.WILDCARD, ActionType.ALL, "UnschedulableTimeout")
 SCHEDULE_ATTEMPT_FAILURE = "ScheduleAttemptFailure"
 BACKOFF_COMPLETE = "BackoffComplete"
+# kube 1.33+ (SchedulerPopFromBackoffQ): a pod popped from backoffQ while activeQ was empty.
+POP_FROM_BACKOFF = "PopFromBackoffQ"
 # distsched's own: a worker's lease ran out (the worker died or stalled), and popped pods
 # an infrastructure error kept the worker from attempting, handed back uncounted.
 LEASE_EXPIRED = "LeaseExpired"

@@ -16,7 +16,8 @@
 -- KEYS[7]  list    wake           wake-up tokens for blocking pops
 -- ARGV[1]  str     key            ns/name
 -- ARGV[2]  int     epoch          lease epoch returned by the pop
--- ARGV[3]  str     plugins        comma-joined unschedulable plugin names ('' = none)
+-- ARGV[3]  str     plugins        comma-joined unschedulable plugin names ('' = none;
+--                                 ignored on error)
 -- ARGV[4]  int     now_ms
 -- ARGV[5]  0|1     error          1 = the attempt failed with an error (always backoff)
 -- ARGV[6]  int     initial_backoff_ms
@@ -53,7 +54,9 @@ local move_cycle, err = read_counter('queue_add_unschedulable', KEYS[5])
 if err then return redis.error_reply(err) end
 redis.call('ZREM', KEYS[2], key)
 r.ts = now
-r.pl = plugins
+-- An error clears the plugins, as kube's: no plugin rejected the pod (error backoff, which
+-- a pop from backoffQ leaves alone).
+r.pl = ARGV[5] == '1' and '' or plugins
 r.d = 0
 r.bo = now + backoff_ms(r.a, initial, max_backoff)
 if r.u == 1 then

@@ -19,12 +19,19 @@
 -- ARGV[2]  int     now_ms
 -- ARGV[3]  int     lease_ms        lease length
 -- ARGV[4]  int     max_deliveries
+-- ARGV[5]  0|1     pop_from_backoff  (kube 1.33+'s SchedulerPopFromBackoffQ; 0 when absent)
+-- With pop_from_backoff and activeQ emptied short of max_pods, the rest comes from backoffQ:
+-- pods a plugin rejected (pl not empty; a pod backing off after an error stays), earliest
+-- second of backoff expiry first and, within one second, in activeQ's order (priority,
+-- then queue timestamp, then key), as kube's podBackoffQ orders its windows. At most
+-- BACKOFF_LOOK backoffQ members are looked at per call.
 -- A gang is popped whole: with a member of a pod group come its siblings waiting in
 -- activeQ, backoffQ or the unschedulable set (after the head, beyond max_pods if need
 -- be), so that no two workers ever hold parts of one gang. Members gated, in flight,
 -- assumed or bound stay where they are.
--- Returns: flat array {key1, record1, key2, record2, ...} in pop order; an error, with
--- nothing written, when a key holds another type or a counter is not a number.
+-- Returns: flat array {from_backoff, key1, record1, key2, record2, ...} in pop order,
+-- from_backoff the number of those taken from backoffQ; an error, with nothing written,
+-- when a key holds another type or a counter is not a number.
 
 --!include queue_record
 --!include precheck
@@ -35,6 +42,9 @@ local max_pods = tonumber(ARGV[1])
 local now = tonumber(ARGV[2])
 local lease_ms = tonumber(ARGV[3])
 local max_deliveries = tonumber(ARGV[4])
+local from_backoff = ARGV[5] == '1'
+local BACKOFF_LOOK = 1000
+local WINDOW_MS = 1000
 if not max_pods or max_pods < 1 or max_pods > 1000 or not now or not lease_ms
     or not max_deliveries then
   return redis.error_reply('queue_pop: max_pods (1..1000), now_ms, lease_ms, max_deliveries must be numbers')
@@ -56,6 +66,27 @@ local out, fields, leases, dead = {}, {}, {}, {}
 local n_out, n_fields, n_leases = 0, 0, 0
 local lease_until = string.format('%d', now + lease_ms)
 local taken, examined = 0, 0
+
+-- Lease one pod taken off its sub-queue (or dead-letter it); true when it was leased.
+local function lease(key, record)
+  local text, dead_lettered = rec_pop(record, cycle + 1, epoch + 1, max_deliveries)
+  if not text then return false end
+  fields[n_fields + 1], fields[n_fields + 2] = key, text
+  n_fields = n_fields + 2
+  if dead_lettered then
+    dead[#dead + 1] = now
+    dead[#dead + 1] = key
+    return false
+  end
+  cycle = cycle + 1
+  epoch = epoch + 1
+  leases[n_leases + 1], leases[n_leases + 2] = lease_until, key
+  n_leases = n_leases + 2
+  taken = taken + 1
+  out[n_out + 1], out[n_out + 2] = key, text
+  n_out = n_out + 2
+  return true
+end
 while taken < max_pods do
   local head = redis.call('ZRANGE', KEYS[1], examined, examined + max_pods - taken - 1)
   if #head == 0 then break end
@@ -70,30 +101,46 @@ while taken < max_pods do
   for n, key in ipairs(keys) do
     -- An activeQ member without a record cannot be scheduled; popping it discards it.
     -- (rec_pop: the update seen during an earlier attempt, u, is this attempt's object.)
-    local text, dead_lettered = nil, false
-    if key ~= '' then
-      text, dead_lettered = rec_pop(records[n], cycle + 1, epoch + 1, max_deliveries)
-    end
-    if text then
-      fields[n_fields + 1], fields[n_fields + 2] = key, text
-      n_fields = n_fields + 2
-      if dead_lettered then
-        dead[#dead + 1] = now
-        dead[#dead + 1] = key
-      else
-        cycle = cycle + 1
-        epoch = epoch + 1
-        leases[n_leases + 1], leases[n_leases + 2] = lease_until, key
-        n_leases = n_leases + 2
-        taken = taken + 1
-        out[n_out + 1], out[n_out + 2] = key, text
-        n_out = n_out + 2
-      end
-    end
+    if key ~= '' then lease(key, records[n]) end
   end
 end
 -- The head looked at, exactly: nothing ran between the reads and this.
 if examined > 0 then redis.call('ZPOPMIN', KEYS[1], examined) end
+
+-- activeQ is empty here unless max_pods were taken: the rest from backoffQ, window by window.
+local popped_from_backoff = 0
+if from_backoff and taken < max_pods then
+  local looked, window_from = 0, '-inf'
+  while taken < max_pods and looked < BACKOFF_LOOK do
+    local first = redis.call('ZRANGEBYSCORE', KEYS[10], window_from, '+inf', 'WITHSCORES',
+                             'LIMIT', 0, 1)
+    if #first == 0 then break end
+    local window = math.floor(tonumber(first[2]) / WINDOW_MS)
+    local window_end = string.format('%d', (window + 1) * WINDOW_MS)
+    local members = redis.call('ZRANGEBYSCORE', KEYS[10], window_from, '(' .. window_end,
+                               'LIMIT', 0, BACKOFF_LOOK - looked)
+    looked = looked + #members
+    window_from = window_end
+    local records = redis.call('HMGET', KEYS[4], unpack(members))
+    local rejected = {}
+    for i, key in ipairs(members) do
+      local r = rec_decode(records[i])
+      if r and r.w == 'backoff' and r.pl ~= '' then
+        rejected[#rejected + 1] = { key = key, p = r.p, ts = r.ts, text = records[i] }
+      end
+    end
+    table.sort(rejected, function(x, y)
+      if x.p ~= y.p then return x.p > y.p end
+      if x.ts ~= y.ts then return x.ts < y.ts end
+      return x.key < y.key
+    end)
+    for _, c in ipairs(rejected) do
+      if taken >= max_pods then break end
+      redis.call('ZREM', KEYS[10], c.key)
+      if lease(c.key, c.text) then popped_from_backoff = popped_from_backoff + 1 end
+    end
+  end
+end
 
 -- Gangs: the siblings of popped members come along (every head member was handled above,
 -- so a sibling still in activeQ lies beyond the popped head).
@@ -140,4 +187,5 @@ if #dead > 0 then redis.call('ZADD', KEYS[3], unpack(dead)) end
 redis.call('SET', KEYS[5], cycle)
 redis.call('SET', KEYS[6], epoch)
 if redis.call('ZCARD', KEYS[1]) == 0 then redis.call('DEL', KEYS[7]) end
+table.insert(out, 1, popped_from_backoff)
 return out

@@ -14,6 +14,7 @@ import os
 import sys
 import threading
 import uuid
+from dataclasses import replace
 
 import redis
 
@@ -70,6 +71,12 @@ def run_worker(
         metrics.register_queue_collector(client, keys)
 
     name = f"worker-{uuid.uuid4().hex[:8]}"
+    # DISTSCHED_POP_FROM_BACKOFF=0 is kube's SchedulerPopFromBackoffQ=false.
+    queue_config = QueueConfig(
+        pop_from_backoff=os.environ.get("DISTSCHED_POP_FROM_BACKOFF", "1") != "0"
+    )
+    if lease_ms:
+        queue_config = replace(queue_config, lease_ms=lease_ms)
 
     def build() -> SchedulingWorker:
         writer = None
@@ -91,7 +98,7 @@ def run_worker(
                 even_placement=even_placement,
                 pop_linger_s=(pop_linger(kube) if pop_linger_ms is None else pop_linger_ms) / 1000,
             ),
-            queue_config=QueueConfig(lease_ms=lease_ms) if lease_ms else None,
+            queue_config=queue_config,
             ledger_config=LedgerConfig(assume_ttl_ms=assume_ttl_ms) if assume_ttl_ms else None,
             scheduler_config=scheduler_config,
         )

@@ -178,6 +178,49 @@ def test_backoff_expiry_doubles_per_attempt_and_flushes_at_expiry(
     assert pop_one(queue, clock).attempts == 7
 
 
+def park_in_backoff(queue: SchedulingQueue, clock: FakeClock, key: str, priority: int) -> None:
+    """A pod a plugin rejected, moved by an event into backoffQ while its backoff runs."""
+    queue.add([E(key, "uid-" + key, priority)], now_ms=clock.now_ms())
+    pod = pop_one(queue, clock)
+    assert fail(queue, clock, pod, frozenset({"X"})) == "unschedulable"
+    moved = queue.move_all_to_active_or_backoff(
+        "NodeAdd", now_ms=clock.now_ms(), interested_plugins=None, keys=[key]
+    )
+    assert moved == 1 and queue.where(key) == "backoff"
+
+
+def test_a_pop_that_empties_activeQ_goes_on_into_backoffQ(
+    queue: SchedulingQueue, clock: FakeClock
+) -> None:
+    # kube 1.33+'s SchedulerPopFromBackoffQ: by second of backoff expiry, then as activeQ
+    # orders (priority, then queue timestamp); a pod backing off after an error waits.
+    park_in_backoff(queue, clock, "ns/early-low", 0)  # expires at 1000
+    queue.add([E("ns/err", "u", 100)], now_ms=clock.now_ms())
+    assert fail(queue, clock, pop_one(queue, clock), error=True) == "backoff"  # at 1000
+    clock.step(300)
+    park_in_backoff(queue, clock, "ns/late-high", 5)  # at 1300: the same second
+    clock.step(900)
+    park_in_backoff(queue, clock, "ns/next-second", 9)  # at 2200
+    queue.add([E("ns/active", "u", -1)], now_ms=clock.now_ms())
+    assert pop_keys(queue, clock, 2) == ["ns/active", "ns/late-high"]
+    assert pop_keys(queue, clock) == ["ns/early-low", "ns/next-second"]
+    assert queue.where("ns/err") == "backoff"
+    assert pop_keys(queue, clock) == []
+    clock.step(10_000)
+    assert queue.flush_backoff_completed(now_ms=clock.now_ms()) == 1
+    assert pop_keys(queue, clock) == ["ns/err"]
+
+
+def test_without_pop_from_backoff_backoffQ_waits_for_its_flush(make_queue: QueueFactory) -> None:
+    clock = FakeClock()
+    queue = make_queue(config=QueueConfig(pop_from_backoff=False))
+    park_in_backoff(queue, clock, "ns/a", 0)
+    assert pop_keys(queue, clock) == []
+    clock.step(1_000)
+    assert queue.flush_backoff_completed(now_ms=clock.now_ms()) == 1
+    assert pop_keys(queue, clock) == ["ns/a"]
+
+
 # --- moveRequestCycle and events ----------------------------------------------------------
 def test_failure_during_a_move_request_cycle_goes_to_backoff(
     queue: SchedulingQueue, clock: FakeClock
@@ -504,9 +547,11 @@ def test_update_of_a_failed_pod_retries_it(queue: SchedulingQueue, clock: FakeCl
     # kube updates a backoffQ pod in place: it waits for the backoff flush, expired or not.
     assert queue.update(E("ns/b", "u2", 5), now_ms=clock.now_ms()) == "backoff"
     assert queue.where("ns/u") == "backoff"
-    assert pop_keys(queue, clock) == ["ns/v"]
-    assert queue.flush_backoff_completed(now_ms=clock.now_ms()) == 2
-    assert pop_keys(queue, clock) == ["ns/b", "ns/u"]
+    # activeQ emptied, the pop goes on into backoffQ (SchedulerPopFromBackoffQ): ns/u, which
+    # a plugin rejected, not ns/b, which failed with an error.
+    assert pop_keys(queue, clock) == ["ns/v", "ns/u"]
+    assert queue.flush_backoff_completed(now_ms=clock.now_ms()) == 1
+    assert pop_keys(queue, clock) == ["ns/b"]
 
 
 def test_update_in_flight_sends_the_failed_pod_to_active(
@@ -666,6 +711,27 @@ def test_released_assumed_pods_requeue_with_their_backoff(make_queue: QueueFacto
     clock.step(400)
     assert queue.flush_backoff_completed(now_ms=clock.now_ms()) == 1
     assert pop_keys(queue, clock) == [once.key]
+
+
+def test_a_released_pod_backs_off_as_after_an_error(
+    queue: SchedulingQueue, clock: FakeClock
+) -> None:
+    # Rejected by a plugin once, then reserved and released without a binding: that
+    # requeue is an error (kube clears the rejector plugins), so no pop takes it from
+    # backoffQ before its backoff ends.
+    queue.add([E("ns/a", "u", 0)], now_ms=clock.now_ms())
+    assert fail(queue, clock, pop_one(queue, clock), error=False) == "unschedulable"
+    queue.move_all_to_active_or_backoff(
+        "NodeAdd", now_ms=clock.now_ms() + 1_000, interested_plugins=None
+    )
+    pod = pop_one(queue, clock)
+    assert queue.assume([(pod.key, pod.epoch, "u")]) == [True]
+    assert queue.requeue_released([pod.key], now_ms=clock.now_ms()) == ["backoff"]
+    assert queue.info(pod.key)["pl"] == ""  # type: ignore[index]
+    assert pop_keys(queue, clock) == []
+    clock.step(2_000)
+    assert queue.flush_backoff_completed(now_ms=clock.now_ms()) == 1
+    assert pop_keys(queue, clock) == ["ns/a"]
 
 
 def test_released_pod_without_backoff_goes_straight_to_active(make_queue: QueueFactory) -> None:

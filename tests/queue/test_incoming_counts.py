@@ -140,3 +140,17 @@ def test_expired_leases_and_hand_backs_count_as_returns_to_active(
         clock.step(1_001)
         assert sorted(queue.reclaim_expired_leases(now_ms=clock.now_ms())) == [b.key, c.key]
     assert delta() == {**moved("Unattempted", active=1), **moved("LeaseExpired", active=2)}
+
+
+def test_pops_from_backoff_count_as_entries_to_active(
+    queue: SchedulingQueue, clock: FakeClock
+) -> None:
+    queue.add([E("ns/a-rejected", "u", 0), E("ns/b-failed", "u", 0)], now_ms=clock.now_ms())
+    rejected, failed = popped(queue, clock)
+    assert fail(queue, clock, rejected) == "unschedulable"
+    assert fail(queue, clock, failed, error=True) == "backoff"
+    queue.move_all_to_active_or_backoff("NodeAdd", now_ms=clock.now_ms(), interested_plugins=None)
+    queue.add([E("ns/new", "u", 0)], now_ms=clock.now_ms())
+    with counted() as delta:
+        assert [pod.key for pod in popped(queue, clock)] == ["ns/new", "ns/a-rejected"]
+    assert delta() == moved(events.POP_FROM_BACKOFF, active=1)

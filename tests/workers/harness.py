@@ -29,7 +29,7 @@ from distsched.framework.interface import PluginSpec
 from distsched.framework.profile import SchedulerConfig, build_profiles, default_config
 from distsched.framework.registry import IN_TREE_REGISTRY
 from distsched.keys import Keys
-from distsched.queue_types import QueuedPod
+from distsched.queue_types import QueueConfig, QueuedPod
 from distsched.store import Store
 from distsched.workers.maintenance import Periodic
 from distsched.workers.schedule_one import SchedulingWorker, WorkerConfig
@@ -52,8 +52,10 @@ class InProcessCluster:
         seed: int | None = None,
         worker_client: redis.Redis | None = None,
         writer: ClusterWriter | None = None,
+        pop_from_backoff: bool = True,
     ) -> None:
         self.r, self.keys, self.clock = r, keys, clock
+        self.queue_config = QueueConfig(pop_from_backoff=pop_from_backoff)
         self.config = config or default_config(registry)
         self.registry = registry
         self.batch = batch
@@ -99,6 +101,7 @@ class InProcessCluster:
                 share_ties=False,
             ),
             scheduler_config=self.config,
+            queue_config=self.queue_config,
             writer=self.writer,
         )
         # The test runs periodic work itself, on the fake clock (see flush()).

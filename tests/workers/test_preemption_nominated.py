@@ -19,7 +19,8 @@ from tests.workers.harness import InProcessCluster
 def test_a_lower_priority_pod_does_not_take_the_room_a_preemptor_was_nominated_to(
     r: redis.Redis, keys: Keys, clock: FakeClock
 ) -> None:
-    cluster = InProcessCluster(r, keys, clock)
+    # Without SchedulerPopFromBackoffQ: urgent waits out its backoff, sneaky comes first.
+    cluster = InProcessCluster(r, keys, clock, pop_from_backoff=False)
     cluster.create(node("only", cpu="2"), pod("victim", cpu="2", nodeName="only", priority=1))
     cluster.handle_events()
     cluster.create(pod("urgent", cpu="2", priority=1000))
@@ -40,6 +41,20 @@ def test_a_lower_priority_pod_does_not_take_the_room_a_preemptor_was_nominated_t
     assert cluster.node_of("sneaky") == ""
     # Nobody was preempted for nothing: sneaky still exists, pending.
     assert cluster.store.get("Pod", "default/sneaky") is not None
+
+
+def test_a_preemptor_whose_victims_are_gone_is_not_left_waiting_out_its_backoff(
+    r: redis.Redis, keys: Keys, clock: FakeClock
+) -> None:
+    # kube 1.33+'s SchedulerPopFromBackoffQ: activeQ empty, the preemptor is popped from
+    # backoffQ as soon as its victim is gone, with no clock step and no flush.
+    cluster = InProcessCluster(r, keys, clock)
+    cluster.create(node("only", cpu="2"), pod("victim", cpu="2", nodeName="only", priority=1))
+    cluster.handle_events()
+    cluster.create(pod("urgent", cpu="2", priority=1000))
+    cluster.settle()
+    assert cluster.store.get("Pod", "default/victim") is None
+    assert cluster.node_of("urgent") == "only"
 
 
 def test_preemptors_decided_in_one_batch_see_each_others_nominations(
@@ -102,10 +117,12 @@ def test_a_worker_that_sees_the_victims_room_free_knows_the_nomination(
     second._informer_past_handled_events()
     second.view.refresh_from_ledger()
     popped = second.queue.pop(10, now_ms=clock.now_ms())
-    assert [p.key for p in popped] == ["default/sneaky"]
+    # urgent comes along from backoffQ (SchedulerPopFromBackoffQ), after sneaky.
+    assert [p.key for p in popped] == ["default/sneaky", "default/urgent"]
     second.schedule_one_batch(popped)
     cluster.bind()
     assert cluster.node_of("sneaky") == ""
+    assert cluster.node_of("urgent") == "only"
 
 
 class SlowDeletes(StoreWriter):
@@ -158,7 +175,9 @@ def test_a_preemptor_stays_leased_while_its_victims_deletions_are_under_way(
     cluster.turn()  # still held at the turn's start; its handlers release the victim
     assert cluster.where("urgent") == "inflight"
     cluster.turn()  # handed back: the deletion during its attempt was a move request
-    assert cluster.where("urgent") in ("backoff", "active")
+    # ... to backoffQ, and popped from there in the same turn (activeQ is empty) and
+    # reserved on its nominated node.
+    assert cluster.where("urgent") == "assumed"
     clock.step(2_000)
     cluster.flush()
     cluster.settle()

@@ -195,10 +195,13 @@ end
 -- An assumed pod whose reservation was released without a binding (expired, or its node
 -- went away) goes back: to backoffQ for the backoff of its attempts, or to activeQ when
 -- that is 0. Deliveries stay counted, so a pod that keeps killing binders is
--- dead-lettered by queue_pop. Returns true when the pod became active.
+-- dead-lettered by queue_pop. Its plugins are cleared: no plugin rejected it (kube's
+-- error backoff, which a pop from backoffQ leaves alone). Returns true when the pod became
+-- active.
 local function rec_requeue_released(key, r, now, initial, maximum, active_key, backoff_key)
   local wait = backoff_ms(r.a, initial, maximum)
   r.ts = now
+  r.pl = ''
   if wait > 0 then
     r.bo = now + wait
     r.w = 'backoff'
