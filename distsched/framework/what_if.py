@@ -323,8 +323,10 @@ def run_filter_plugins_with_nominated_pods(
     overrides: dict[int, FilterOutcome] = {}
     independent = bool(todo) and nodes_are_independent(fw, state)
     if independent and usage_decides(fw, state):
-        overrides = _first_pass_by_usage(fw, state, pod, snapshot, todo)
-    elif independent and len(todo) > 1:
+        by_usage = _first_pass_by_usage(fw, state, pod, snapshot, todo)
+        at = np.fromiter((position for position, _, _ in todo), dtype=np.int64, count=len(todo))
+        return _with_first_pass(outcome, by_usage, at)
+    if independent and len(todo) > 1:
         overrides = _first_pass_together(fw, state, pod, snapshot, todo)
     else:
         for position, node_index, pods in todo:
@@ -382,9 +384,10 @@ def _first_pass_by_usage(
     pod: Pod,
     snapshot: Snapshot,
     todo: list[tuple[int, int, list[PodInfo]]],
-) -> dict[int, FilterOutcome]:
-    """:func:`_first_pass_together` when only free resources matter to the filters
-    (:func:`usage_decides`): the nodes' ``free`` rows lowered by their nominated pods'
+) -> FilterOutcome:
+    """kube's first pass (nominated pods added) on independent nodes when only free
+    resources matter to the filters (:func:`usage_decides`): the outcome over ``todo``'s
+    nodes, in its order, with the nodes' ``free`` rows lowered by their nominated pods'
     requests for one filter run, instead of the pods moved on and off."""
     lowered = [unplaced_rows(snapshot, pods) for _, _, pods in todo]
     slots = np.array([node_index for _, node_index, _ in todo], dtype=np.int64)
@@ -394,9 +397,33 @@ def _first_pass_by_usage(
             for row in rows:
                 trial[k] -= row
         free[slots] = trial
-        outcome = fw.run_filter_plugins(state, pod, snapshot, slots)
-    rejected = _one_node_verdicts(outcome)
-    return {todo[k][0]: FilterOutcome(_NONE, [verdict]) for k, verdict in rejected.items()}
+        return fw.run_filter_plugins(state, pod, snapshot, slots)
+
+
+def _with_first_pass(outcome: FilterOutcome, first: FilterOutcome, at: np.ndarray) -> FilterOutcome:
+    """``outcome`` with the candidates kube's first pass rejected taking its verdicts:
+    ``first`` judged the candidates at positions ``at`` (ascending) with their nominated
+    pods added. :func:`_override`'s answer, by plugin instead of node by node (preemption
+    asks with hundreds of nodes holding nominated pods)."""
+    taken = [
+        FilterVerdict(
+            v.plugin, at[v.failed], [(r, u, at[pos]) for r, u, pos in v.reasons if pos.size]
+        )
+        for v in first.verdicts
+        if v.failed.size
+    ]
+    if not taken:
+        return outcome
+    replaced = np.concatenate([v.failed for v in taken])
+    kept: list[FilterVerdict] = []
+    for verdict in outcome.verdicts:
+        keep = ~np.isin(verdict.failed, replaced)
+        if not keep.any():
+            continue
+        reasons = [(r, u, pos[~np.isin(pos, replaced)]) for r, u, pos in verdict.reasons]
+        kept.append(FilterVerdict(verdict.plugin, verdict.failed[keep], reasons))
+    passed = outcome.passed[~np.isin(outcome.passed, replaced)]
+    return FilterOutcome(passed, kept + taken)
 
 
 _HERE = np.zeros(1, dtype=np.int64)
