@@ -414,16 +414,9 @@ def _with_first_pass(outcome: FilterOutcome, first: FilterOutcome, at: np.ndarra
     ]
     if not taken:
         return outcome
-    replaced = np.concatenate([v.failed for v in taken])
-    kept: list[FilterVerdict] = []
-    for verdict in outcome.verdicts:
-        keep = ~np.isin(verdict.failed, replaced)
-        if not keep.any():
-            continue
-        reasons = [(r, u, pos[~np.isin(pos, replaced)]) for r, u, pos in verdict.reasons]
-        kept.append(FilterVerdict(verdict.plugin, verdict.failed[keep], reasons))
-    passed = outcome.passed[~np.isin(outcome.passed, replaced)]
-    return FilterOutcome(passed, kept + taken)
+    rest = _without(outcome, np.concatenate([v.failed for v in taken]))
+    rest.verdicts += taken
+    return rest
 
 
 _HERE = np.zeros(1, dtype=np.int64)
@@ -474,7 +467,18 @@ def _nominated_positions(
 
 def _override(outcome: FilterOutcome, overrides: dict[int, FilterOutcome]) -> FilterOutcome:
     """``outcome`` with the candidates in ``overrides`` taking their single-node verdicts."""
-    replaced = np.fromiter(overrides, dtype=np.int64, count=len(overrides))
+    rest = _without(outcome, np.fromiter(overrides, dtype=np.int64, count=len(overrides)))
+    for position, single in overrides.items():
+        for verdict in single.verdicts:
+            at = np.array([position], dtype=np.int64)
+            reasons = [(r, u, at) for r, u, pos in verdict.reasons if pos.size]
+            rest.verdicts.append(FilterVerdict(verdict.plugin, at, reasons))
+    return rest
+
+
+def _without(outcome: FilterOutcome, replaced: np.ndarray) -> FilterOutcome:
+    """``outcome`` with the candidates at positions ``replaced`` left out (a new outcome,
+    whose verdict list the caller extends with their new verdicts)."""
     verdicts: list[FilterVerdict] = []
     for verdict in outcome.verdicts:
         keep = ~np.isin(verdict.failed, replaced)
@@ -482,13 +486,7 @@ def _override(outcome: FilterOutcome, overrides: dict[int, FilterOutcome]) -> Fi
             continue
         reasons = [(r, u, pos[~np.isin(pos, replaced)]) for r, u, pos in verdict.reasons]
         verdicts.append(FilterVerdict(verdict.plugin, verdict.failed[keep], reasons))
-    for position, single in overrides.items():
-        for verdict in single.verdicts:
-            at = np.array([position], dtype=np.int64)
-            reasons = [(r, u, at) for r, u, pos in verdict.reasons if pos.size]
-            verdicts.append(FilterVerdict(verdict.plugin, at, reasons))
-    passed = outcome.passed[~np.isin(outcome.passed, replaced)]
-    return FilterOutcome(passed, verdicts)
+    return FilterOutcome(outcome.passed[~np.isin(outcome.passed, replaced)], verdicts)
 
 
 def fits_on_node(
