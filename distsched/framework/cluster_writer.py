@@ -18,10 +18,13 @@ roles handle them once. A Redis error is never a refusal: it propagates.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from distsched.event_log import PodEvent
 from distsched.model import Pod, PodRef
+
+if TYPE_CHECKING:
+    from distsched.store import StoreError
 
 # kube's event types and the reasons kube-scheduler records.
 NORMAL = "Normal"
@@ -78,6 +81,13 @@ class ClusterWriter(Protocol):
         is what preemption wanted) for ``preemptor`` on ``node``, with a Preempted event
         (and, against an API server, the DisruptionTarget condition first). Raises when
         refused (another incarnation holds the name)."""
+        ...
+
+    def preempt_all(
+        self, victims: Sequence[Pod], *, preemptor: Pod, node: str
+    ) -> Sequence[StoreError | None]:
+        """:meth:`preempt` of each victim of one preemptor, as few round trips as the
+        writer can: per victim None, or the refusal :meth:`preempt` would raise."""
         ...
 
     def deleting(self, pod_keys: Sequence[str]) -> bool:

@@ -121,6 +121,18 @@ class KubeClusterWriter:
             )
         self.api.preempt(_pod_dict(victim), preemptor_obj, node, condition)
 
+    def preempt_all(
+        self, victims: Sequence[Pod], *, preemptor: Pod, node: str
+    ) -> list[StoreError | None]:
+        refused: list[StoreError | None] = []
+        for victim in victims:
+            try:
+                self.preempt(victim, preemptor=preemptor, node=node)
+                refused.append(None)
+            except StoreError as exc:
+                refused.append(exc)
+        return refused
+
     def deleting(self, pod_keys: Sequence[str]) -> bool:
         return self.api.deleting(pod_keys)
 

@@ -677,6 +677,27 @@ class Store:
             raise UidMismatch(kind, key, uid or "", reply[1].decode())
         return with_rv(stored_object(reply[2], _bound_meta(reply[3])), reply[1])
 
+    @acknowledged("delete")
+    def delete_pods(
+        self, pods: Sequence[tuple[str, str | None]]
+    ) -> builtins.list[NotFound | UidMismatch | None]:
+        """:meth:`delete` of each (pod key, uid or None), in order, in one round trip:
+        per pod None (deleted) or the refusal :meth:`delete` would raise."""
+        pipe = self._client.pipeline(transaction=False)
+        delete = self._scripts.get("store_delete")
+        for key, uid in pods:
+            keys, args = self.delete_call("Pod", key, uid)
+            delete(keys=keys, args=args, client=pipe)
+        answers: builtins.list[NotFound | UidMismatch | None] = []
+        for (key, uid), reply in zip(pods, pipe.execute(), strict=True):
+            if reply[0] == b"notfound":
+                answers.append(NotFound("Pod", key))
+            elif reply[0] == b"uid-mismatch":
+                answers.append(UidMismatch("Pod", key, uid or "", reply[1].decode()))
+            else:
+                answers.append(None)
+        return answers
+
     def delete_call(
         self, kind: str, key: str, uid: str | None
     ) -> tuple[builtins.list[str], builtins.list[Any]]:

@@ -45,21 +45,36 @@ class StoreWriter:
         return self.store.bind(pod.key, pod.uid or None, node)
 
     def preempt(self, victim: Pod, *, preemptor: Pod, node: str) -> None:
-        try:
-            self.store.delete("Pod", victim.key, uid=victim.metadata.uid or None)
-        except NotFound:
-            return  # gone already: what preemption wanted
-        log.debug("preempted %s for %s on %s", victim.key, preemptor.key, node)
-        event = PodEvent(
-            victim.key,
-            victim.metadata.uid,
-            NORMAL,
-            PREEMPTED,
-            f"Preempted by pod {preemptor.metadata.uid} on node {node}",
-            source=preemptor.spec.scheduler_name,
-            related=preemptor.key,
-        )
-        self.record_events([event])
+        (refused,) = self.preempt_all([victim], preemptor=preemptor, node=node)
+        if refused is not None:
+            raise refused
+
+    def preempt_all(
+        self, victims: Sequence[Pod], *, preemptor: Pod, node: str
+    ) -> builtins.list[StoreError | None]:
+        """The deletions in one round trip, their events in another."""
+        answers = self.store.delete_pods([(v.key, v.metadata.uid or None) for v in victims])
+        events = []
+        refused: builtins.list[StoreError | None] = []
+        for victim, answer in zip(victims, answers, strict=True):
+            # Gone already (NotFound) is what preemption wanted, with no event, as kube's.
+            refused.append(None if isinstance(answer, NotFound) else answer)
+            if answer is not None:
+                continue
+            log.debug("preempted %s for %s on %s", victim.key, preemptor.key, node)
+            events.append(
+                PodEvent(
+                    victim.key,
+                    victim.metadata.uid,
+                    NORMAL,
+                    PREEMPTED,
+                    f"Preempted by pod {preemptor.metadata.uid} on node {node}",
+                    source=preemptor.spec.scheduler_name,
+                    related=preemptor.key,
+                )
+            )
+        self.record_events(events)
+        return refused
 
     def deleting(self, pod_keys: Sequence[str]) -> bool:
         return False  # preempt() deletes before it returns

@@ -78,11 +78,10 @@ def carry_out(
     except StoreError as exc:
         log.warning("cannot nominate %s for %s: %s", node, pod.key, exc)
         return False
-    for victim in victims:
-        try:
-            writer.preempt(victim, preemptor=pod, node=node)
-        except StoreError as exc:
-            log.warning("preemption of %s for %s failed: %s", victim.key, pod.key, exc)
+    refusals = writer.preempt_all(victims, preemptor=pod, node=node)
+    for victim, refused in zip(victims, refusals, strict=True):
+        if refused is not None:
+            log.warning("preemption of %s for %s failed: %s", victim.key, pod.key, refused)
     for other in clear:
         with contextlib.suppress(StoreError):
             writer.set_nominated_node(PodRef(other.key), "")

@@ -26,7 +26,7 @@ from distsched.framework.interface import (
 from distsched.framework.snapshot import Snapshot
 from distsched.framework.status import PluginError, Status
 from distsched.model.objects import Pod, PodRef
-from distsched.store import BindResult, Store
+from distsched.store import BindResult, Store, StoreError
 from distsched.store.writer import StoreWriter
 
 
@@ -152,9 +152,12 @@ class RecordingWriter(StoreWriter):
             ]
         return results
 
-    def preempt(self, victim: Pod, *, preemptor: Pod, node: str) -> None:
-        self.calls.append(("preempt", victim.key, f"for {preemptor.key} on {node}"))
-        super().preempt(victim, preemptor=preemptor, node=node)
+    def preempt_all(
+        self, victims: Sequence[Pod], *, preemptor: Pod, node: str
+    ) -> list[StoreError | None]:
+        for victim in victims:
+            self.calls.append(("preempt", victim.key, f"for {preemptor.key} on {node}"))
+        return super().preempt_all(victims, preemptor=preemptor, node=node)
 
     def set_nominated_node(self, pod: PodRef, node: str) -> None:
         self.calls.append(("set_nominated_node", pod.key, node))

@@ -157,6 +157,19 @@ def test_a_preempted_victim_gets_its_event(store: Store, writer: ClusterWriter, 
     assert event["related"]["name"] == "preemptor"
 
 
+def test_a_preemptors_victims_go_together_each_with_its_answer(
+    store: Store, writer: ClusterWriter, keys: Keys
+) -> None:
+    v1, v2, v3 = (Pod.from_dict(store.create(pod_manifest(f"v{i}"))) for i in (1, 2, 3))
+    preemptor = Pod.from_dict(store.create(pod_manifest("preemptor")))
+    store.delete("Pod", v2.key)  # gone already: what preemption wanted, no event
+    other = replace(v3, metadata=replace(v3.metadata, uid="another-uid"))
+    refused = writer.preempt_all([v1, v2, other], preemptor=preemptor, node="n1")
+    assert refused[:2] == [None, None] and isinstance(refused[2], UidMismatch)
+    assert store.get("Pod", v1.key) is None and store.get("Pod", v3.key) is not None
+    assert [e["involvedObject"]["name"] for e in event_log.read(store.client, keys)] == ["v1"]
+
+
 def test_a_batch_binding_records_the_scheduled_events_in_its_script(
     store: Store, writer: ClusterWriter, keys: Keys
 ) -> None:

@@ -10,7 +10,7 @@ from distsched.clock import FakeClock
 from distsched.keys import Keys
 from distsched.model import Pod
 from distsched.queue_types import QueueConfig
-from distsched.store import Store
+from distsched.store import Store, StoreError
 from distsched.store.writer import StoreWriter
 from tests.support.objects import node, pod
 from tests.workers.harness import InProcessCluster
@@ -133,15 +133,18 @@ class SlowDeletes(StoreWriter):
         super().__init__(store)
         self.waiting: list[tuple[Pod, Pod, str]] = []
 
-    def preempt(self, victim: Pod, *, preemptor: Pod, node: str) -> None:
-        self.waiting.append((victim, preemptor, node))
+    def preempt_all(
+        self, victims: Sequence[Pod], *, preemptor: Pod, node: str
+    ) -> list[StoreError | None]:
+        self.waiting += [(victim, preemptor, node) for victim in victims]
+        return [None] * len(victims)
 
     def deleting(self, pod_keys: Sequence[str]) -> bool:
         return any(victim.key in pod_keys for victim, _, _ in self.waiting)
 
     def finish(self) -> None:
         for victim, preemptor, on in self.waiting:
-            super().preempt(victim, preemptor=preemptor, node=on)
+            super().preempt_all([victim], preemptor=preemptor, node=on)
         self.waiting = []
 
 
