@@ -829,6 +829,25 @@ def test_a_pop_takes_the_whole_gang_from_every_waiting_sub_queue(
     assert queue.counts()["inflight"] == 4
 
 
+def test_a_gang_member_popped_from_backoffQ_brings_its_siblings(
+    queue: SchedulingQueue, clock: FakeClock
+) -> None:
+    queue.set_gang_minimums({"ns/train": 2})
+    queue.add(gang(2), now_ms=clock.now_ms())
+    first = queue.pop(1, now_ms=clock.now_ms())
+    assert [p.key for p in first] == ["ns/train-0", "ns/train-1"]
+    assert fail(queue, clock, first[0]) == "unschedulable"
+    assert fail(queue, clock, first[1], error=True) == "backoff"
+    queue.move_all_to_active_or_backoff(
+        "NodeAdd", now_ms=clock.now_ms(), interested_plugins=None, keys=["ns/train-0"]
+    )
+    assert queue.where("ns/train-0") == "backoff"
+    # activeQ is empty: train-0 comes from backoffQ (a plugin rejected it), and with it
+    # its sibling, though that one backs off after an error.
+    again = queue.pop(1, now_ms=clock.now_ms())
+    assert [p.key for p in again] == ["ns/train-0", "ns/train-1"]
+
+
 def test_placed_and_gated_siblings_stay_where_they_are(
     queue: SchedulingQueue, clock: FakeClock
 ) -> None:
