@@ -18,13 +18,10 @@ roles handle them once. A Redis error is never a refusal: it propagates.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Protocol
+from typing import Protocol
 
 from distsched.event_log import PodEvent
 from distsched.model import Pod, PodRef
-
-if TYPE_CHECKING:
-    from distsched.store import StoreError
 
 # kube's event types and the reasons kube-scheduler records.
 NORMAL = "Normal"
@@ -85,9 +82,10 @@ class ClusterWriter(Protocol):
 
     def preempt_all(
         self, victims: Sequence[Pod], *, preemptor: Pod, node: str
-    ) -> Sequence[StoreError | None]:
+    ) -> Sequence[Exception | None]:
         """:meth:`preempt` of each victim of one preemptor, as few round trips as the
-        writer can: per victim None, or the refusal :meth:`preempt` would raise."""
+        writer can: per victim None, or the refusal (a ``StoreError``) :meth:`preempt`
+        would raise."""
         ...
 
     def deleting(self, pod_keys: Sequence[str]) -> bool:
