@@ -63,6 +63,16 @@ def start(group: ProcessGroup, *, binder_env: dict[str, str] | None = None) -> N
         group.extra_env.update(saved)
 
 
+def role_logs(group: ProcessGroup, lines: int = 30) -> str:
+    """The last lines of each role's log, for a wait that timed out."""
+    assert group.log_dir is not None
+    tails = []
+    for log in sorted(group.log_dir.glob("*.log")):
+        tail = log.read_text(errors="replace").splitlines()[-lines:]
+        tails.append(f"--- {log.name}\n" + "\n".join(tail))
+    return "\n".join(tails)
+
+
 def bound(kube: KubeClient, names: list[str]) -> bool:
     pods, _ = kube.list(PODS, namespace="default")
     nodes = {p["metadata"]["name"]: (p.get("spec") or {}).get("nodeName") for p in pods}
@@ -184,7 +194,12 @@ def test_redis_restarted_empty_while_the_api_server_keeps_the_truth(
     later = [f"b{i}" for i in range(4)]
     for name in later:
         kube.create(PODS, api_pod(name, cpu="500m"), "default")
-    wait_for("the later pods bound after the reset", lambda: bound(kube, later), 90)
+    wait_for(
+        "the later pods bound after the reset",
+        lambda: bound(kube, later),
+        90,
+        context=lambda: role_logs(group),
+    )
     kube.create(PODS, api_pod("no-room", cpu="500m"), "default")
     time.sleep(5)
     ledger = Ledger(redis.Redis.from_url(server.url), Keys(), SYSTEM_CLOCK)
