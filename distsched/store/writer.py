@@ -53,6 +53,8 @@ class StoreWriter:
         self, victims: Sequence[Pod], *, preemptor: Pod, node: str
     ) -> builtins.list[StoreError | None]:
         """The deletions in one round trip, their events in another."""
+        if not victims:
+            return []
         answers = self.store.delete_pods([(v.key, v.metadata.uid or None) for v in victims])
         events = []
         refused: builtins.list[StoreError | None] = []
