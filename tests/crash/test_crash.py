@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import re
 import signal
 import subprocess
 import sys
@@ -30,7 +31,10 @@ from distsched.clock import SYSTEM_CLOCK
 from distsched.embedded import EmbeddedRedis
 from distsched.launcher import RoleProcess
 from distsched.queue_redis import RedisQueue
+from distsched.redis_text import as_text
 from distsched.views import queue_status
+from distsched.workers.eventhandlers import GROUP
+from distsched.workers.schedule_one import WorkerConfig
 from tests.crash.harness import (
     ASSUME_TTL_MS,
     KEYS,
@@ -57,6 +61,15 @@ SLACK_S = 4.0
 def has_started(proc: RoleProcess) -> bool:
     """Whether a role process logged that it is past its start-up (its initial list)."""
     return " started" in log_text(proc)
+
+
+def is_consumer(client: redis.Redis, proc: RoleProcess) -> bool:
+    """Whether the worker ``proc`` reads the queue's events (the others count it live)."""
+    started = re.search(r"(worker-[0-9a-f]+) started", log_text(proc))
+    if started is None:
+        return False
+    names = {as_text(c["name"]) for c in client.xinfo_consumers(KEYS.queue_events, GROUP)}
+    return started.group(1) in names
 
 
 def inflight(client: redis.Redis) -> set[str]:
@@ -266,6 +279,11 @@ def test_random_kills_under_load_lose_nothing_and_bind_nothing_twice(
         # Its start-up (imports, the initial list) takes from a few tenths of a second to
         # several on a loaded machine: the wave waits for it, so that it competes.
         wait_for("victim worker started", partial(has_started, victim), 30)
+        # The healthy workers split each wave by the live workers they count (the queue's
+        # event consumers, re-read every 0.5 s): until they count the victim, they pop the
+        # whole wave between them and it never gets a pod to be killed with.
+        wait_for("victim counted live", partial(is_consumer, private_client, victim), 30)
+        time.sleep(2 * WorkerConfig.share_refresh_s)
         pods += create_cluster(private_client, 40, prefix=f"w{wave:02d}-", cpu="20m")
         deadline = time.monotonic() + 3
         while read_marker(marker) is None and time.monotonic() < deadline:
