@@ -62,8 +62,9 @@ if err then return redis.error_reply(err) end
 -- Read first (the head of activeQ, window by window, and the records), write after: a
 -- pop that fails leaves every pod where it was. Every pod popped here gets the same
 -- lease deadline (formatted once; the lists grow by counters, not by #).
-local out, fields, leases, dead = {}, {}, {}, {}
-local n_out, n_fields, n_leases = 0, 0, 0
+-- out[1] is set to the number popped from backoffQ last; the pairs follow it.
+local out, fields, leases, dead = {0}, {}, {}, {}
+local n_out, n_fields, n_leases = 1, 0, 0
 local lease_until = string.format('%d', now + lease_ms)
 local taken, examined = 0, 0
 
@@ -144,9 +145,9 @@ end
 
 -- Gangs: the siblings of popped members come along (every head member was handled above,
 -- so a sibling still in activeQ lies beyond the popped head).
-if #out > 0 and redis.call('EXISTS', KEYS[8]) == 1 then
+if n_out > 1 and redis.call('EXISTS', KEYS[8]) == 1 then
   local popped = {}
-  for i = 1, #out, 2 do popped[#popped + 1] = out[i] end
+  for i = 2, n_out, 2 do popped[#popped + 1] = out[i] end
   local groups = hmget_all(KEYS[8], popped)
   local have, done = {}, {}
   for _, key in ipairs(popped) do have[key] = true end
@@ -165,17 +166,7 @@ if #out > 0 and redis.call('EXISTS', KEYS[8]) == 1 then
           else
             redis.call('ZREM', from[r.w], m)
           end
-          local text, dead_lettered = rec_pop(raw, cycle + 1, epoch + 1, max_deliveries)
-          if dead_lettered then
-            redis.call('ZADD', KEYS[3], now, m)
-          else
-            cycle = cycle + 1
-            epoch = epoch + 1
-            redis.call('ZADD', KEYS[2], now + lease_ms, m)
-            out[#out + 1] = m
-            out[#out + 1] = text
-          end
-          redis.call('HSET', KEYS[4], m, text)
+          lease(m, raw)
         end
       end
     end
@@ -187,5 +178,5 @@ if #dead > 0 then redis.call('ZADD', KEYS[3], unpack(dead)) end
 redis.call('SET', KEYS[5], cycle)
 redis.call('SET', KEYS[6], epoch)
 if redis.call('ZCARD', KEYS[1]) == 0 then redis.call('DEL', KEYS[7]) end
-table.insert(out, 1, popped_from_backoff)
+out[1] = popped_from_backoff
 return out
