@@ -189,6 +189,17 @@ def park_in_backoff(queue: SchedulingQueue, clock: FakeClock, key: str, priority
     assert moved == 1 and queue.where(key) == "backoff"
 
 
+def only_the_flush_brings(
+    queue: SchedulingQueue, clock: FakeClock, key: str, *, after_ms: int
+) -> None:
+    """Nothing to pop while ``key`` backs off; ``after_ms`` later the backoff flush makes it
+    active, and it pops."""
+    assert pop_keys(queue, clock) == []
+    clock.step(after_ms)
+    assert queue.flush_backoff_completed(now_ms=clock.now_ms()) == 1
+    assert pop_keys(queue, clock) == [key]
+
+
 def test_a_pop_that_empties_activeQ_goes_on_into_backoffQ(
     queue: SchedulingQueue, clock: FakeClock
 ) -> None:
@@ -205,20 +216,14 @@ def test_a_pop_that_empties_activeQ_goes_on_into_backoffQ(
     assert pop_keys(queue, clock, 2) == ["ns/active", "ns/late-high"]
     assert pop_keys(queue, clock) == ["ns/early-low", "ns/next-second"]
     assert queue.where("ns/err") == "backoff"
-    assert pop_keys(queue, clock) == []
-    clock.step(10_000)
-    assert queue.flush_backoff_completed(now_ms=clock.now_ms()) == 1
-    assert pop_keys(queue, clock) == ["ns/err"]
+    only_the_flush_brings(queue, clock, "ns/err", after_ms=10_000)
 
 
 def test_without_pop_from_backoff_backoffQ_waits_for_its_flush(make_queue: QueueFactory) -> None:
     clock = FakeClock()
     queue = make_queue(config=QueueConfig(pop_from_backoff=False))
     park_in_backoff(queue, clock, "ns/a", 0)
-    assert pop_keys(queue, clock) == []
-    clock.step(1_000)
-    assert queue.flush_backoff_completed(now_ms=clock.now_ms()) == 1
-    assert pop_keys(queue, clock) == ["ns/a"]
+    only_the_flush_brings(queue, clock, "ns/a", after_ms=1_000)
 
 
 # --- moveRequestCycle and events ----------------------------------------------------------
@@ -728,10 +733,7 @@ def test_a_released_pod_backs_off_as_after_an_error(
     assert queue.assume([(pod.key, pod.epoch, "u")]) == [True]
     assert queue.requeue_released([pod.key], now_ms=clock.now_ms()) == ["backoff"]
     assert queue.info(pod.key)["pl"] == ""  # type: ignore[index]
-    assert pop_keys(queue, clock) == []
-    clock.step(2_000)
-    assert queue.flush_backoff_completed(now_ms=clock.now_ms()) == 1
-    assert pop_keys(queue, clock) == ["ns/a"]
+    only_the_flush_brings(queue, clock, "ns/a", after_ms=2_000)
 
 
 def test_released_pod_without_backoff_goes_straight_to_active(make_queue: QueueFactory) -> None:
