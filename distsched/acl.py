@@ -57,8 +57,8 @@ RQ_WORKER = (
 # the queue's events (a consumer group); then its periodic maintenance: trimming the
 # streams by what their readers have read (store/trim.py), the consistency sweep's scans
 # (scan.py), and the live workers (the consumers of the queue's events) among which it
-# takes its share of the nodes for tie-breaks; pods deleted in a row are released by
-# pipelined scripts (cache/ledger.py pods_deleted), for which redis-py asks SCRIPT EXISTS.
+# takes its share of the nodes for tie-breaks; a preemptor's victims are deleted by
+# pipelined scripts (store/redis_store.py delete_pods), for which redis-py asks SCRIPT EXISTS.
 WORKER = (
     "blpop", "xread", "xreadgroup", "xack", "xautoclaim", "xgroup|create",
     "xgroup|createconsumer", "xrange",

@@ -4,6 +4,9 @@ Modes (ARGV[2]):
   forget  assumed pods only, and only when ARGV[3] is "" or equals the record's token
   delete  assumed or bound pods (the pod object was deleted); only the record of uid
           ARGV[3] when it is not "" (a pod re-created under the name keeps its own)
+  delete_each  as delete, for pods deleted together (a preemptor's victims, say: one
+          call where each would pay the node's read and the feed's write): the pod
+          keys come in pairs of key and uid ("" = any), ARGV[3] unused
   orphan  assumed or bound pods the store no longer has (no pod under the name, or one of
           another uid): the consistency sweep's repair of a record whose pod's deletion
           was missed; a record whose pod the store has is never taken
@@ -43,7 +46,7 @@ ARGV[4]  integer  initial backoff (ms)
 ARGV[5]  integer  maximum backoff (ms)
 ARGV[6]  integer  longest the wake list may grow
 ARGV[7]  integer  N, the number of nodes; ARGV[8 .. 7+N] their names, in key-triple order
-ARGV[8+N ..] string  pod keys ns/name
+ARGV[8+N ..] string  pod keys ns/name (delete_each: ns/name, uid, ns/name, uid, ...)
 Returns {"OK", released pod keys...}, or {"MOVED", pod key} (nothing written) when a pod's
 record names a node not among the given ones; the caller re-reads the record and retries.
 ]]
@@ -65,7 +68,8 @@ if not is_count(now) or not is_count(initial) or not is_count(maximum)
     or not is_count(wake_cap) or wake_cap < 1 or not is_count(n_nodes) then
   return fail('now, backoff durations, wake cap and node count must be non-negative integers')
 end
-if mode ~= 'forget' and mode ~= 'delete' and mode ~= 'orphan' and mode ~= 'expire' then
+if mode ~= 'forget' and mode ~= 'delete' and mode ~= 'delete_each' and mode ~= 'orphan'
+    and mode ~= 'expire' then
   return fail('unknown mode ' .. tostring(mode))
 end
 if #KEYS ~= 15 + 3 * n_nodes then return fail('expected ' .. (15 + 3 * n_nodes) .. ' keys') end
@@ -119,9 +123,19 @@ local function bound_node_in_store(key)
   return meta_node
 end
 
+local pods = {}  -- {key, uid}: the uid a delete requires
+if mode == 'delete_each' then
+  if (#ARGV - 7 - n_nodes) % 2 ~= 0 then
+    return fail('delete_each takes pod keys and uids in pairs')
+  end
+  for a = 8 + n_nodes, #ARGV, 2 do pods[#pods + 1] = { ARGV[a], ARGV[a + 1] } end
+else
+  for a = 8 + n_nodes, #ARGV do pods[#pods + 1] = { ARGV[a], token } end
+end
+
 local released, seen, orphans, bound = {}, {}, {}, {}
-for a = 8 + n_nodes, #ARGV do
-  local key = ARGV[a]
+for _, pod in ipairs(pods) do
+  local key = pod[1]
   local raw = (not seen[key]) and redis.call('HGET', KEYS[1], key)
   if raw == false and not seen[key] and mode == 'expire' then orphans[#orphans + 1] = key end
   seen[key] = true
@@ -134,8 +148,8 @@ for a = 8 + n_nodes, #ARGV do
     if not i then return { 'MOVED', key } end
     local deadline = tonumber(redis.call('ZSCORE', KEYS[2], key))
     local take
-    if mode == 'delete' then
-      take = token == '' or rec.uid == token
+    if mode == 'delete' or mode == 'delete_each' then
+      take = pod[2] == '' or rec.uid == pod[2]
     elseif mode == 'orphan' then
       take = not in_store(key, rec.uid)
     elseif mode == 'forget' then

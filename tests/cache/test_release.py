@@ -439,3 +439,33 @@ def test_pods_deleted_together_release_as_one_by_one(
     assert ledger.node_state(["n1"])["n1"].requested == {}
     assert ledger.node_state(["n2"])["n2"].requested["cpu"] == 100
     assert ledger.check_consistency() == []
+
+
+def test_pods_deleted_together_take_each_uid_and_each_name_once(
+    r: redis.Redis, keys: Keys, clock: FakeClock, ledger: Ledger
+) -> None:
+    """A preemptor's victims on one node go in one release, each under its own uid; a
+    batch naming a pod twice (deleted, re-created, deleted) releases it one by one."""
+    victims = [f"ns/v{i}" for i in range(3)]
+    for key in victims:
+        reserve(r, keys, clock, ledger, key, "n1")
+    uids = {k: ledger.pod(k).uid for k in victims}  # type: ignore[union-attr]
+    answers = ledger.pods_deleted(
+        [(victims[0], uids[victims[0]]), (victims[1], "not-its-uid"), (victims[2], "")]
+    )
+    assert answers == [True, False, True]
+    assert ledger.node_state(["n1"])["n1"].requested["cpu"] == 100
+    assert ledger.pods_deleted([(victims[1], "not-its-uid"), (victims[1], uids[victims[1]])]) == [
+        False,
+        True,
+    ]
+    assert ledger.node_state(["n1"])["n1"].requested == {}
+    assert ledger.check_consistency() == []
+
+
+def test_release_in_pairs_refuses_a_key_without_its_uid(
+    r: redis.Redis, keys: Keys, clock: FakeClock, ledger: Ledger
+) -> None:
+    keys_, args = ledger._release_call("delete_each", ["ns/a", "u", "ns/b"], [], "", 0)
+    with pytest.raises(redis.ResponseError, match="pairs"):
+        ledger._scripts.get("cache_release")(keys=keys_, args=args)
