@@ -94,8 +94,13 @@ class ClusterWriter(Protocol):
         server, until the requests are answered (kube's async preemption)."""
         ...
 
-    def set_nominated_node(self, pod: PodRef, node: str) -> None:
-        """Record status.nominatedNodeName ("" clears it); raises when refused."""
+    def set_nominated_node(
+        self, pod: PodRef, node: str, *, unschedulable: tuple[str, str] | None = None
+    ) -> None:
+        """Record status.nominatedNodeName ("" clears it); raises when refused. With
+        ``unschedulable`` (reason, message), the preemptor's PodScheduled=False of
+        :meth:`pod_unschedulable` goes with it, as kube's failure handler writes both in
+        one status update; a pod bound meanwhile is then refused, with no nomination."""
         ...
 
     def pod_unschedulable(self, pod: PodRef, *, reason: str, message: str) -> bool:

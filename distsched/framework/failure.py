@@ -78,6 +78,9 @@ class Failure:
     token: str = ""  # the ledger holds the pod's reservation under this token: forget it
     parsed: Pod | None = None  # the pod, for Unreserve and to spare an unchanged condition
     state: CycleState | None = None  # the cycle's state, for Unreserve
+    # The PodScheduled=False (reason, message) written already: a preemptor's goes with
+    # its nomination. The condition is written unless the pod says it already.
+    said: tuple[str, str] | None = None
 
     @property
     def reason(self) -> str:
@@ -165,7 +168,9 @@ class FailureHandler:
         """kube's failure handler: the pod's condition, and the FailedScheduling event to
         record (with the others of the batch)."""
         reason = failure.reason
-        if not says_already(failure.parsed, reason, failure.message):
+        if failure.said != (reason, failure.message) and not says_already(
+            failure.parsed, reason, failure.message
+        ):
             self.writer.pod_unschedulable(failure.pod, reason=reason, message=failure.message)
         return PodEvent(
             failure.pod.key,

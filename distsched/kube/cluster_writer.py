@@ -136,7 +136,9 @@ class KubeClusterWriter:
     def deleting(self, pod_keys: Sequence[str]) -> bool:
         return self.api.deleting(pod_keys)
 
-    def set_nominated_node(self, pod: PodRef, node: str) -> None:
+    def set_nominated_node(
+        self, pod: PodRef, node: str, *, unschedulable: tuple[str, str] | None = None
+    ) -> None:
         """Written into the store at once, then patched through the API server in the
         background. kube-scheduler's nominator is its own memory, which its next decision
         reads; the store is the workers' shared one. Through the API server alone, the
@@ -145,9 +147,13 @@ class KubeClusterWriter:
         chose the same node and victims for their own preemptors. The bridge's mirror
         later writes the API server's copy over it (the same nomination once the patch
         is in). A pod the store no longer has (or has under another uid) raises
-        :class:`~distsched.store.StoreError`, and nothing goes to the API server."""
+        :class:`~distsched.store.StoreError`, and nothing goes to the API server. The
+        condition of ``unschedulable`` is patched as :meth:`pod_unschedulable` patches it."""
         self.store.set_nominated_node(pod, node)
         self.api.nominate(_reference(pod) | {"status": {"nominatedNodeName": None}}, node)
+        if unschedulable is not None:
+            reason, message = unschedulable
+            self.pod_unschedulable(pod, reason=reason, message=message)
 
     def pod_unschedulable(self, pod: PodRef, *, reason: str, message: str) -> bool:
         """Patched in the background when it differs from what this process last wrote

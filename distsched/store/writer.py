@@ -81,19 +81,29 @@ class StoreWriter:
     def deleting(self, pod_keys: Sequence[str]) -> bool:
         return False  # preempt() deletes before it returns
 
-    def set_nominated_node(self, pod: PodRef, node: str) -> None:
-        self.store.update_pod_status(pod.key, nominated_node_name=node, uid=pod.uid or None)
+    def set_nominated_node(
+        self, pod: PodRef, node: str, *, unschedulable: tuple[str, str] | None = None
+    ) -> None:
+        if unschedulable is None:
+            self.store.update_pod_status(pod.key, nominated_node_name=node, uid=pod.uid or None)
+            return
+        stored = self.store.update_pod_status(
+            pod.key,
+            nominated_node_name=node,
+            conditions=[_pod_scheduled_false(*unschedulable)],
+            uid=pod.uid or None,
+            pending_only=True,
+        )
+        if node_name_of(stored):
+            raise Conflict("Pod", pod.key, "", f"bound to {node_name_of(stored)} meanwhile")
 
     def pod_unschedulable(self, pod: PodRef, *, reason: str, message: str) -> bool:
-        condition = {
-            "type": "PodScheduled",
-            "status": "False",
-            "reason": reason,
-            "message": message,
-        }
         try:
             stored = self.store.update_pod_status(
-                pod.key, conditions=[condition], uid=pod.uid or None, pending_only=True
+                pod.key,
+                conditions=[_pod_scheduled_false(reason, message)],
+                uid=pod.uid or None,
+                pending_only=True,
             )
         except StoreError as exc:
             log.debug("no PodScheduled condition for %s: %s", pod.key, exc)
@@ -137,3 +147,7 @@ class StoreWriter:
             meta = claim.get("metadata") or {}
             annotations = {**(meta.get("annotations") or {}), SELECTED_NODE_ANNOTATION: node}
             self.store.update({**claim, "metadata": {**meta, "annotations": annotations}})
+
+
+def _pod_scheduled_false(reason: str, message: str) -> dict[str, str]:
+    return {"type": "PodScheduled", "status": "False", "reason": reason, "message": message}

@@ -15,7 +15,7 @@ import logging
 from collections.abc import Sequence
 
 from distsched import metrics
-from distsched.framework.cluster_writer import ClusterWriter
+from distsched.framework.cluster_writer import UNSCHEDULABLE, ClusterWriter
 from distsched.framework.cycle_state import CycleState
 from distsched.framework.diagnosis import FitError
 from distsched.framework.plugins.default_preemption import PreemptionResult
@@ -35,10 +35,11 @@ def apply_post_filter(
     *,
     snapshot: Snapshot,
     writer: ClusterWriter,
-) -> tuple[str, tuple[str, ...]]:
+) -> tuple[str, tuple[str, ...], tuple[str, str] | None]:
     """Run PostFilter for a pod that fits nowhere; returns the node the pod is now
-    nominated to in the store ("" if none, or if recording the nomination failed) and
-    the keys of the victims preempted for it."""
+    nominated to in the store ("" if none, or if recording the nomination failed), the
+    keys of the victims preempted for it, and the PodScheduled=False (reason, message)
+    written with the nomination (the failure handler's for ``err``)."""
     result, status = fw.run_post_filter_plugins(state, pod, snapshot, err.diagnosis)
     if result is None or not result.nominated_node_name:
         log.debug("no preemption for %s: %s", pod.key, status.message())
@@ -46,14 +47,15 @@ def apply_post_filter(
             # kube: an empty result clears a nomination that no longer helps.
             with contextlib.suppress(StoreError):
                 writer.set_nominated_node(PodRef(pod.key), "")
-        return "", ()
+        return "", (), None
     node = result.nominated_node_name
     victims = result.victims if isinstance(result, PreemptionResult) else ()
     clear = result.clear_nominations if isinstance(result, PreemptionResult) else ()
     log.info("preempting %d pod(s) on %s for %s", len(victims), node, pod.key)
-    if not carry_out(writer, pod, node, victims, clear):
-        return "", ()
-    return node, tuple(victim.key for victim in victims)
+    said = (UNSCHEDULABLE, str(err))
+    if not carry_out(writer, pod, node, victims, clear, unschedulable=said):
+        return "", (), None
+    return node, tuple(victim.key for victim in victims), said
 
 
 def carry_out(
@@ -62,10 +64,14 @@ def carry_out(
     node: str,
     victims: Sequence[Pod],
     clear: Sequence[Pod] = (),
+    *,
+    unschedulable: tuple[str, str] | None = None,
 ) -> bool:
     """kube's prepareCandidate for one preemptor: nominate the preemptor to the node,
     delete the victims, clear the lower-priority nominations on the node. Returns
-    whether the nomination was recorded (nothing is deleted when it was not).
+    whether the nomination was recorded (nothing is deleted when it was not). With
+    ``unschedulable`` (reason, message) the pod's PodScheduled=False goes with the
+    nomination (see ``ClusterWriter.set_nominated_node``).
 
     The nomination is written before the deletions, where kube writes it after: kube
     records it first in its scheduler's memory, which every later decision reads. Here
@@ -74,7 +80,7 @@ def carry_out(
     the nomination would give that room to another pod, and the preemptor would have to
     preempt again elsewhere. In the stream the nomination now comes first."""
     try:
-        writer.set_nominated_node(pod.ref(), node)
+        writer.set_nominated_node(pod.ref(), node, unschedulable=unschedulable)
     except StoreError as exc:
         log.warning("cannot nominate %s for %s: %s", node, pod.key, exc)
         return False

@@ -191,6 +191,8 @@ class Attempt:
     tries: int = 0
     reserved: bool = False
     gang: str = ""  # the pod group ("ns/name") whose gang this member is decided with
+    # The PodScheduled=False (reason, message) its preemption wrote with its nomination.
+    said: tuple[str, str] | None = None
 
 
 # The lock batches with ReadWriteOncePod claims hold (see _uses_rwop_claim). Unlike the
@@ -1232,7 +1234,7 @@ class SchedulingWorker:
             return ()
         metrics.preemption_attempts.inc()
         try:
-            node, victims = apply_post_filter(
+            node, victims, attempt.said = apply_post_filter(
                 fw, attempt.state, attempt.pod, err, snapshot=self.snapshot, writer=self.writer
             )
         except redis.RedisError:
@@ -1449,6 +1451,7 @@ class SchedulingWorker:
             token=str(queued.epoch) if reserved_in_ledger else "",
             parsed=attempt.pod,
             state=attempt.state,
+            said=attempt.said,
         )
         self.failures.handle([failure])
 

@@ -159,9 +159,13 @@ class RecordingWriter(StoreWriter):
             self.calls.append(("preempt", victim.key, f"for {preemptor.key} on {node}"))
         return super().preempt_all(victims, preemptor=preemptor, node=node)
 
-    def set_nominated_node(self, pod: PodRef, node: str) -> None:
+    def set_nominated_node(
+        self, pod: PodRef, node: str, *, unschedulable: tuple[str, str] | None = None
+    ) -> None:
         self.calls.append(("set_nominated_node", pod.key, node))
-        super().set_nominated_node(pod, node)
+        if unschedulable is not None:
+            self.calls.append(("pod_unschedulable", pod.key, unschedulable[0]))
+        super().set_nominated_node(pod, node, unschedulable=unschedulable)
 
     def pod_unschedulable(self, pod: PodRef, *, reason: str, message: str) -> bool:
         self.calls.append(("pod_unschedulable", pod.key, reason))

@@ -21,7 +21,7 @@ from distsched.framework.cluster_writer import (
 )
 from distsched.keys import Keys
 from distsched.model import Pod, PodRef
-from distsched.store import BindConflict, NotFound, Store, UidMismatch
+from distsched.store import BindConflict, Conflict, NotFound, Store, UidMismatch
 from distsched.store.writer import StoreWriter
 
 
@@ -80,6 +80,30 @@ def test_nominations_are_set_and_cleared(store: Store, writer: ClusterWriter) ->
     assert "nominatedNodeName" not in stored(store, pod.key)["status"]
     with pytest.raises(NotFound):
         writer.set_nominated_node(PodRef("default/gone"), "n1")
+
+
+def test_a_preemptors_nomination_and_condition_are_one_write(
+    store: Store, writer: ClusterWriter, r: redis.Redis, keys: Keys
+) -> None:
+    """kube's failure handler writes a preemptor's nominatedNodeName and PodScheduled=False
+    in one status update; a pod bound meanwhile gets neither."""
+    store.create(node_manifest("n1"))
+    pod = created(store, "a")
+    message = "0/1 nodes are available: 1 Insufficient cpu."
+    events = r.xlen(keys.events)
+    writer.set_nominated_node(pod, "n1", unschedulable=(UNSCHEDULABLE, message))
+    assert r.xlen(keys.events) == events + 1
+    assert stored(store, pod.key)["status"]["nominatedNodeName"] == "n1"
+    condition = scheduled_condition(store, pod.key)
+    assert condition is not None and (condition["reason"], condition["message"]) == (
+        UNSCHEDULABLE,
+        message,
+    )
+    bound = created(store, "bound")
+    store.bind(bound.key, bound.uid, "n1")
+    with pytest.raises(Conflict, match="bound to n1"):
+        writer.set_nominated_node(bound, "n1", unschedulable=(UNSCHEDULABLE, message))
+    assert "nominatedNodeName" not in stored(store, bound.key)["status"]
 
 
 def test_the_unschedulable_condition_is_written_once_per_change(

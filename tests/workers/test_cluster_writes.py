@@ -105,3 +105,14 @@ def test_preemption_deletes_and_nominates_through_the_writer(
         ("set_nominated_node", "default/urgent", "n1"),
         ("preempt", "default/victim", "for default/urgent on n1"),
     ]
+    # Its PodScheduled=False went with the nomination (kube's one status update): the
+    # failure handler does not write the pod again.
+    assert writer.calls[:2] == [
+        ("set_nominated_node", "default/urgent", "n1"),
+        ("pod_unschedulable", "default/urgent", "Unschedulable"),
+    ]
+    assert writer.calls.count(("pod_unschedulable", "default/urgent", "Unschedulable")) == 1
+    condition = next(
+        c for c in cluster.pod("urgent")["status"]["conditions"] if c["type"] == "PodScheduled"
+    )
+    assert (condition["status"], condition["reason"]) == ("False", "Unschedulable")
