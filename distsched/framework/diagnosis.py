@@ -100,15 +100,24 @@ class NodeToStatus:
         """Nodes of ``all_nodes`` where preemption could help: those whose status is not
         UnschedulableAndUnresolvable (kube's nodesWherePreemptionMightHelp)."""
         failed = self.failed_nodes()
-        absent = np.setdiff1d(all_nodes, failed, assume_unique=False)
+        hopeless = [e.nodes for e in self._entries if e.unresolvable]
         absent_hopeless = (
             self.absent_status is not None
             and self.absent_status.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE
         )
-        explicit = np.setdiff1d(failed, self.unresolvable_nodes())
-        if absent_hopeless:
-            return np.sort(explicit)
-        return np.union1d(explicit, absent)
+        # Masks over the slots rather than set operations (which sort): preemption asks
+        # for every pod that fits nowhere.
+        size = 1 + max(int(all_nodes.max(initial=-1)), int(failed.max(initial=-1)))
+        helps = np.zeros(size, dtype=bool)
+        helps[failed] = True
+        for nodes in hopeless:
+            helps[nodes] = False
+        if not absent_hopeless:
+            absent = np.zeros(size, dtype=bool)
+            absent[all_nodes] = True
+            absent[failed] = False
+            helps |= absent
+        return np.flatnonzero(helps)
 
 
 @dataclass(slots=True)

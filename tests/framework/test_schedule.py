@@ -5,13 +5,17 @@ from __future__ import annotations
 import random
 from collections import Counter
 
+import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from distsched.framework.cycle_state import CycleState
-from distsched.framework.diagnosis import FitError, NoNodesAvailableError
+from distsched.framework.diagnosis import FitError, NodeToStatus, NoNodesAvailableError, ReasonEntry
 from distsched.framework.profile import build_profiles, default_config
 from distsched.framework.runtime import Framework, PluginRef, PluginSet, Profile
 from distsched.framework.schedule import schedule_batch_on_snapshot, schedule_pod
+from distsched.framework.status import Code, Status
 from distsched.model.objects import NodeSelectorTerm, Taint
 from tests.framework.builders import make_node, make_pod, req, required_affinity, snapshot_of
 from tests.framework.fakes import fake_registry
@@ -318,3 +322,30 @@ def test_select_position_matches_the_rule_and_draws_alike(seed: int) -> None:
     got = select_position(feasible, scores, a.randrange, prefer, slack)
     assert got == _select_position_by_sets(feasible, scores, b.randrange, prefer, slack)
     assert a.random() == b.random()  # as many draws on both sides
+
+
+@given(
+    st.lists(st.integers(0, 40), unique=True, max_size=30),
+    st.lists(st.tuples(st.integers(0, 40), st.booleans()), max_size=30),
+    st.sampled_from([None, Code.UNSCHEDULABLE, Code.UNSCHEDULABLE_AND_UNRESOLVABLE]),
+)
+def test_nodes_where_preemption_might_help_are_kubes_set(
+    all_nodes: list[int], verdicts: list[tuple[int, bool]], absent: Code | None
+) -> None:
+    """kube's nodesWherePreemptionMightHelp as sets: the failed nodes that are not
+    unresolvable, plus the nodes without a status unless the absent status is
+    unresolvable; ascending."""
+    statuses = NodeToStatus()
+    seen: dict[int, bool] = {}
+    for node, unresolvable in verdicts:
+        seen.setdefault(node, unresolvable)
+    for node, unresolvable in seen.items():
+        at = np.array([node], dtype=np.int64)
+        statuses.record("P", at, [ReasonEntry("no", "P", unresolvable, at)])
+    if absent is not None:
+        statuses.absent_status = Status(absent, "absent", plugin="P")
+    explicit = {n for n, unresolvable in seen.items() if not unresolvable}
+    absent_nodes = set(all_nodes) - set(seen)
+    expected = explicit | (set() if absent == Code.UNSCHEDULABLE_AND_UNRESOLVABLE else absent_nodes)
+    helpful = statuses.nodes_that_might_help(np.array(sorted(all_nodes), dtype=np.int64))
+    assert helpful.tolist() == sorted(expected)

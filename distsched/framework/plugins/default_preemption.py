@@ -58,7 +58,7 @@ from distsched.framework.interface import (
     PostFilterPlugin,
     PostFilterResult,
 )
-from distsched.framework.nominator import PodNominator, nominated_to_add
+from distsched.framework.nominator import PodNominator, nominated_by_node, nominated_to_add
 from distsched.framework.podinfo import PodInfo, cycle_pod_info
 from distsched.framework.snapshot import Snapshot, preferred_slots
 from distsched.framework.status import Code, Status
@@ -374,6 +374,7 @@ class DefaultPreemption(PostFilterPlugin):
         together = self.lockstep and self.nodes_are_independent(state)
         candidates: list[Candidate] = []
         errors: list[str] = []
+        failed: dict[tuple[str, bool, tuple[str, ...]], list[int]] = {}
         start = 0
         while start < n:
             size = max(wanted - len(candidates), _MIN_CHUNK) if together else 1
@@ -388,6 +389,7 @@ class DefaultPreemption(PostFilterPlugin):
                 if status is None and candidate is not None and victims:
                     candidates.append(candidate)
                     if len(candidates) >= wanted:
+                        _record(statuses, failed)
                         return candidates, statuses, errors
                     continue
                 if status is None:
@@ -397,7 +399,10 @@ class DefaultPreemption(PostFilterPlugin):
                     )
                 if status.code == Code.ERROR:
                     errors.append(status.message())
-                _record(statuses, node_index, status)
+                unresolvable = status.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE
+                kind = (status.plugin or NAME, unresolvable, tuple(status.reasons))
+                failed.setdefault(kind, []).append(node_index)
+        _record(statuses, failed)
         return candidates, statuses, errors
 
     def nodes_are_independent(self, state: CycleState) -> bool:
@@ -421,11 +426,11 @@ class DefaultPreemption(PostFilterPlugin):
         by_usage = self.by_usage and usage_decides(fw, state)
         kind = self._kind(state, pod, snapshot, priority, budgets) if by_usage else None
         keys: dict[int, tuple[tuple[Any, ...], list[PodInfo]]] = {}
+        by_node = nominated_by_node(self.nominator, pod, priority) if kind is not None else {}
         for node_index in nodes:
             nominated = None
             if kind is not None:
-                name = snapshot.node_name(node_index)
-                nominated = nominated_to_add(self.nominator, pod, priority, name)
+                nominated = by_node.get(snapshot.node_name(node_index), [])
                 key: tuple[Any, ...] = (kind, node_index, int(snapshot.generation[node_index]))
                 key += tuple(id(info) for info in nominated)
                 known = self._outcomes.get(key)
@@ -634,12 +639,16 @@ class DefaultPreemption(PostFilterPlugin):
         )
 
 
-def _record(statuses: Diagnosis, node_index: int, status: Status) -> None:
-    nodes = np.array([node_index], dtype=np.int64)
-    unresolvable = status.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE
-    plugin = status.plugin or NAME
-    entries = [ReasonEntry(reason, plugin, unresolvable, nodes) for reason in status.reasons]
-    statuses.node_to_status.record(plugin, nodes, entries)
+def _record(
+    statuses: Diagnosis, failed: dict[tuple[str, bool, tuple[str, ...]], list[int]]
+) -> None:
+    """The dry run's failed nodes into ``statuses``: one record per (plugin,
+    unresolvable, reasons), as the filters record theirs (a node at a time cost more
+    than the dry run when hundreds of nodes hold nominated pods)."""
+    for (plugin, unresolvable, reasons), slots in failed.items():
+        nodes = np.array(slots, dtype=np.int64)
+        entries = [ReasonEntry(reason, plugin, unresolvable, nodes) for reason in reasons]
+        statuses.node_to_status.record(plugin, nodes, entries)
 
 
 def select_candidate(candidates: list[Candidate]) -> Candidate:
