@@ -22,6 +22,13 @@ class PodNominator:
         # The last selected_by_node answer, for the nominations it was made from.
         self._version = 0
         self._last: tuple[tuple[int, str, str, int], dict[str, list[PodInfo]]] | None = None
+        # What framework.what_if derived from the nominations last (its own key inside).
+        self.derived: tuple[object, ...] | None = None
+
+    @property
+    def version(self) -> int:
+        """Changes whenever a nomination comes, goes or moves."""
+        return self._version
 
     def __len__(self) -> int:
         return len(self._node_of)

@@ -43,7 +43,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 import numpy as np
 
@@ -394,46 +394,81 @@ def _nominated_requests(
     filters (:func:`usage_decides`) on independent nodes: the positions in ``candidates``
     (ascending) of the nodes whose nominated pods (:func:`nominated_to_add`'s, less those
     the snapshot holds already) lower their free room, those nodes' slots, and each one's
-    summed requested rows; None when there is none. One walk over the nominations and
-    numpy for the rest: preemption asks while hundreds of nodes hold nominated
+    summed requested rows; None when there is none. Numpy over the rows of
+    :func:`_nominated_rows`: preemption asks while hundreds of nodes hold nominated
     preemptors, and a call per node cost more than the filters themselves."""
-    get_index, placed = snapshot.get_index, snapshot.pod_node_index
     if candidates.size * 4 < len(nominator):  # few nodes asked (a nominated one first)
-        nominated = [
-            (slot, nominated_to_add(nominator, pod, priority, snapshot.node_name(slot)))
-            for slot in candidates.tolist()
-        ]
+        slots: list[int] = []
+        infos: list[PodInfo] = []
+        for slot in candidates.tolist():
+            for info in nominated_to_add(nominator, pod, priority, snapshot.node_name(slot)):
+                if snapshot.pod_node_index(info.key) is None:
+                    slots.append(slot)
+                    infos.append(info)
+        if not slots:
+            return None
+        nominated = (np.asarray(slots, dtype=np.int64), _rows(snapshot, infos))
     else:
-        nominated = [
-            (get_index(name), pods)
-            for name, pods in nominated_by_node(nominator, pod, priority).items()
-        ]
+        found = _nominated_rows(snapshot, nominator, pod, priority)
+        if found is None:
+            return None
+        nominated = found
+    nominated_slots, rows = nominated
+    position_of = np.full(snapshot.free.shape[0], -1, dtype=np.int64)
+    position_of[candidates] = np.arange(candidates.size, dtype=np.int64)
+    positions = position_of[nominated_slots]
+    wanted = positions >= 0
+    if not wanted.any():
+        return None
+    at, owner = np.unique(positions[wanted], return_inverse=True)
+    requests = np.zeros((at.size, rows.shape[1]), dtype=snapshot.free.dtype)
+    np.add.at(requests, owner, rows[wanted])
+    return at, candidates[at], requests
+
+
+def _nominated_rows(
+    snapshot: Snapshot, nominator: PodNominator, pod: Pod, priority: int
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """The slot and requested row of each pod nominated to a node that ``pod`` must count
+    there (:func:`nominated_by_node`'s, less those the snapshot holds already), or None.
+    Kept on the nominator until the nominations or the snapshot change: a decision asks
+    once per chunk of candidates, and again for its dry runs."""
+    table = snapshot.table
+    asked = (
+        nominator.version,
+        table.version,
+        table.free.shape[1],
+        pod.key,
+        pod.metadata.uid,
+        priority,
+    )
+    memo = nominator.derived
+    if memo is not None and memo[0] is table and memo[1] == asked:
+        return cast(tuple[np.ndarray, np.ndarray] | None, memo[2])
+    get_index, placed = snapshot.get_index, snapshot.pod_node_index
     slots: list[int] = []
     infos: list[PodInfo] = []
-    for slot, pods in nominated:
+    for name, pods in nominated_by_node(nominator, pod, priority).items():
+        slot = get_index(name)
         if slot is None:
             continue
         for info in pods:
             if placed(info.key) is None:  # an assumed pod is counted already
                 slots.append(slot)
                 infos.append(info)
-    if not slots:
-        return None
-    position_of = np.full(snapshot.free.shape[0], -1, dtype=np.int64)
-    position_of[candidates] = np.arange(candidates.size, dtype=np.int64)
-    positions = position_of[np.asarray(slots, dtype=np.int64)]
-    wanted = np.flatnonzero(positions >= 0)
-    if not wanted.size:
-        return None
+    found = (np.asarray(slots, dtype=np.int64), _rows(snapshot, infos)) if slots else None
+    nominator.derived = (table, asked, found)
+    return found
+
+
+def _rows(snapshot: Snapshot, infos: Sequence[PodInfo]) -> np.ndarray:
+    """The requested rows (``Usage.requested_row``) of ``infos``, one matrix."""
     usage = snapshot.usage
-    rows = [usage.requested_row(infos[k]) for k in wanted.tolist()]
+    rows = [usage.requested_row(info) for info in infos]
     width = snapshot.free.shape[1]  # a pod with a new resource added a column meanwhile
     if any(len(row) != width for row in rows):
-        rows = [usage.requested_row(infos[k]) for k in wanted.tolist()]
-    at, owner = np.unique(positions[wanted], return_inverse=True)
-    requests = np.zeros((at.size, width), dtype=snapshot.free.dtype)
-    np.add.at(requests, owner, np.stack(rows))
-    return at, candidates[at], requests
+        rows = [usage.requested_row(info) for info in infos]
+    return np.stack(rows)
 
 
 def _with_first_pass(outcome: FilterOutcome, first: FilterOutcome, at: np.ndarray) -> FilterOutcome:

@@ -490,6 +490,24 @@ def test_nominated_pods_of_higher_or_equal_priority_take_their_room():
     assert all(not snapshot.pods_on(i) for i in snapshot.node_indices())
 
 
+def test_the_nominated_pods_counted_follow_the_nominations_and_the_snapshot():
+    """The rows of the nominated pods are kept for a decision's next question, and
+    dropped when a nomination changes or the snapshot places one of them."""
+    nominator = PodNominator()
+    nominator.add(pod("big", 3000, 10, nominated="n1"))
+    incoming = pod("p", 2000, 10)
+    snapshot = snapshot_of([node(f"n{i}") for i in range(1, 6)])
+    passed, reasons = run_nominated(snapshot, incoming, nominator)
+    assert "n1" not in passed and reasons == {"n1": "Insufficient cpu"}
+    nominator.delete("default/big")
+    assert "n1" in run_nominated(snapshot, incoming, nominator)[0]
+    nominator.add(pod("big", 3000, 10, nominated="n1"))
+    assert "n1" not in run_nominated(snapshot, incoming, nominator)[0]
+    snapshot.add_pod(pod("big", 3000, 10, "n2"))  # assumed elsewhere: not on n1 too
+    passed, reasons = run_nominated(snapshot, incoming, nominator)
+    assert "n1" in passed and reasons == {"n2": "Insufficient cpu"}
+
+
 def test_a_node_must_pass_without_its_nominated_pods_too():
     zone_web = PodAffinityTerm("zone", LabelSelector({"app": "web"}))
     incoming = pod("p", 100, 10, affinity=Affinity(pod_affinity=PodAffinity((zone_web,))))
