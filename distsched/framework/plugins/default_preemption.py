@@ -276,6 +276,7 @@ class DefaultPreemption(PostFilterPlugin):
         self.framework: Framework | None = None
         self._outcomes: dict[tuple[Any, ...], _Outcome] = {}
         self._outcomes_of: Snapshot | None = None
+        self._kind_ids: dict[tuple[Any, ...], int] = {}  # the kinds of _outcomes' keys
 
     def attach_framework(self, framework: Framework) -> None:
         self.framework = framework
@@ -427,13 +428,20 @@ class DefaultPreemption(PostFilterPlugin):
         kind = self._kind(state, pod, snapshot, priority, budgets) if by_usage else None
         keys: dict[int, tuple[tuple[Any, ...], list[PodInfo]]] = {}
         by_node = nominated_by_node(self.nominator, pod, priority) if kind is not None else {}
-        for node_index in nodes:
+        generations = snapshot.generation[nodes].tolist() if kind is not None else []
+        kind_id = self._kind_ids.setdefault(kind, len(self._kind_ids)) if kind is not None else 0
+        outcomes = self._outcomes
+        for at, node_index in enumerate(nodes):
             nominated = None
             if kind is not None:
-                nominated = by_node.get(snapshot.node_name(node_index), [])
-                key: tuple[Any, ...] = (kind, node_index, int(snapshot.generation[node_index]))
-                key += tuple(id(info) for info in nominated)
-                known = self._outcomes.get(key)
+                # The kind (a long tuple) is hashed once, as kind_id, not per node.
+                key: tuple[Any, ...] = (kind_id, node_index, generations[at])
+                nominated = by_node.get(snapshot.node_name(node_index))
+                if nominated:
+                    key += tuple(map(id, nominated))
+                else:
+                    nominated = []
+                known = outcomes.get(key)
                 if known is not None:
                     results[node_index] = known.copy()
                     continue
@@ -498,13 +506,17 @@ class DefaultPreemption(PostFilterPlugin):
         if not self.remember:
             return None
         if snapshot is not self._outcomes_of:
-            self._outcomes.clear()
+            self._forget_outcomes()
             self._outcomes_of = snapshot
         assert self.framework is not None
         signature = self.framework.sign_pod(pod, cycle_pod_info(state, pod), snapshot)
         if signature is None:
             return None
         return (signature, priority, tuple(id(b) for b in budgets))
+
+    def _forget_outcomes(self) -> None:
+        self._outcomes.clear()
+        self._kind_ids.clear()
 
     def _remember(
         self,
@@ -516,7 +528,8 @@ class DefaultPreemption(PostFilterPlugin):
         again while the node (its generation) and its nominated pods are unchanged, the
         usual case for all but the node the previous preemptor was nominated to."""
         if len(self._outcomes) + len(keys) > _DRY_RUN_CACHE:
-            self._outcomes.clear()
+            self._forget_outcomes()
+            return  # the keys name a kind id just forgotten
         for node_index, (key, nominated) in keys.items():
             candidate, status = results[node_index]
             if candidate is not None:
