@@ -95,12 +95,19 @@ class ClusterWriter(Protocol):
         ...
 
     def set_nominated_node(
-        self, pod: PodRef, node: str, *, unschedulable: tuple[str, str] | None = None
+        self,
+        pod: PodRef,
+        node: str,
+        *,
+        unschedulable: tuple[str, str] | None = None,
+        seen: Mapping[str, object] | None = None,
     ) -> None:
         """Record status.nominatedNodeName ("" clears it); raises when refused. With
         ``unschedulable`` (reason, message), the preemptor's PodScheduled=False of
         :meth:`pod_unschedulable` goes with it, as kube's failure handler writes both in
-        one status update; a pod bound meanwhile is then refused, with no nomination."""
+        one status update; a pod bound meanwhile is then refused, with no nomination.
+        ``seen``: the pod's object as the caller read it, which a writer may start from
+        (its resourceVersion tells whether it is still current)."""
         ...
 
     def pod_unschedulable(self, pod: PodRef, *, reason: str, message: str) -> bool:

@@ -137,7 +137,12 @@ class KubeClusterWriter:
         return self.api.deleting(pod_keys)
 
     def set_nominated_node(
-        self, pod: PodRef, node: str, *, unschedulable: tuple[str, str] | None = None
+        self,
+        pod: PodRef,
+        node: str,
+        *,
+        unschedulable: tuple[str, str] | None = None,
+        seen: Mapping[str, object] | None = None,
     ) -> None:
         """Written into the store at once, then patched through the API server in the
         background. kube-scheduler's nominator is its own memory, which its next decision
@@ -149,7 +154,7 @@ class KubeClusterWriter:
         is in). A pod the store no longer has (or has under another uid) raises
         :class:`~distsched.store.StoreError`, and nothing goes to the API server. The
         condition of ``unschedulable`` is patched as :meth:`pod_unschedulable` patches it."""
-        self.store.set_nominated_node(pod, node)
+        self.store.set_nominated_node(pod, node, seen=seen)
         self.api.nominate(_reference(pod) | {"status": {"nominatedNodeName": None}}, node)
         if unschedulable is not None:
             reason, message = unschedulable

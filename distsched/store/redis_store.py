@@ -628,17 +628,20 @@ class Store:
         conditions: Sequence[Mapping[str, Any]] = (),
         uid: str | None = None,
         pending_only: bool = False,
+        seen: Obj | None = None,
     ) -> Obj:
         """Set status.nominatedNodeName (None: leave, "": clear) and status conditions (by
         type, e.g. ``{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
         "message": ...}``) without touching spec. No change -> no write. With
         ``pending_only``, a pod bound meanwhile is left as it is (returned unchanged): a
-        failed attempt's PodScheduled=False must not land on a pod another attempt bound."""
+        failed attempt's PodScheduled=False must not land on a pod another attempt bound.
+        ``seen``: the pod as the caller last read it (with its resourceVersion); the first
+        try starts from it instead of reading the pod, and a newer one is read then."""
         for cond in conditions:
             if not cond.get("type") or not cond.get("status"):
                 raise InvalidObject(f"pod {pod_key}: a condition needs a type and a status")
-        for _ in self._attempts():
-            current = self.get("Pod", pod_key)
+        for attempt in self._attempts():
+            current = seen if attempt == 0 and seen is not None else self.get("Pod", pod_key)
             if current is None:
                 raise NotFound("Pod", pod_key)
             if uid and uid_of(current) != uid:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import builtins
 import logging
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 from distsched import event_log
 from distsched.event_log import PodEvent
@@ -82,10 +83,18 @@ class StoreWriter:
         return False  # preempt() deletes before it returns
 
     def set_nominated_node(
-        self, pod: PodRef, node: str, *, unschedulable: tuple[str, str] | None = None
+        self,
+        pod: PodRef,
+        node: str,
+        *,
+        unschedulable: tuple[str, str] | None = None,
+        seen: Mapping[str, Any] | None = None,
     ) -> None:
+        start = dict(seen) if seen is not None else None
         if unschedulable is None:
-            self.store.update_pod_status(pod.key, nominated_node_name=node, uid=pod.uid or None)
+            self.store.update_pod_status(
+                pod.key, nominated_node_name=node, uid=pod.uid or None, seen=start
+            )
             return
         stored = self.store.update_pod_status(
             pod.key,
@@ -93,6 +102,7 @@ class StoreWriter:
             conditions=[_pod_scheduled_false(*unschedulable)],
             uid=pod.uid or None,
             pending_only=True,
+            seen=start,
         )
         if node_name_of(stored):
             raise Conflict("Pod", pod.key, "", f"bound to {node_name_of(stored)} meanwhile")

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from distsched import metrics
 from distsched.framework.cluster_writer import UNSCHEDULABLE, ClusterWriter
@@ -35,6 +35,7 @@ def apply_post_filter(
     *,
     snapshot: Snapshot,
     writer: ClusterWriter,
+    seen: Mapping[str, object] | None = None,
 ) -> tuple[str, tuple[str, ...], tuple[str, str] | None]:
     """Run PostFilter for a pod that fits nowhere; returns the node the pod is now
     nominated to in the store ("" if none, or if recording the nomination failed), the
@@ -53,7 +54,7 @@ def apply_post_filter(
     clear = result.clear_nominations if isinstance(result, PreemptionResult) else ()
     log.info("preempting %d pod(s) on %s for %s", len(victims), node, pod.key)
     said = (UNSCHEDULABLE, str(err))
-    if not carry_out(writer, pod, node, victims, clear, unschedulable=said):
+    if not carry_out(writer, pod, node, victims, clear, unschedulable=said, seen=seen):
         return "", (), None
     return node, tuple(victim.key for victim in victims), said
 
@@ -66,12 +67,14 @@ def carry_out(
     clear: Sequence[Pod] = (),
     *,
     unschedulable: tuple[str, str] | None = None,
+    seen: Mapping[str, object] | None = None,
 ) -> bool:
     """kube's prepareCandidate for one preemptor: nominate the preemptor to the node,
     delete the victims, clear the lower-priority nominations on the node. Returns
     whether the nomination was recorded (nothing is deleted when it was not). With
     ``unschedulable`` (reason, message) the pod's PodScheduled=False goes with the
-    nomination (see ``ClusterWriter.set_nominated_node``).
+    nomination (see ``ClusterWriter.set_nominated_node``, which may start from ``seen``,
+    the pod's object as the worker popped it).
 
     The nomination is written before the deletions, where kube writes it after: kube
     records it first in its scheduler's memory, which every later decision reads. Here
@@ -80,7 +83,7 @@ def carry_out(
     the nomination would give that room to another pod, and the preemptor would have to
     preempt again elsewhere. In the stream the nomination now comes first."""
     try:
-        writer.set_nominated_node(pod.ref(), node, unschedulable=unschedulable)
+        writer.set_nominated_node(pod.ref(), node, unschedulable=unschedulable, seen=seen)
     except StoreError as exc:
         log.warning("cannot nominate %s for %s: %s", node, pod.key, exc)
         return False

@@ -193,6 +193,7 @@ class Attempt:
     gang: str = ""  # the pod group ("ns/name") whose gang this member is decided with
     # The PodScheduled=False (reason, message) its preemption wrote with its nomination.
     said: tuple[str, str] | None = None
+    obj: Obj | None = None  # the pod's object as popped (a status write may start from it)
 
 
 # The lock batches with ReadWriteOncePod claims hold (see _uses_rwop_claim). Unlike the
@@ -749,6 +750,7 @@ class SchedulingWorker:
                     continue
             attempt = self._prepare(queued, pod)
             if attempt is not None:
+                attempt.obj = obj
                 attempts.append(attempt)
         topology_keys: set[str] = set()
         for attempt in attempts:
@@ -1235,7 +1237,13 @@ class SchedulingWorker:
         metrics.preemption_attempts.inc()
         try:
             node, victims, attempt.said = apply_post_filter(
-                fw, attempt.state, attempt.pod, err, snapshot=self.snapshot, writer=self.writer
+                fw,
+                attempt.state,
+                attempt.pod,
+                err,
+                snapshot=self.snapshot,
+                writer=self.writer,
+                seen=attempt.obj,
             )
         except redis.RedisError:
             raise

@@ -160,12 +160,17 @@ class RecordingWriter(StoreWriter):
         return super().preempt_all(victims, preemptor=preemptor, node=node)
 
     def set_nominated_node(
-        self, pod: PodRef, node: str, *, unschedulable: tuple[str, str] | None = None
+        self,
+        pod: PodRef,
+        node: str,
+        *,
+        unschedulable: tuple[str, str] | None = None,
+        seen: Mapping[str, object] | None = None,
     ) -> None:
         self.calls.append(("set_nominated_node", pod.key, node))
         if unschedulable is not None:
             self.calls.append(("pod_unschedulable", pod.key, unschedulable[0]))
-        super().set_nominated_node(pod, node, unschedulable=unschedulable)
+        super().set_nominated_node(pod, node, unschedulable=unschedulable, seen=seen)
 
     def pod_unschedulable(self, pod: PodRef, *, reason: str, message: str) -> bool:
         self.calls.append(("pod_unschedulable", pod.key, reason))

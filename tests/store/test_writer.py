@@ -106,6 +106,31 @@ def test_a_preemptors_nomination_and_condition_are_one_write(
     assert "nominatedNodeName" not in stored(store, bound.key)["status"]
 
 
+def test_a_nomination_starts_from_the_pod_as_seen_and_never_writes_it_back_stale(
+    store: Store, writer: ClusterWriter, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The worker's copy of the pod spares the read when it is still the stored one; a
+    copy the store has moved past is read again, and nothing of the newer pod is lost."""
+    pod = created(store, "a")
+    seen = stored(store, pod.key)
+    reads: list[str] = []
+    real_get = store.get
+    monkeypatch.setattr(store, "get", lambda kind, key: reads.append(key) or real_get(kind, key))
+    writer.set_nominated_node(pod, "n1", unschedulable=(UNSCHEDULABLE, "0/1 nodes"), seen=seen)
+    assert reads == []
+    monkeypatch.setattr(store, "get", real_get)
+    assert stored(store, pod.key)["status"]["nominatedNodeName"] == "n1"
+    newer = stored(store, pod.key)
+    newer["metadata"]["labels"] = {"app": "web"}
+    store.update(newer)
+    writer.set_nominated_node(pod, "n2", seen=seen)  # seen is two versions old now
+    now = stored(store, pod.key)
+    assert now["status"]["nominatedNodeName"] == "n2"
+    assert now["metadata"]["labels"] == {"app": "web"}
+    condition = scheduled_condition(store, pod.key)
+    assert condition is not None and condition["message"] == "0/1 nodes"
+
+
 def test_the_unschedulable_condition_is_written_once_per_change(
     store: Store, writer: ClusterWriter, r: redis.Redis, keys: Keys, clock: FakeClock
 ) -> None:
