@@ -74,10 +74,6 @@ class PodNominator:
         self._last = (asked, selected)
         return selected
 
-    def node_count(self) -> int:
-        """How many nodes have pods nominated to them."""
-        return len(self._by_node)
-
     def has_pods_on(self, node_name: str) -> bool:
         return node_name in self._by_node
 

@@ -431,8 +431,8 @@ def _nominated_rows(
 ) -> tuple[np.ndarray, np.ndarray] | None:
     """The slot and requested row of each pod nominated to a node that ``pod`` must count
     there (:func:`nominated_by_node`'s, less those the snapshot holds already), or None.
-    Kept on the nominator until the nominations or the snapshot change: a decision asks
-    once per chunk of candidates, and again for its dry runs."""
+    Kept on the nominator until the nominations or the snapshot change: a decision's
+    filter pass asks once per chunk of candidates."""
     table = snapshot.table
     asked = (
         nominator.version,
