@@ -108,6 +108,14 @@ def test_roles_started_while_redis_is_down_wait_for_it(
     group_on.append(group)
     metrics_port = free_port()
     spawn_roles(group, metrics_port)
+    # Each role must have found Redis down before it comes up: on a busy 2-core machine a
+    # role's start-up alone can outlast a fixed wait (CI once saw the binder's first
+    # connection find the server already up).
+    h.wait_until(
+        "the worker and the binder to find Redis down",
+        lambda: all("Redis unavailable" in h.log_text(tmp_path, r) for r in ("worker", "binder")),
+        60,
+    )
     time.sleep(DOWN_S)
     assert_all_alive(group, tmp_path)
     server.start()
