@@ -427,25 +427,9 @@ class Ledger:
         pod_keys = [key for key, _ in items]
         if len(set(pod_keys)) < len(pod_keys):
             return [self.pod_deleted(key, uid) for key, uid in items]
-        now = self._clock.now_ms()
-        script = self._scripts.get("cache_release")
-        for _ in range(_RETRIES):
-            raw_records = self._r.hmget(self.pods_key, pod_keys)
-            present = [
-                (key, uid, decode_record(key, raw, None).node)
-                for (key, uid), raw in zip(items, raw_records, strict=True)
-                if raw is not None
-            ]
-            if not present:
-                return [False] * len(items)
-            nodes = sorted({node for _, _, node in present})
-            pairs = [text for key, uid, _ in present for text in (key, uid)]
-            keys, args = self._release_call("delete_each", pairs, nodes, "", now)
-            status, *released = script(keys=keys, args=args)
-            if as_text(status) == "OK":  # else MOVED: another worker's write got in between
-                gone = {as_text(k) for k in released}
-                return [key in gone for key in pod_keys]
-        raise RuntimeError(f"cache_release kept seeing pods move between nodes: {pod_keys}")
+        pairs = [text for pair in items for text in pair]
+        gone = set(self._release("delete_each", pod_keys, pod_args=pairs))
+        return [key in gone for key in pod_keys]
 
     def release_orphans(
         self, seen: Mapping[str, str], *, scan_count: int = 500
@@ -495,8 +479,17 @@ class Ledger:
             reaped += released
 
     def _release(
-        self, mode: str, pod_keys: list[str], *, token: str = "", now: int | None = None
+        self,
+        mode: str,
+        pod_keys: list[str],
+        *,
+        token: str = "",
+        now: int | None = None,
+        pod_args: list[str] | None = None,
     ) -> list[str]:
+        """One cache_release call for ``pod_keys`` on the nodes their records name (again
+        when a record moved meanwhile: MOVED); ``pod_args``: the script's pod arguments
+        when they are not the keys alone (delete_each's key/uid pairs)."""
         now = self._clock.now_ms() if now is None else now
         for _ in range(_RETRIES):
             raw_records = self._r.hmget(self.pods_key, pod_keys)
@@ -507,7 +500,7 @@ class Ledger:
                     if raw is not None
                 }
             )
-            keys, args = self._release_call(mode, pod_keys, nodes, token, now)
+            keys, args = self._release_call(mode, pod_args or pod_keys, nodes, token, now)
             status, *released = self._scripts.get("cache_release")(keys=keys, args=args)
             if as_text(status) == "OK":
                 return [as_text(k) for k in released]

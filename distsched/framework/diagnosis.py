@@ -100,7 +100,6 @@ class NodeToStatus:
         """Nodes of ``all_nodes`` where preemption could help: those whose status is not
         UnschedulableAndUnresolvable (kube's nodesWherePreemptionMightHelp)."""
         failed = self.failed_nodes()
-        hopeless = [e.nodes for e in self._entries if e.unresolvable]
         absent_hopeless = (
             self.absent_status is not None
             and self.absent_status.code == Code.UNSCHEDULABLE_AND_UNRESOLVABLE
@@ -110,8 +109,7 @@ class NodeToStatus:
         size = 1 + max(int(all_nodes.max(initial=-1)), int(failed.max(initial=-1)))
         helps = np.zeros(size, dtype=bool)
         helps[failed] = True
-        for nodes in hopeless:
-            helps[nodes] = False
+        helps[self.unresolvable_nodes()] = False
         if not absent_hopeless:
             absent = np.zeros(size, dtype=bool)
             absent[all_nodes] = True

@@ -398,22 +398,18 @@ def _nominated_requests(
     :func:`_nominated_rows`: preemption asks while hundreds of nodes hold nominated
     preemptors, and a call per node cost more than the filters themselves."""
     if candidates.size * 4 < len(nominator):  # few nodes asked (a nominated one first)
-        slots: list[int] = []
-        infos: list[PodInfo] = []
-        for slot in candidates.tolist():
-            for info in nominated_to_add(nominator, pod, priority, snapshot.node_name(slot)):
-                if snapshot.pod_node_index(info.key) is None:
-                    slots.append(slot)
-                    infos.append(info)
-        if not slots:
-            return None
-        nominated = (np.asarray(slots, dtype=np.int64), _rows(snapshot, infos))
+        found = _unplaced(
+            snapshot,
+            [
+                (slot, nominated_to_add(nominator, pod, priority, snapshot.node_name(slot)))
+                for slot in candidates.tolist()
+            ],
+        )
     else:
         found = _nominated_rows(snapshot, nominator, pod, priority)
-        if found is None:
-            return None
-        nominated = found
-    nominated_slots, rows = nominated
+    if found is None:
+        return None
+    nominated_slots, rows = found
     position_of = np.full(snapshot.free.shape[0], -1, dtype=np.int64)
     position_of[candidates] = np.arange(candidates.size, dtype=np.int64)
     positions = position_of[nominated_slots]
@@ -445,30 +441,37 @@ def _nominated_rows(
     memo = nominator.derived
     if memo is not None and memo[0] is table and memo[1] == asked:
         return cast(tuple[np.ndarray, np.ndarray] | None, memo[2])
-    get_index, placed = snapshot.get_index, snapshot.pod_node_index
-    slots: list[int] = []
-    infos: list[PodInfo] = []
-    for name, pods in nominated_by_node(nominator, pod, priority).items():
-        slot = get_index(name)
-        if slot is None:
-            continue
-        for info in pods:
-            if placed(info.key) is None:  # an assumed pod is counted already
-                slots.append(slot)
-                infos.append(info)
-    found = (np.asarray(slots, dtype=np.int64), _rows(snapshot, infos)) if slots else None
+    get_index = snapshot.get_index
+    by_node = nominated_by_node(nominator, pod, priority)
+    found = _unplaced(snapshot, [(get_index(name), pods) for name, pods in by_node.items()])
     nominator.derived = (table, asked, found)
     return found
 
 
-def _rows(snapshot: Snapshot, infos: Sequence[PodInfo]) -> np.ndarray:
-    """The requested rows (``Usage.requested_row``) of ``infos``, one matrix."""
+def _unplaced(
+    snapshot: Snapshot, nominated: Sequence[tuple[int | None, Sequence[PodInfo]]]
+) -> tuple[np.ndarray, np.ndarray] | None:
+    """Each (node slot, its nominated pods) as the slot and requested row of each pod the
+    snapshot does not hold yet (an assumed pod is counted already; a slot of None, a
+    node the snapshot lacks, is skipped); None when no pod is left."""
+    placed = snapshot.pod_node_index
+    slots: list[int] = []
+    infos: list[PodInfo] = []
+    for slot, pods in nominated:
+        if slot is None:
+            continue
+        for info in pods:
+            if placed(info.key) is None:
+                slots.append(slot)
+                infos.append(info)
+    if not slots:
+        return None
     usage = snapshot.usage
     rows = [usage.requested_row(info) for info in infos]
     width = snapshot.free.shape[1]  # a pod with a new resource added a column meanwhile
     if any(len(row) != width for row in rows):
         rows = [usage.requested_row(info) for info in infos]
-    return np.stack(rows)
+    return np.asarray(slots, dtype=np.int64), np.stack(rows)
 
 
 def _with_first_pass(outcome: FilterOutcome, first: FilterOutcome, at: np.ndarray) -> FilterOutcome:

@@ -90,21 +90,16 @@ class StoreWriter:
         unschedulable: tuple[str, str] | None = None,
         seen: Mapping[str, Any] | None = None,
     ) -> None:
-        start = dict(seen) if seen is not None else None
-        if unschedulable is None:
-            self.store.update_pod_status(
-                pod.key, nominated_node_name=node, uid=pod.uid or None, seen=start
-            )
-            return
+        with_condition = unschedulable is not None
         stored = self.store.update_pod_status(
             pod.key,
             nominated_node_name=node,
-            conditions=[_pod_scheduled_false(*unschedulable)],
+            conditions=[_pod_scheduled_false(*unschedulable)] if unschedulable else [],
             uid=pod.uid or None,
-            pending_only=True,
-            seen=start,
+            pending_only=with_condition,
+            seen=dict(seen) if seen is not None else None,
         )
-        if node_name_of(stored):
+        if with_condition and node_name_of(stored):
             raise Conflict("Pod", pod.key, "", f"bound to {node_name_of(stored)} meanwhile")
 
     def pod_unschedulable(self, pod: PodRef, *, reason: str, message: str) -> bool:
