@@ -65,6 +65,12 @@ class ClusterEvent:
     def is_wildcard(self) -> bool:
         return self.resource == EventResource.WILDCARD and self.action == ActionType.ALL
 
+    def has(self, action: ActionType) -> bool:
+        """Whether the event's action includes any of ``action``'s bits. The queue asks
+        this per parked pod and event: plain int arithmetic, as IntFlag's ``&`` builds a
+        new member each time (~10x slower)."""
+        return _bits(self.action, action) != 0
+
     def matches(self, incoming: ClusterEvent) -> bool:
         """Whether this registered event covers ``incoming`` (kube's MatchClusterEvents).
 
@@ -76,9 +82,12 @@ class ClusterEvent:
             return True
         return (
             _resource_matches(self.resource, incoming.resource)
-            and bool(self.action & incoming.action)
+            and _bits(self.action, incoming.action) != 0
             and incoming.action <= self.action
         )
+
+
+_bits = int.__and__
 
 
 def _resource_matches(registered: str, incoming: str) -> bool:

@@ -317,6 +317,15 @@ def test_undeclared_events_mean_everything_and_specific_beats_generic():
     assert fw.plugins_interested_in(ev.ASSIGNED_POD_ADD) == {"FilterA"}
 
 
+def test_an_event_has_any_of_the_actions_asked():
+    deleted = ev.ASSIGNED_POD_DELETE
+    assert deleted.has(ev.ActionType.DELETE)
+    assert deleted.has(ev.ActionType.ADD | ev.ActionType.DELETE)
+    assert not deleted.has(ev.ActionType.ADD)
+    assert not ev.NODE_LABEL_CHANGE.has(ev.ActionType.UPDATE_NODE_TAINT)
+    assert ev.NODE_LABEL_CHANGE.has(ev.ActionType.UPDATE)
+
+
 def test_cycle_state_clone_copies_state_data():
     class Counter:
         def __init__(self, n: int) -> None:

@@ -85,7 +85,7 @@ def _conflict(a: tuple[str, str, int], b: tuple[str, str, int]) -> bool:
 def queueing_hint(event: ClusterEvent, pod: Pod, old: Any, new: Any, handle: Handle) -> bool | None:
     """kube's isSchedulableAfterPodDeleted: an assigned pod's deletion helps only when it
     held a host port the pending pod wants. Node events: no hint (the pre-check)."""
-    if event.resource != EventResource.ASSIGNED_POD or not event.action & ActionType.DELETE:
+    if event.resource != EventResource.ASSIGNED_POD or not event.has(ActionType.DELETE):
         return None
     if not isinstance(old, Pod):
         return None

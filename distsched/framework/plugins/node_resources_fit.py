@@ -254,7 +254,7 @@ def queueing_hint(event: ClusterEvent, pod: Pod, old: Any, new: Any, handle: Han
     Node added or updated: Queue when the node's allocatable could hold the pod at all
     (every requested resource, one pod slot) and, for an update, some resource the pod
     requests grew. Assigned pod deleted: Queue (its room is free now)."""
-    if event.resource == EventResource.ASSIGNED_POD and event.action & ActionType.DELETE:
+    if event.resource == EventResource.ASSIGNED_POD and event.has(ActionType.DELETE):
         return True
     if event.resource != EventResource.NODE or not isinstance(new, Node):
         return None

@@ -271,7 +271,7 @@ def queueing_hint(event: ClusterEvent, pod: Pod, old: Any, new: Any, handle: Han
         return any(
             (count or 0) > (old.drivers.get(name) or 0) for name, count in new.drivers.items()
         )
-    if event.resource == EventResource.ASSIGNED_POD and event.action & ActionType.DELETE:
+    if event.resource == EventResource.ASSIGNED_POD and event.has(ActionType.DELETE):
         if not isinstance(old, Pod):
             return None
         return any(v.claim_name or v.ephemeral for v in old.spec.volumes)

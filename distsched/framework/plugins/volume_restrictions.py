@@ -190,7 +190,7 @@ def queueing_hint(event: ClusterEvent, pod: Pod, old: Any, new: Any, handle: Han
     """kube's isSchedulableAfterPersistentVolumeClaimAdded and isSchedulableAfterPodDeleted."""
     if event.resource == EventResource.PERSISTENT_VOLUME_CLAIM:
         return uses_claim_hint(pod, new, ephemeral=False)
-    if event.resource == EventResource.ASSIGNED_POD and event.action & ActionType.DELETE:
+    if event.resource == EventResource.ASSIGNED_POD and event.has(ActionType.DELETE):
         if not isinstance(old, Pod):
             return None
         if old.metadata.namespace != pod.metadata.namespace:
