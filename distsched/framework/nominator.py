@@ -22,8 +22,13 @@ class PodNominator:
         # The last selected_by_node answer, for the nominations it was made from.
         self._version = 0
         self._last: tuple[tuple[int, str, str, int], dict[str, list[PodInfo]]] | None = None
-        # What framework.what_if derived from the nominations last (its own key inside).
+        # What framework.what_if derived from the nominations last (its own key inside),
+        # and what it keeps up to date from the journal below.
         self.derived: tuple[object, ...] | None = None
+        self.rows: object | None = None
+        # The keys whose nomination came, went or moved, in order (see changed_since).
+        self._journal: list[str] = []
+        self._journal_base = 0  # how many entries were dropped before _journal[0]
 
     @property
     def version(self) -> int:
@@ -39,7 +44,7 @@ class PodNominator:
         node = pod.status.nominated_node_name
         if not node or pod.spec.node_name:
             return
-        self._version += 1
+        self._changed(pod.key)
         self._by_node.setdefault(node, {})[pod.key] = info if info is not None else PodInfo.of(pod)
         self._node_of[pod.key] = node
 
@@ -47,11 +52,42 @@ class PodNominator:
         node = self._node_of.pop(pod_key, None)
         if node is None:
             return
-        self._version += 1
+        self._changed(pod_key)
         pods = self._by_node[node]
         pods.pop(pod_key, None)
         if not pods:
             del self._by_node[node]
+
+    def _changed(self, pod_key: str) -> None:
+        self._version += 1
+        if len(self._journal) >= _JOURNAL_LENGTH:
+            self._journal_base += len(self._journal)
+            self._journal = []
+        self._journal.append(pod_key)
+
+    @property
+    def journal_end(self) -> int:
+        """The position after the journal's last entry (see :meth:`changed_since`)."""
+        return self._journal_base + len(self._journal)
+
+    def changed_since(self, position: int) -> list[str] | None:
+        """The keys of the pods whose nomination came, went or moved since the journal
+        was at ``position`` (:attr:`journal_end` then), in order and possibly repeated;
+        None when those entries were dropped (read every nomination again)."""
+        if position < self._journal_base:
+            return None
+        return self._journal[position - self._journal_base :]
+
+    def nomination(self, pod_key: str) -> tuple[str, PodInfo] | None:
+        """The node ``pod_key`` is nominated to and its PodInfo (None: not nominated)."""
+        node = self._node_of.get(pod_key)
+        return None if node is None else (node, self._by_node[node][pod_key])
+
+    def nominations(self) -> list[tuple[str, str, PodInfo]]:
+        """(pod key, node, PodInfo) of every nominated pod."""
+        return [
+            (key, node, info) for node, pods in self._by_node.items() for key, info in pods.items()
+        ]
 
     def node_names(self) -> list[str]:
         return list(self._by_node)
@@ -79,6 +115,10 @@ class PodNominator:
 
     def pods_for_node(self, node_name: str) -> list[PodInfo]:
         return list(self._by_node.get(node_name, {}).values())
+
+
+# Journal entries kept: a reader further behind reads every nomination again.
+_JOURNAL_LENGTH = 4096
 
 
 def nominated_by_node(

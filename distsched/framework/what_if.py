@@ -49,6 +49,7 @@ import numpy as np
 
 from distsched.framework.cycle_state import CycleState
 from distsched.framework.diagnosis import SchedulingError
+from distsched.framework.nominated_rows import NominatedRows
 from distsched.framework.nominator import PodNominator, nominated_by_node, nominated_to_add
 from distsched.framework.podinfo import PodInfo
 from distsched.framework.runtime import FilterOutcome, FilterVerdict
@@ -441,9 +442,13 @@ def _nominated_rows(
     memo = nominator.derived
     if memo is not None and memo[0] is table and memo[1] == asked:
         return cast(tuple[np.ndarray, np.ndarray] | None, memo[2])
-    get_index = snapshot.get_index
-    by_node = nominated_by_node(nominator, pod, priority)
-    found = _unplaced(snapshot, [(get_index(name), pods) for name, pods in by_node.items()])
+    rows = NominatedRows.current(nominator, snapshot)
+    if rows is not None:
+        found = rows.select(snapshot, pod, priority)
+    else:
+        get_index = snapshot.get_index
+        by_node = nominated_by_node(nominator, pod, priority)
+        found = _unplaced(snapshot, [(get_index(name), pods) for name, pods in by_node.items()])
     nominator.derived = (table, asked, found)
     return found
 
