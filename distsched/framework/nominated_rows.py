@@ -40,6 +40,8 @@ class NominatedRows:
         self.priority = np.zeros(capacity, dtype=np.int64)
         self.live = np.zeros(capacity, dtype=bool)  # nominated to a node the table holds
         self.rows = np.zeros((capacity, self.width), dtype=np.int64)
+        self._asked: tuple[object, ...] | None = None  # by_slot's last question, answer
+        self._by_slot: dict[int, list[PodInfo]] = {}
 
     @classmethod
     def current(cls, nominator: PodNominator, snapshot: Snapshot) -> NominatedRows | None:
@@ -83,24 +85,44 @@ class NominatedRows:
         self, snapshot: Snapshot, pod: Pod, priority: int
     ) -> tuple[np.ndarray, np.ndarray] | None:
         """The slot and requested row of each pod that ``pod`` must count as nominated on
-        its node (kube's addGENominatedPods: priority >= ``priority``, not ``pod``
-        itself), less those the snapshot holds already (an assumed pod is counted
-        there); None when none is left."""
+        its node (:meth:`counted`), less those the snapshot holds already (an assumed pod
+        is counted there); None when none is left."""
+        placed, keys = snapshot.pod_node_index, self.keys
+        kept = [row for row in self.counted(pod, priority) if placed(cast(str, keys[row])) is None]
+        if not kept:
+            return None
+        at = np.asarray(kept, dtype=np.int64)
+        return self.slot[at], self.rows[at]
+
+    def by_slot(self, pod: Pod, priority: int) -> dict[int, list[PodInfo]]:
+        """The PodInfos :meth:`counted` for ``pod`` by node slot (nodes with none left
+        out; kept for the next question about the same pod and nominations: do not
+        change the answer)."""
+        asked = (self.position, pod.key, pod.metadata.uid, priority)
+        if self._asked == asked:
+            return self._by_slot
+        rows = self.counted(pod, priority)
+        found: dict[int, list[PodInfo]] = {}
+        infos = self.infos
+        for row, slot in zip(rows, self.slot[rows].tolist(), strict=True):
+            found.setdefault(slot, []).append(cast(PodInfo, infos[row]))
+        self._asked, self._by_slot = asked, found
+        return found
+
+    def counted(self, pod: Pod, priority: int) -> list[int]:
+        """The rows of the pods ``pod`` must count as nominated on their nodes (kube's
+        addGENominatedPods: priority >= ``priority``, not ``pod`` itself by key or uid),
+        on nodes the snapshot holds."""
         n = len(self.keys)
         if not n:
-            return None
+            return []
         mask = self.live[:n] & (self.priority[:n] >= priority)
         own = self.at.get(pod.key)
         if own is not None:
             mask[own] = False
         for row in self.uid_rows.get(pod.metadata.uid, ()):
             mask[row] = False
-        placed, keys = snapshot.pod_node_index, self.keys
-        kept = [row for row in mask.nonzero()[0].tolist() if placed(cast(str, keys[row])) is None]
-        if not kept:
-            return None
-        at = np.asarray(kept, dtype=np.int64)
-        return self.slot[at], self.rows[at]
+        return cast(list[int], mask.nonzero()[0].tolist())
 
     def _set(self, key: str, node: str, info: PodInfo, snapshot: Snapshot) -> None:
         row = self.at.get(key)

@@ -100,6 +100,14 @@ def test_rows_agree_with_the_nominations_walked_node_by_node(steps):
             assert rows is not None
             got = _as_counter(rows.select(snapshot, pod, priority))
             assert got == by_definition(nominator, snapshot, pod, priority)
+            by_node = nominated_by_node(nominator, pod, priority)
+            want = {
+                snapshot.get_index(name): sorted(map(id, infos))
+                for name, infos in by_node.items()
+                if snapshot.get_index(name) is not None
+            }
+            by_slot = rows.by_slot(pod, priority)
+            assert {slot: sorted(map(id, infos)) for slot, infos in by_slot.items()} == want
 
 
 def test_the_pod_itself_and_any_pod_with_its_uid_are_left_out():

@@ -58,6 +58,7 @@ from distsched.framework.interface import (
     PostFilterPlugin,
     PostFilterResult,
 )
+from distsched.framework.nominated_rows import NominatedRows
 from distsched.framework.nominator import PodNominator, nominated_by_node, nominated_to_add
 from distsched.framework.podinfo import PodInfo, cycle_pod_info
 from distsched.framework.snapshot import Snapshot, preferred_slots
@@ -427,7 +428,7 @@ class DefaultPreemption(PostFilterPlugin):
         by_usage = self.by_usage and usage_decides(fw, state)
         kind = self._kind(state, pod, snapshot, priority, budgets) if by_usage else None
         keys: dict[int, tuple[tuple[Any, ...], list[PodInfo]]] = {}
-        by_node = nominated_by_node(self.nominator, pod, priority) if kind is not None else {}
+        by_slot = self._nominated_by_slot(snapshot, pod, priority) if kind is not None else {}
         generations = snapshot.generation[nodes].tolist() if kind is not None else []
         kind_id = self._kind_ids.setdefault(kind, len(self._kind_ids)) if kind is not None else 0
         outcomes = self._outcomes
@@ -436,7 +437,7 @@ class DefaultPreemption(PostFilterPlugin):
             if kind is not None:
                 # The kind (a long tuple) is hashed once, as kind_id, not per node.
                 key: tuple[Any, ...] = (kind_id, node_index, generations[at])
-                nominated = by_node.get(snapshot.node_name(node_index))
+                nominated = by_slot.get(node_index)
                 if nominated:
                     key += tuple(map(id, nominated))
                 else:
@@ -490,6 +491,24 @@ class DefaultPreemption(PostFilterPlugin):
             if plan.candidate.node_index not in results:
                 results[plan.candidate.node_index] = (plan.result(), None)
         return [results[n] for n in nodes]
+
+    def _nominated_by_slot(
+        self, snapshot: Snapshot, pod: Pod, priority: int
+    ) -> dict[int, list[PodInfo]]:
+        """:func:`nominated_by_node` keyed by the nodes' slots in ``snapshot``."""
+        nominator = self.nominator
+        if nominator is None or not len(nominator):
+            return {}
+        rows = NominatedRows.current(nominator, snapshot)
+        if rows is not None:
+            return rows.by_slot(pod, priority)
+        get_index = snapshot.get_index
+        by_node = nominated_by_node(nominator, pod, priority)
+        return {
+            slot: pods
+            for slot, pods in ((get_index(name), pods) for name, pods in by_node.items())
+            if slot is not None
+        }
 
     def _kind(
         self,
