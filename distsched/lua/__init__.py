@@ -7,11 +7,14 @@ pipeline when called with ``client=pipe``.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from functools import cache
 from importlib import resources
+from typing import Any
 
 import redis
 from redis.commands.core import Script
+from redis.exceptions import NoScriptError
 
 INCLUDE = "--!include "
 
@@ -46,3 +49,35 @@ class ScriptSet:
             script = self._client.register_script(source(name))
             self._scripts[name] = script
         return script
+
+    def run_many(
+        self, name: str, calls: Sequence[tuple[Sequence[Any], Sequence[Any]]]
+    ) -> list[Any]:
+        """The script ``name`` once per (keys, args) of ``calls``, pipelined in one round
+        trip; the replies in order. The calls must not depend on each other's order.
+
+        redis-py asks SCRIPT EXISTS before every pipeline holding a script (a round trip
+        more); here the EVALSHAs go alone, and only when the server lacks the script
+        (restarted, flushed) is it loaded and the calls it refused sent again."""
+        script = self.get(name)
+        replies: list[Any] = [None] * len(calls)
+        pending = list(range(len(calls)))
+        for attempt in range(2):
+            pipe = self._client.pipeline(transaction=False)
+            for at in pending:
+                keys, args = calls[at]
+                pipe.evalsha(script.sha, len(keys), *keys, *args)
+            answers = pipe.execute(raise_on_error=False)
+            refused = []
+            for at, answer in zip(pending, answers, strict=True):
+                if isinstance(answer, NoScriptError) and not attempt:
+                    refused.append(at)
+                elif isinstance(answer, Exception):
+                    raise answer
+                else:
+                    replies[at] = answer
+            if not refused:
+                break
+            script.sha = self._client.script_load(script.script)
+            pending = refused
+        return replies

@@ -686,13 +686,10 @@ class Store:
     ) -> builtins.list[NotFound | UidMismatch | None]:
         """:meth:`delete` of each (pod key, uid or None), in order, in one round trip:
         per pod None (deleted) or the refusal :meth:`delete` would raise."""
-        pipe = self._client.pipeline(transaction=False)
-        delete = self._scripts.get("store_delete")
-        for key, uid in pods:
-            keys, args = self.delete_call("Pod", key, uid)
-            delete(keys=keys, args=args, client=pipe)
+        calls = [self.delete_call("Pod", key, uid) for key, uid in pods]
+        replies = self._scripts.run_many("store_delete", calls)
         answers: builtins.list[NotFound | UidMismatch | None] = []
-        for (key, uid), reply in zip(pods, pipe.execute(), strict=True):
+        for (key, uid), reply in zip(pods, replies, strict=True):
             if reply[0] == b"notfound":
                 answers.append(NotFound("Pod", key))
             elif reply[0] == b"uid-mismatch":

@@ -219,6 +219,28 @@ def test_a_preemptors_victims_go_together_each_with_its_answer(
     assert [e["involvedObject"]["name"] for e in event_log.read(store.client, keys)] == ["v1"]
 
 
+def test_a_preemptors_victims_go_in_one_round_trip_and_survive_a_script_flush(
+    store: Store, writer: ClusterWriter, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """redis-py asks SCRIPT EXISTS before a pipeline holding a script; the deletions do
+    not, and load the script only when the server lost it, each victim deleted once."""
+    victims = [Pod.from_dict(store.create(pod_manifest(f"v{i}"))) for i in range(3)]
+    preemptor = Pod.from_dict(store.create(pod_manifest("preemptor")))
+    asked: list[str] = []
+    immediate = redis.client.Pipeline.immediate_execute_command
+
+    def spy(self: redis.client.Pipeline, *args: Any, **options: Any) -> Any:
+        asked.append(str(args[0]))
+        return immediate(self, *args, **options)
+
+    monkeypatch.setattr(redis.client.Pipeline, "immediate_execute_command", spy)
+    assert writer.preempt_all(victims[:1], preemptor=preemptor, node="n1") == [None]
+    store.client.script_flush()
+    assert writer.preempt_all(victims, preemptor=preemptor, node="n1") == [None, None, None]
+    assert asked == []
+    assert all(store.get("Pod", v.key) is None for v in victims)
+
+
 def test_a_batch_binding_records_the_scheduled_events_in_its_script(
     store: Store, writer: ClusterWriter, keys: Keys
 ) -> None:
