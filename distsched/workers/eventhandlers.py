@@ -490,15 +490,18 @@ class QueueEventHandlers:
                 for plugin in sorted(plugins):
                     if names is not None and plugin not in names:
                         continue
-                    verdicts = [
-                        self.scheduler.queueing_hint(pod, plugin, change, old, new)
-                        for old, new in pairs()
-                    ]
-                    if any(v is True for v in verdicts):
-                        queue = True
+                    # The first pair the hint says Queue for decides: a preemptor's
+                    # victims come as one batch of deletions, and each parked pod
+                    # needs one Queue, not a verdict per victim.
+                    for old, new in pairs():
+                        verdict = self.scheduler.queueing_hint(pod, plugin, change, old, new)
+                        if verdict is True:
+                            queue = True
+                            break
+                        if verdict is None:
+                            fallback = True
+                    if queue:
                         break
-                    if any(v is None for v in verdicts):
-                        fallback = True
                 if queue:
                     break
             if queue or (fallback and seed_rule(pod)):

@@ -4,6 +4,9 @@ and ``queueing_hints=False``, keep the seed's rules (in-process worker, FakeCloc
 
 from __future__ import annotations
 
+from typing import Any
+
+import pytest
 import redis
 
 from distsched.clock import FakeClock
@@ -77,3 +80,27 @@ def test_without_hints_the_seed_moves_every_interested_pod(
     cluster.handle_events()
     for name in ("web", "lonely", "big", "wants"):
         assert cluster.where(name) in ("active", "backoff"), name
+
+
+def test_a_batch_of_deletions_asks_a_parked_pods_hint_until_one_says_queue(
+    r: redis.Redis, keys: Keys, clock: FakeClock, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A preemptor's victims are deleted together: a pod parked by NodeResourcesFit is
+    queued by the first deletion its hint is asked about, not asked once per victim."""
+    cluster = parked(True, r, keys, clock)
+    cluster.create(pod("spare", cpu="10m", nodeName="n1"))
+    cluster.handle_events()
+    asked: list[str] = []
+    worker = cluster.worker
+    hint = worker.queueing_hint
+
+    def counting(p: Any, plugin: str, *args: Any) -> bool | None:
+        if p.metadata.name == "big":
+            asked.append(plugin)
+        return hint(p, plugin, *args)
+
+    monkeypatch.setattr(worker, "queueing_hint", counting)
+    cluster.store.delete_pods([("default/filler", None), ("default/spare", None)])
+    cluster.handle_events()
+    assert cluster.where("big") in ("active", "backoff")
+    assert asked == ["NodeResourcesFit"]
