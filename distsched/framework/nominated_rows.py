@@ -49,7 +49,7 @@ class NominatedRows:
         kept adding resource columns while being read)."""
         kept = nominator.rows
         for _ in range(4):
-            if not isinstance(kept, NominatedRows) or not kept.fits(snapshot):
+            if kept is None or not kept.fits(snapshot):
                 kept = cls(snapshot)
             kept.sync(nominator, snapshot)
             if kept.fits(snapshot):  # a pod with a new resource adds a column when read

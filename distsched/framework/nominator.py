@@ -7,8 +7,13 @@ filters with nominated pods and DefaultPreemption read it.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from distsched.framework.podinfo import PodInfo
 from distsched.model.objects import Pod
+
+if TYPE_CHECKING:
+    from distsched.framework.nominated_rows import NominatedRows
 
 
 class PodNominator:
@@ -22,10 +27,11 @@ class PodNominator:
         # The last selected_by_node answer, for the nominations it was made from.
         self._version = 0
         self._last: tuple[tuple[int, str, str, int], dict[str, list[PodInfo]]] | None = None
-        # What framework.what_if derived from the nominations last (its own key inside),
-        # and what it keeps up to date from the journal below.
+        # What framework.what_if derived from the nominations last (its own key inside).
         self.derived: tuple[object, ...] | None = None
-        self.rows: object | None = None
+        # The nominations as arrays, kept up to date from the journal below
+        # (NominatedRows.current).
+        self.rows: NominatedRows | None = None
         # The keys whose nomination came, went or moved, in order (see changed_since).
         self._journal: list[str] = []
         self._journal_base = 0  # how many entries were dropped before _journal[0]
