@@ -44,19 +44,18 @@ class NominatedRows:
         self._by_slot: dict[int, list[PodInfo]] = {}
 
     @classmethod
-    def current(cls, nominator: PodNominator, snapshot: Snapshot) -> NominatedRows | None:
-        """The nominator's rows for ``snapshot``, brought up to date (None, rarely: pods
-        kept adding resource columns while being read)."""
+    def current(cls, nominator: PodNominator, snapshot: Snapshot) -> NominatedRows:
+        """The nominator's rows for ``snapshot``, brought up to date. Reading a pod with a
+        resource no node has adds that column, and the rows start again in the wider
+        layout; the columns only grow, so this ends once every nominated pod's are there."""
         kept = nominator.rows
-        for _ in range(4):
+        while True:
             if kept is None or not kept.fits(snapshot):
                 kept = cls(snapshot)
             kept.sync(nominator, snapshot)
-            if kept.fits(snapshot):  # a pod with a new resource adds a column when read
+            if kept.fits(snapshot):
                 nominator.rows = kept
                 return kept
-        nominator.rows = None
-        return None
 
     def fits(self, snapshot: Snapshot) -> bool:
         return (
@@ -164,12 +163,9 @@ class NominatedRows:
         self.keys.append(None)
         self.infos.append(None)
         self.node_names.append("")
-        if row == self.slot.size:
-            grow = row * 2
-            self.slot = np.concatenate([self.slot, np.full(grow - row, -1, dtype=np.int64)])
-            self.priority = np.concatenate([self.priority, np.zeros(grow - row, dtype=np.int64)])
-            self.live = np.concatenate([self.live, np.zeros(grow - row, dtype=bool)])
-            self.rows = np.concatenate(
-                [self.rows, np.zeros((grow - row, self.width), dtype=np.int64)]
-            )
+        if row == self.slot.size:  # full: every array doubles
+            self.slot = np.concatenate([self.slot, np.full(row, -1, dtype=np.int64)])
+            self.priority = np.concatenate([self.priority, np.zeros(row, dtype=np.int64)])
+            self.live = np.concatenate([self.live, np.zeros(row, dtype=bool)])
+            self.rows = np.concatenate([self.rows, np.zeros((row, self.width), dtype=np.int64)])
         return row

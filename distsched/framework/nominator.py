@@ -24,9 +24,7 @@ class PodNominator:
     def __init__(self) -> None:
         self._by_node: dict[str, dict[str, PodInfo]] = {}
         self._node_of: dict[str, str] = {}
-        # The last selected_by_node answer, for the nominations it was made from.
         self._version = 0
-        self._last: tuple[tuple[int, str, str, int], dict[str, list[PodInfo]]] | None = None
         # What framework.what_if derived from the nominations last (its own key inside).
         self.derived: tuple[object, ...] | None = None
         # The nominations as arrays, kept up to date from the journal below
@@ -98,24 +96,6 @@ class PodNominator:
     def node_names(self) -> list[str]:
         return list(self._by_node)
 
-    def selected_by_node(self, pod: Pod, priority: int) -> dict[str, list[PodInfo]]:
-        """See :func:`nominated_by_node`."""
-        uid, key = pod.metadata.uid, pod.key
-        asked = (self._version, key, uid, priority)
-        if self._last is not None and self._last[0] == asked:
-            return self._last[1]
-        selected: dict[str, list[PodInfo]] = {}
-        for node_name, pods in self._by_node.items():
-            taken = [
-                info
-                for info in pods.values()
-                if info.priority >= priority and info.uid != uid and info.key != key
-            ]
-            if taken:
-                selected[node_name] = taken
-        self._last = (asked, selected)
-        return selected
-
     def has_pods_on(self, node_name: str) -> bool:
         return node_name in self._by_node
 
@@ -125,17 +105,6 @@ class PodNominator:
 
 # Journal entries kept: a reader further behind reads every nomination again.
 _JOURNAL_LENGTH = 4096
-
-
-def nominated_by_node(
-    nominator: PodNominator | None, pod: Pod, priority: int
-) -> dict[str, list[PodInfo]]:
-    """:func:`nominated_to_add` of every node at once (nodes with none left out; do not
-    change the answer): one walk over the nominations for a decision that asks about
-    hundreds of nodes, shared by its filter pass and its preemption's dry runs."""
-    if nominator is None or not len(nominator):
-        return {}
-    return nominator.selected_by_node(pod, priority)
 
 
 def nominated_to_add(

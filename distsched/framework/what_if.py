@@ -50,7 +50,7 @@ import numpy as np
 from distsched.framework.cycle_state import CycleState
 from distsched.framework.diagnosis import SchedulingError
 from distsched.framework.nominated_rows import NominatedRows
-from distsched.framework.nominator import PodNominator, nominated_by_node, nominated_to_add
+from distsched.framework.nominator import PodNominator, nominated_to_add
 from distsched.framework.podinfo import PodInfo
 from distsched.framework.runtime import FilterOutcome, FilterVerdict
 from distsched.framework.snapshot import Snapshot
@@ -427,7 +427,7 @@ def _nominated_rows(
     snapshot: Snapshot, nominator: PodNominator, pod: Pod, priority: int
 ) -> tuple[np.ndarray, np.ndarray] | None:
     """The slot and requested row of each pod nominated to a node that ``pod`` must count
-    there (:func:`nominated_by_node`'s, less those the snapshot holds already), or None.
+    there (:meth:`NominatedRows.counted`, less those the snapshot holds already), or None.
     Kept on the nominator until the nominations or the snapshot change: a decision's
     filter pass asks once per chunk of candidates."""
     table = snapshot.table
@@ -442,13 +442,7 @@ def _nominated_rows(
     memo = nominator.derived
     if memo is not None and memo[0] is table and memo[1] == asked:
         return cast(tuple[np.ndarray, np.ndarray] | None, memo[2])
-    rows = NominatedRows.current(nominator, snapshot)
-    if rows is not None:
-        found = rows.select(snapshot, pod, priority)
-    else:
-        get_index = snapshot.get_index
-        by_node = nominated_by_node(nominator, pod, priority)
-        found = _unplaced(snapshot, [(get_index(name), pods) for name, pods in by_node.items()])
+    found = NominatedRows.current(nominator, snapshot).select(snapshot, pod, priority)
     nominator.derived = (table, asked, found)
     return found
 

@@ -1,6 +1,6 @@
 """NominatedRows, the nominations kept as arrays from the nominator's journal, against
 the definition it replaces: kube's addGENominatedPods selection walked node by node
-(``nominated_by_node``), less the pods the snapshot holds already."""
+(``nominated_to_add``), less the pods the snapshot holds already."""
 
 from __future__ import annotations
 
@@ -11,12 +11,20 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from distsched.framework.nominated_rows import NominatedRows
-from distsched.framework.nominator import PodNominator, nominated_by_node
+from distsched.framework.nominator import PodNominator, nominated_to_add
 from distsched.framework.what_if import _unplaced
 from tests.framework.builders import make_node, make_pod, snapshot_of
 
 NODES = [f"n{i}" for i in range(5)]
 PODS = [f"p{i}" for i in range(4)]
+
+
+def nominated_by_node(nominator, pod, priority):
+    """kube's selection for every node that has nominated pods (those with none left out)."""
+    by_node = {
+        name: nominated_to_add(nominator, pod, priority, name) for name in nominator.node_names()
+    }
+    return {name: infos for name, infos in by_node.items() if infos}
 
 
 def by_definition(nominator, snapshot, pod, priority):
@@ -97,7 +105,6 @@ def test_rows_agree_with_the_nominations_walked_node_by_node(steps):
             name, priority = args
             pod = make_pod(name, requests={"cpu": 50})
             rows = NominatedRows.current(nominator, snapshot)
-            assert rows is not None
             got = _as_counter(rows.select(snapshot, pod, priority))
             assert got == by_definition(nominator, snapshot, pod, priority)
             by_node = nominated_by_node(nominator, pod, priority)
@@ -117,7 +124,6 @@ def test_the_pod_itself_and_any_pod_with_its_uid_are_left_out():
     nominator.add(nominated_pod("b", "n2", 5, 200, uid="uid-p"))
     nominator.add(nominated_pod("c", "n2", 5, 300))
     rows = NominatedRows.current(nominator, snapshot)
-    assert rows is not None
     asking = make_pod("a", priority=5)
     asking = replace(asking, metadata=replace(asking.metadata, uid="uid-p"))
     slots, requested = rows.select(snapshot, asking, 5)
@@ -146,7 +152,6 @@ def test_a_journal_dropped_before_it_was_read_reads_every_nomination_again(monke
     snapshot = snapshot_of([make_node("n1"), make_node("n2")])
     nominator.add(nominated_pod("a", "n1", 5, 100))
     rows = NominatedRows.current(nominator, snapshot)
-    assert rows is not None
     for i in range(10):  # more changes than the journal keeps
         nominator.add(nominated_pod(f"x{i}", "n2", 5, 100))
         nominator.delete(f"default/x{i}")
@@ -156,3 +161,18 @@ def test_a_journal_dropped_before_it_was_read_reads_every_nomination_again(monke
     found = NominatedRows.current(nominator, snapshot).select(snapshot, make_pod("p"), 0)
     assert _as_counter(found) == by_definition(nominator, snapshot, make_pod("p"), 0)
     assert len(_as_counter(found)) == 1
+
+
+def test_rows_grow_past_their_first_capacity_and_reuse_freed_ones():
+    nominator = PodNominator()
+    snapshot = snapshot_of([make_node("n1", cpu=400_000), make_node("n2", cpu=400_000)])
+    asking = make_pod("p")
+    for i in range(150):  # the arrays start with room for 64
+        nominator.add(nominated_pod(f"x{i}", f"n{1 + i % 2}", 5, 100 + i))
+        if i % 3 == 0:
+            nominator.delete(f"default/x{i // 2}")
+        rows = NominatedRows.current(nominator, snapshot)
+        assert _as_counter(rows.select(snapshot, asking, 0)) == by_definition(
+            nominator, snapshot, asking, 0
+        )
+    assert len(rows.keys) > 64

@@ -59,7 +59,7 @@ from distsched.framework.interface import (
     PostFilterResult,
 )
 from distsched.framework.nominated_rows import NominatedRows
-from distsched.framework.nominator import PodNominator, nominated_by_node, nominated_to_add
+from distsched.framework.nominator import PodNominator, nominated_to_add
 from distsched.framework.podinfo import PodInfo, cycle_pod_info
 from distsched.framework.snapshot import Snapshot, preferred_slots
 from distsched.framework.status import Code, Status
@@ -495,20 +495,12 @@ class DefaultPreemption(PostFilterPlugin):
     def _nominated_by_slot(
         self, snapshot: Snapshot, pod: Pod, priority: int
     ) -> dict[int, list[PodInfo]]:
-        """:func:`nominated_by_node` keyed by the nodes' slots in ``snapshot``."""
+        """:func:`nominated_to_add` of every node ``snapshot`` holds at once, keyed by
+        slot (nodes with none left out; do not change the answer)."""
         nominator = self.nominator
         if nominator is None or not len(nominator):
             return {}
-        rows = NominatedRows.current(nominator, snapshot)
-        if rows is not None:
-            return rows.by_slot(pod, priority)
-        get_index = snapshot.get_index
-        by_node = nominated_by_node(nominator, pod, priority)
-        return {
-            slot: pods
-            for slot, pods in ((get_index(name), pods) for name, pods in by_node.items())
-            if slot is not None
-        }
+        return NominatedRows.current(nominator, snapshot).by_slot(pod, priority)
 
     def _kind(
         self,
