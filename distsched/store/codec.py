@@ -25,8 +25,7 @@ import secrets
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from functools import partial
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import msgpack
 
@@ -241,6 +240,11 @@ class Unresolved(LookupError):
     it (the pod was deleted or re-created since)."""
 
 
+# How a ref rebuilds a binding from the previous copy it holds: (resourceVersion, the
+# binding's time); see :func:`bound_ref`.
+_Binding = tuple[int, str]
+
+
 class ObjectRef:
     """An object as a reader holds it: the key, and for pods the node and nominated node
     at once (from the stream entry's small fields); the object itself is decoded on first
@@ -249,31 +253,55 @@ class ObjectRef:
     Until it is decoded a ref also knows the bytes it will be decoded from (``raw``: the
     msgpack blob, or for a binding the ref it is rebuilt from), for :meth:`may_contain`."""
 
-    __slots__ = ("_make", "_node", "_nominated", "_obj", "_raw", "key")
+    __slots__ = ("_make", "_obj", "_raw", "key", "node", "nominated")
+
+    # spec.nodeName and status.nominatedNodeName ("" when none, or not a pod): plain
+    # attributes when the stream entry said them (an informer reads them for every pod),
+    # else read from the object on first use (:meth:`__getattr__`).
+    node: str
+    nominated: str
 
     def __init__(
         self,
         key: str,
         obj: Obj | None = None,
-        *,
-        make: Callable[[], Obj] | None = None,
+        make: Callable[[], Obj] | _Binding | None = None,
         node: str | None = None,
         nominated: str | None = None,
         raw: bytes | ObjectRef | None = None,
     ) -> None:
+        # Hot paths (a ref per pod event) pass everything by position: keywords cost a
+        # Python-level call about as much again.
         self.key = key
         self._obj = obj
         self._make = make
-        self._node = node
-        self._nominated = nominated
+        if node is not None:
+            self.node = node
+        if nominated is not None:
+            self.nominated = nominated
         self._raw = raw
+
+    if not TYPE_CHECKING:  # to the type checker, only the declared attributes exist
+
+        def __getattr__(self, name: str) -> str:
+            """``node`` or ``nominated`` not given: read from the object, then kept."""
+            if name == "node":
+                self.node = value = node_name_of(self.get())
+                return value
+            if name == "nominated":
+                self.nominated = value = nominated_of(self.get())
+                return value
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     def get(self) -> Obj:
         obj = self._obj
         if obj is None:
             make = self._make
-            if make is not None:
-                obj = self._obj = make()
+            if type(make) is tuple:  # a binding (bound_ref): the previous copy, bound
+                previous = cast(ObjectRef, self._raw)
+                obj = self._obj = with_binding(previous.get(), self.node, *make)
+            elif make is not None:
+                obj = self._obj = cast(Callable[[], Obj], make)()
             elif isinstance(self._raw, bytes):  # a whole blob, as most entries carry
                 obj = self._obj = decode_object(self._raw)
             else:
@@ -325,20 +353,6 @@ class ObjectRef:
                 return None
             raw = raw._raw
         return raw
-
-    @property
-    def node(self) -> str:
-        """spec.nodeName ("" unbound, or not a pod)."""
-        if self._node is None:
-            self._node = node_name_of(self.get())
-        return self._node
-
-    @property
-    def nominated(self) -> str:
-        """status.nominatedNodeName ("" if none, or not a pod)."""
-        if self._nominated is None:
-            self._nominated = nominated_of(self.get())
-        return self._nominated
 
     def __repr__(self) -> str:
         state = "decoded" if self.decoded else "lazy"
@@ -461,7 +475,7 @@ def blob_ref(
     when the blob predates the pod's binding; ``rv`` overrides its resourceVersion."""
 
     if meta is None and rv is None:
-        return ObjectRef(key, None, node=node, nominated=nominated, raw=blob)
+        return ObjectRef(key, None, None, node, nominated, blob)
 
     def make() -> Obj:
         obj = stored_object(blob, parse_meta(meta) if meta else None)
@@ -511,17 +525,7 @@ def decode_event(
 
 def bound_ref(previous: ObjectRef, node: str, rv: int, bound_at: str) -> ObjectRef:
     """The ref of a pod after its binding, rebuilt from ``previous`` when first asked."""
-    return ObjectRef(
-        previous.key,
-        None,
-        make=partial(_rebuild_bound, previous, node, rv, bound_at),
-        node=node,
-        raw=previous,
-    )
-
-
-def _rebuild_bound(previous: ObjectRef, node: str, rv: int, bound_at: str) -> Obj:
-    return with_binding(previous.get(), node, rv, bound_at)
+    return ObjectRef(previous.key, None, (rv, bound_at), node, None, previous)
 
 
 def _binding_event(

@@ -299,7 +299,12 @@ class ClusterView:
         copy and changed in nothing but its binding, it is in the snapshot already (kube's
         cache confirms an assumed pod)."""
         nominator = self.nominator if len(self.nominator) else None
-        parsed, holds_as = self._parsed, self.snapshot.holds_as
+        parsed, holds_as, load, deferrable = (
+            self._parsed,
+            self.snapshot.holds_as,
+            self._load,
+            self._deferrable,
+        )
         deferred: list[tuple[str, str, Callable[[], Pod | None]]] = []
         for previous, ref in pairs:
             try:
@@ -320,8 +325,8 @@ class ClusterView:
                             and holds_as(key, node, cached[2])
                         ):
                             continue
-                    if self._deferrable(ref):
-                        deferred.append((key, node, partial(self._load, ref)))
+                    if deferrable(ref):
+                        deferred.append((key, node, partial(load, ref)))
                         continue
                 if deferred:  # in order: this pod may be one of them
                     self.snapshot.defer_pods(deferred)

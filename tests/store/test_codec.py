@@ -13,7 +13,15 @@ from hypothesis import strategies as st
 from distsched.clock import FakeClock
 from distsched.keys import Keys
 from distsched.store import BindRequest, Event, Meta, ObjectRef, Store, Unresolved, parse_meta
-from distsched.store.codec import decode_event, encode_meta, set_condition, with_binding, with_rv
+from distsched.store.codec import (
+    blob_ref,
+    bound_ref,
+    decode_event,
+    encode_meta,
+    set_condition,
+    with_binding,
+    with_rv,
+)
 from tests.store.helpers import decoded, entries, events, make_node, make_pod
 
 
@@ -217,3 +225,19 @@ def test_source_is_the_object_a_binding_is_rebuilt_from(
     assert bound.source() is before.get() and not bound.decoded
     assert bound.get()["spec"]["nodeName"] == "n1"
     assert bound.source() is bound.get()
+
+
+def test_a_bound_ref_is_its_previous_copy_bound_and_nothing_more() -> None:
+    pod = {"kind": "Pod", "metadata": {"name": "a", "namespace": "default"}, "spec": {}}
+    previous = blob_ref("default/a", msgpack.packb(pod), None, None, "", "n9")
+    bound = bound_ref(previous, "n1", 42, "2026-12-07T00:00:00Z")
+    # Known at once, nothing decoded: the node it is bound to, the copy it comes from.
+    assert (bound.node, bound.is_binding_of(previous), bound.decoded) == ("n1", True, False)
+    assert bound.blob() == msgpack.packb(pod)
+    assert previous.nominated == "n9" and not previous.decoded
+    assert bound.get() == with_binding(pod, "n1", 42, "2026-12-07T00:00:00Z")
+    assert bound.get()["metadata"]["resourceVersion"] == "42"
+    # What the entry did not say is read from the object; other names are not attributes.
+    assert bound.nominated == ""
+    with pytest.raises(AttributeError):
+        _ = bound.no_such_field  # type: ignore[attr-defined]

@@ -132,10 +132,11 @@ class PodPlacement:
     def defer_pods(self, placed: list[tuple[str, str, Callable[[], Pod | None]]]) -> None:
         """:meth:`defer_pod` for each ``(pod key, node name, load)``, in order (the
         bindings of a batch entry of the event stream come in one call)."""
-        pod_node, pods, get_index = self._pod_node, self._pods, self._table.get_index
-        deferred_slots, touch = self._deferred_slots, self._table.touch
+        pod_node, pods, parked_on = self._pod_node, self._pods, self._parked_on
+        get_index, deferred_slots = self._table.index_lookup(), self._deferred_slots
+        touched: list[int] = []
         for pod_key, node_name, load in placed:
-            if pod_key in pod_node or pod_key in self._parked_on:
+            if pod_key in pod_node or pod_key in parked_on:
                 self.remove_pod(pod_key)
             index = get_index(node_name)
             if index is None:
@@ -144,7 +145,8 @@ class PodPlacement:
             pods[index][pod_key] = DeferredPod(load)
             pod_node[pod_key] = index
             deferred_slots.add(index)
-            touch(index)
+            touched.append(index)
+        self._table.touch_together(touched)
 
     def holds_as(self, pod_key: str, node_name: str, pod: Pod) -> bool:
         """Whether ``pod`` itself (this very object, parsed) is placed on ``node_name``

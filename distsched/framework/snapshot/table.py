@@ -96,6 +96,11 @@ class NodeTable:
     def get_index(self, node_name: str) -> int | None:
         return self._index_of.get(node_name)
 
+    def index_lookup(self) -> Callable[[str], int | None]:
+        """:meth:`get_index` as the mapping's own lookup, for loops over many names
+        (valid until the table's nodes change)."""
+        return self._index_of.get
+
     def node(self, index: int) -> Node:
         node = self._nodes[index]
         if node is None:
@@ -247,6 +252,13 @@ class NodeTable:
         """Something of the slot changed: a new generation for it."""
         self.version += 1
         self.generation[index] = self.version
+
+    def touch_together(self, slots: list[int]) -> None:
+        """:meth:`touch` of each of ``slots`` (repeats allowed) as one change: they all
+        get the same new generation."""
+        if slots:
+            self.version += 1
+            self.generation[slots] = self.version
 
     def touch_many(self, slots: np.ndarray) -> None:
         """:meth:`touch` of each of ``slots`` (distinct), in order."""
