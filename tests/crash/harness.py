@@ -16,7 +16,8 @@ from typing import Any
 
 import redis
 
-from distsched.bench.binder_pool import bind_events, node_manifest, pod_manifest
+from distsched.bench.binder_pool import node_manifest, pod_manifest
+from distsched.bench.checker import BindHistory
 from distsched.bench.procs import ProcessGroup
 from distsched.cache.ledger import Ledger
 from distsched.cache.ledger_types import normalize_requests
@@ -117,13 +118,18 @@ def queue_drained(client: redis.Redis) -> dict[str, int] | None:
 
 
 def assert_invariants(
-    client: redis.Redis, pods: Iterable[str], unbound: Iterable[str] = ()
+    client: redis.Redis,
+    pods: Iterable[str],
+    unbound: Iterable[str] = (),
+    *,
+    history: BindHistory,
 ) -> None:
-    """Every pod bound exactly once (bind events), nothing left inflight or assumed, the
-    ledger consistent and equal to the bound pods' requests, no node over allocatable."""
+    """Every pod bound exactly once (the bindings ``history`` read, held since the test's
+    start: the ``bind_history`` fixture), nothing left inflight or assumed, the ledger
+    consistent and equal to the bound pods' requests, no node over allocatable."""
     pods, unbound = sorted(pods), set(unbound)
     wait_for("the queue to drain", lambda: queue_drained(client), 10.0)
-    binds = bind_events(client, KEYS)
+    binds = history.advance().per_pod()
     assert {p: binds.get(p, 0) for p in pods} == {p: 0 if p in unbound else 1 for p in pods}
     assert set(binds) <= set(pods), f"unexpected binds: {set(binds) - set(pods)}"
     ledger = Ledger(client, KEYS, SYSTEM_CLOCK)

@@ -24,6 +24,7 @@ import pytest
 import redis
 from rq.registry import StartedJobRegistry
 
+from distsched.bench.checker import BindHistory
 from distsched.bench.procs import ProcessGroup
 from distsched.binder.jobs import queue_name
 from distsched.cache.ledger import Ledger
@@ -81,7 +82,10 @@ def assumed(client: redis.Redis) -> set[str]:
 
 
 def test_worker_killed_after_pop_loses_no_pod(
-    private_client: redis.Redis, processes: ProcessGroup, tmp_path: Path
+    private_client: redis.Redis,
+    processes: ProcessGroup,
+    tmp_path: Path,
+    bind_history: BindHistory,
 ) -> None:
     pods = create_cluster(private_client, PODS)
     marker = tmp_path / "fault"
@@ -95,11 +99,14 @@ def test_worker_killed_after_pop_loses_no_pod(
     seen = wait_all_bound(private_client, pods)
     p99 = report_recovery("(a) worker SIGKILLed after pop", killed, seen, held)
     assert p99 < LEASE_MS / 1000 + SLACK_S
-    assert_invariants(private_client, pods)
+    assert_invariants(private_client, pods, history=bind_history)
 
 
 def test_worker_killed_after_reserve_loses_no_pod(
-    private_client: redis.Redis, processes: ProcessGroup, tmp_path: Path
+    private_client: redis.Redis,
+    processes: ProcessGroup,
+    tmp_path: Path,
+    bind_history: BindHistory,
 ) -> None:
     pods = create_cluster(private_client, PODS)
     marker = tmp_path / "fault"
@@ -114,11 +121,14 @@ def test_worker_killed_after_reserve_loses_no_pod(
     p99 = report_recovery("(b) worker SIGKILLed after reserve", killed, seen, held)
     # assume deadline, then the backoff of a first attempt (1 s)
     assert p99 < ASSUME_TTL_MS / 1000 + 1 + SLACK_S
-    assert_invariants(private_client, pods)
+    assert_invariants(private_client, pods, history=bind_history)
 
 
 def test_binder_killed_mid_job_is_recovered_by_the_reaper_not_by_rq(
-    private_client: redis.Redis, processes: ProcessGroup, tmp_path: Path
+    private_client: redis.Redis,
+    processes: ProcessGroup,
+    tmp_path: Path,
+    bind_history: BindHistory,
 ) -> None:
     pods = create_cluster(private_client, PODS)
     marker = tmp_path / "fault"
@@ -140,11 +150,14 @@ def test_binder_killed_mid_job_is_recovered_by_the_reaper_not_by_rq(
     assert abandoned in started.get_job_ids(cleanup=False)
     respawned = children_of(pool.pid)
     assert len(respawned) == 1 and child not in respawned
-    assert_invariants(private_client, pods)
+    assert_invariants(private_client, pods, history=bind_history)
 
 
 def test_binder_killed_between_store_write_and_confirm(
-    private_client: redis.Redis, processes: ProcessGroup, tmp_path: Path
+    private_client: redis.Redis,
+    processes: ProcessGroup,
+    tmp_path: Path,
+    bind_history: BindHistory,
 ) -> None:
     pods = create_cluster(private_client, PODS)
     marker = tmp_path / "fault"
@@ -173,11 +186,14 @@ def test_binder_killed_between_store_write_and_confirm(
         f"{time.monotonic() - killed:.2f}s"
     )
     wait_all_bound(private_client, pods)
-    assert_invariants(private_client, pods)
+    assert_invariants(private_client, pods, history=bind_history)
 
 
 def test_worker_paused_past_its_lease_does_not_commit(
-    private_client: redis.Redis, processes: ProcessGroup, tmp_path: Path
+    private_client: redis.Redis,
+    processes: ProcessGroup,
+    tmp_path: Path,
+    bind_history: BindHistory,
 ) -> None:
     """The dangerous interleaving: A pops, stalls past its lease; B re-pops the pods (newer
     lease epochs) and is still deciding when A resumes and tries to reserve them."""
@@ -207,7 +223,7 @@ def test_worker_paused_past_its_lease_does_not_commit(
     seen = wait_all_bound(private_client, pods)
     report_recovery("(d) worker SIGSTOPped after pop", stopped, seen, held)
     assert stalled.alive() and taker.alive()
-    assert_invariants(private_client, pods)
+    assert_invariants(private_client, pods, history=bind_history)
 
 
 def test_a_pod_that_keeps_crashing_workers_is_dead_lettered(
@@ -215,6 +231,7 @@ def test_a_pod_that_keeps_crashing_workers_is_dead_lettered(
     private_redis: EmbeddedRedis,
     processes: ProcessGroup,
     tmp_path: Path,
+    bind_history: BindHistory,
 ) -> None:
     [poison] = create_cluster(private_client, 1, prefix="poison")
     queue = RedisQueue(private_client, KEYS)
@@ -254,12 +271,15 @@ def test_a_pod_that_keeps_crashing_workers_is_dead_lettered(
     # The pipeline goes on: new pods are scheduled and bound around the dead one.
     healthy = create_cluster(private_client, 3, prefix="ok")
     wait_all_bound(private_client, healthy)
-    assert_invariants(private_client, [poison, *healthy], unbound=[poison])
+    assert_invariants(private_client, [poison, *healthy], unbound=[poison], history=bind_history)
 
 
 @pytest.mark.slow
 def test_random_kills_under_load_lose_nothing_and_bind_nothing_twice(
-    private_client: redis.Redis, processes: ProcessGroup, tmp_path: Path
+    private_client: redis.Redis,
+    processes: ProcessGroup,
+    tmp_path: Path,
+    bind_history: BindHistory,
 ) -> None:
     """Chaos: pods arrive in waves; each wave a worker that stops after its pop or its
     reserve is SIGKILLed there, and a random binder child is SIGKILLed at a random time,
@@ -295,7 +315,7 @@ def test_random_kills_under_load_lose_nothing_and_bind_nothing_twice(
             time.sleep(rng.uniform(0, 0.2))
             os.kill(rng.choice(children), signal.SIGKILL)
     wait_all_bound(private_client, pods, timeout_s=60)
-    assert_invariants(private_client, pods)
+    assert_invariants(private_client, pods, history=bind_history)
     logs = "".join(log_text(p) for p in processes.processes)
     print(
         f"chaos: {len(pods)} pods, {fired} workers killed holding pods; reaper: "

@@ -10,6 +10,7 @@ from typing import cast
 
 import redis
 
+from distsched.bench.checker import BindHistory
 from distsched.bench.procs import ProcessGroup
 from distsched.cache.ledger import Ledger
 from distsched.clock import SYSTEM_CLOCK
@@ -54,7 +55,10 @@ def held_by_ledger(client: redis.Redis, pods: list[str]) -> set[str]:
 
 
 def test_worker_killed_holding_a_popped_gang(
-    private_client: redis.Redis, processes: ProcessGroup, tmp_path: Path
+    private_client: redis.Redis,
+    processes: ProcessGroup,
+    tmp_path: Path,
+    bind_history: BindHistory,
 ) -> None:
     create_cluster(private_client, 0)  # 4 nodes of 8 cpu: the gang of 8 x 2 cpu fits
     pods = create_gang(private_client)
@@ -69,11 +73,14 @@ def test_worker_killed_holding_a_popped_gang(
     killed = time.monotonic()
     seen = wait_all_bound(private_client, pods)
     report_recovery("gang: worker SIGKILLed after pop", killed, seen, pods)
-    assert_invariants(private_client, pods)
+    assert_invariants(private_client, pods, history=bind_history)
 
 
 def test_worker_killed_after_reserving_a_gang(
-    private_client: redis.Redis, processes: ProcessGroup, tmp_path: Path
+    private_client: redis.Redis,
+    processes: ProcessGroup,
+    tmp_path: Path,
+    bind_history: BindHistory,
 ) -> None:
     create_cluster(private_client, 0)
     pods = create_gang(private_client)
@@ -89,5 +96,5 @@ def test_worker_killed_after_reserving_a_gang(
     killed = time.monotonic()
     seen = wait_all_bound(private_client, pods)
     report_recovery("gang: worker SIGKILLed after reserve", killed, seen, pods)
-    assert_invariants(private_client, pods)
+    assert_invariants(private_client, pods, history=bind_history)
     assert cast(int, private_client.exists(KEYS.gang_held)) == 0
