@@ -27,6 +27,8 @@ import logging
 from collections.abc import Callable, Iterator
 from typing import cast
 
+import numpy as np
+
 from distsched.framework.podinfo import PodInfo
 from distsched.framework.snapshot.table import NodeTable
 from distsched.framework.snapshot.usage import Usage
@@ -146,7 +148,7 @@ class PodPlacement:
             pod_node[pod_key] = index
             deferred_slots.add(index)
             touched.append(index)
-        self._table.touch_together(touched)
+        self._table.touch_many(np.unique(np.asarray(touched, dtype=np.int64)))
 
     def holds_as(self, pod_key: str, node_name: str, pod: Pod) -> bool:
         """Whether ``pod`` itself (this very object, parsed) is placed on ``node_name``

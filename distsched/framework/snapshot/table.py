@@ -253,13 +253,6 @@ class NodeTable:
         self.version += 1
         self.generation[index] = self.version
 
-    def touch_together(self, slots: list[int]) -> None:
-        """:meth:`touch` of each of ``slots`` (repeats allowed) as one change: they all
-        get the same new generation."""
-        if slots:
-            self.version += 1
-            self.generation[slots] = self.version
-
     def touch_many(self, slots: np.ndarray) -> None:
         """:meth:`touch` of each of ``slots`` (distinct), in order."""
         count = len(slots)
