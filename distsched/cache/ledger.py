@@ -200,6 +200,7 @@ class Ledger:
         self.feed_keys = reader.feed_keys
         self.node_keys = reader.node_keys
         self.changes_since = reader.changes_since
+        self.usage_records_since = reader.usage_records_since
         self.node_names = reader.node_names
         self.node_state = reader.node_state
         self.pod = reader.pod

@@ -69,6 +69,16 @@ class LedgerReader:
         or next time, never lost; a node may come back twice, which is harmless since the
         values are absolute. Generations read here precede any pod list read after, as
         :meth:`Decision` checks on multi-node domains need (see the ledger's docstring)."""
+        current, records, generations = self.usage_records_since(version, domains)
+        usages = {name: NodeUsage.parse(name, record) for name, record in records.items()}
+        return current, usages, generations
+
+    def usage_records_since(
+        self, version: int, domains: Sequence[str] = ()
+    ) -> tuple[int, dict[str, str], DomainGenerations]:
+        """:meth:`changes_since` with each node's usage record left as the ledger wrote
+        it (``""`` for a node it has none of; :class:`NodeUsage` parses one): a worker
+        mirrors a record per pod any worker places, so it parses only what it uses."""
         k = self._keys
         keys = [
             k.ledger_feed_version,
@@ -81,15 +91,17 @@ class LedgerReader:
         current, changes, gens, aagens = self._scripts.get("cache_changes")(
             keys=keys, args=[version, *domains]
         )
-        usages: dict[str, NodeUsage] = {}
-        for i in range(0, len(changes), 2):
-            name = as_text(changes[i])
-            usages[name] = NodeUsage.parse(name, as_text(changes[i + 1]) if changes[i + 1] else "")
+        names, records = changes[0::2], changes[1::2]
+        if names and isinstance(names[0], bytes):
+            names = [name.decode() for name in names]
+            records = [record.decode() if record else "" for record in records]
+        else:
+            records = [as_text(record) if record else "" for record in records]
         generations = DomainGenerations(
             checks={d: int(g or 0) for d, g in zip(domains, gens, strict=True)},
             anti_affinity={d: int(g or 0) for d, g in zip(domains, aagens, strict=True)},
         )
-        return int(current), usages, generations
+        return int(current), dict(zip(names, records, strict=True)), generations
 
     def node_names(self) -> list[str]:
         return sorted(as_text(n) for n in self._r.smembers(self._keys.ledger_nodes))

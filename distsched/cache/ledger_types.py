@@ -104,10 +104,41 @@ class Decision:
     seen_pods: int = -1
 
 
+class UsageTail(NamedTuple):
+    """What a node's usage record says after its generation, ``"<host ports>|<requests>"``
+    parsed: nodes with the same pods have the same tail, so one parse (and one object)
+    serves them all (never mutate ``requested``)."""
+
+    host_ports: int
+    """host ports in use; -1 when unknown (read :class:`NodeState` for the ports)"""
+    requested: dict[str, int]
+    nonzero_extra: tuple[int, int]
+    """what scoring's non-zero (cpu, memory) add over ``requested``"""
+
+
+def parse_usage_tail(tail: str) -> UsageTail:
+    """The tail of a usage record (all after its first ``|``), parsed once per text."""
+    parsed = _PARSED_TAILS.get(tail)
+    if parsed is None:
+        ports, _, req = tail.partition("|")
+        requested = decode_requests(req)
+        extra = split_nonzero_extra(requested)
+        parsed = UsageTail(int(ports) if ports else 0, requested, extra)
+        if len(_PARSED_TAILS) >= _PARSED_TAILS_SIZE:
+            _PARSED_TAILS.clear()
+        _PARSED_TAILS[tail] = parsed
+    return parsed
+
+
+# Usage records repeat but for their generation (nodes with the same pods have the same
+# amounts): each tail is parsed once.
+_PARSED_TAILS_SIZE = 4096
+_PARSED_TAILS: dict[str, UsageTail] = {}
+
+
 class NodeUsage(NamedTuple):
-    """A node's usage as the change feed reports it (see cache_changes.lua). A worker
-    parses thousands per second: a named tuple, and ``requested`` is shared between
-    usages with the same amounts (never mutate it)."""
+    """A node's usage as the change feed reports it (see cache_changes.lua); ``requested``
+    is shared between usages with the same amounts (never mutate it)."""
 
     name: str
     generation: int
@@ -121,21 +152,9 @@ class NodeUsage(NamedTuple):
     def parse(cls, name: str, record: str) -> NodeUsage:
         if not record:
             return cls(name, 0, {}, 0)
-        gen, ports, req = record.split("|", 2)
-        parsed = _PARSED_REQUESTS.get(req)
-        if parsed is None:
-            requested = decode_requests(req)
-            extra = split_nonzero_extra(requested)
-            parsed = (requested, extra)
-            if len(_PARSED_REQUESTS) >= _PARSED_REQUESTS_SIZE:
-                _PARSED_REQUESTS.clear()
-            _PARSED_REQUESTS[req] = parsed
-        return cls(name, int(gen), parsed[0], int(ports), parsed[1])
-
-
-# Usage records repeat (nodes with the same pods have the same amounts): parsed once.
-_PARSED_REQUESTS_SIZE = 4096
-_PARSED_REQUESTS: dict[str, tuple[dict[str, int], tuple[int, int]]] = {}
+        gen, _, tail = record.partition("|")
+        parsed = parse_usage_tail(tail)
+        return cls(name, int(gen), parsed.requested, parsed.host_ports, parsed.nonzero_extra)
 
 
 @dataclass(frozen=True, slots=True)

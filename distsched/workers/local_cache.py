@@ -38,7 +38,7 @@ from functools import partial
 import redis
 
 from distsched.cache.ledger import DomainGenerations, Ledger
-from distsched.cache.ledger_types import NodeState, NodeUsage
+from distsched.cache.ledger_types import NodeState, UsageTail, parse_usage_tail
 from distsched.framework.listers import (
     DisruptionBudgets,
     Listers,
@@ -176,7 +176,8 @@ class ClusterView:
         self.node_states: dict[str, NodeState] = {}
         # node -> (what it was computed from, domains, values by key): node_topology
         self._topology: dict[str, tuple[object, list[str], dict[str, str]]] = {}
-        self._usage: dict[str, NodeUsage] = {}
+        # node -> (generation, the rest of its usage record) as the ledger's feed last said
+        self._usage: dict[str, tuple[int, UsageTail]] = {}
         # Nodes whose usage changed since their pod list was last synced.
         self._pods_dirty: set[str] = set()
         self._pods_generation: dict[str, int] = {}
@@ -262,8 +263,9 @@ class ClusterView:
 
     def _add_node(self, node: Node) -> None:
         index = self.snapshot.add_node(node)
-        usage = self._usage.get(node.metadata.name)
-        if usage is not None:
+        known = self._usage.get(node.metadata.name)
+        if known is not None:
+            usage = known[1]
             self.snapshot.set_usage(index, usage.requested, (), usage.nonzero_extra)
             self._pods_generation.pop(node.metadata.name, None)
             self._pods_dirty.add(node.metadata.name)
@@ -379,7 +381,7 @@ class ClusterView:
         refresh, and read the generations of the multi-node domains (before any pod list
         synced after). Pod lists follow lazily (:meth:`sync_pod_lists`): only decisions
         that depend on other pods need other workers' assumed pods."""
-        version, usages, generations = self.ledger.changes_since(
+        version, records, generations = self.ledger.usage_records_since(
             self.feed_version, self.multi_node_domains()
         )
         self.multi_node_generations = generations
@@ -388,24 +390,28 @@ class ClusterView:
         requested: list[dict[str, int]] = []
         extras: list[tuple[int, int]] = []
         seen, dirty, slot_of = self._pods_generation, self._pods_dirty, self.snapshot.get_index
-        self._usage.update(usages)
-        for name, usage in usages.items():
-            if seen.get(name) != usage.generation:
+        usage = self._usage
+        for name, record in records.items():
+            gen, _, tail = record.partition("|")
+            generation = int(gen) if gen else 0
+            parsed = parse_usage_tail(tail)
+            usage[name] = (generation, parsed)
+            if seen.get(name) != generation:
                 dirty.add(name)
             index = slot_of(name)
             if index is None:
                 continue
-            if usage.host_ports != 0:
+            if parsed.host_ports != 0:
                 with_ports.append(name)
             else:
                 indices.append(index)
-                requested.append(usage.requested)
-                extras.append(usage.nonzero_extra)
+                requested.append(parsed.requested)
+                extras.append(parsed.nonzero_extra)
         self.snapshot.set_usages(indices, requested, extras)
         if with_ports:
             self.apply_states(self.ledger.node_state(with_ports))
         self.feed_version = version
-        return len(usages)
+        return len(records)
 
     def forget_ledger(self) -> None:
         """Redis lost its data: the ledger starts over (its feed version and node
@@ -484,7 +490,7 @@ class ClusterView:
         stale = [
             name
             for name in self._pods_dirty
-            if self._pods_generation.get(name) != self._usage[name].generation
+            if self._pods_generation.get(name) != self._usage[name][0]
             and self.snapshot.get_index(name) is not None
         ]
         self._pods_dirty.clear()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import redis
 
 from distsched.cache.ledger_reads import LedgerReader
-from distsched.cache.ledger_types import domain
+from distsched.cache.ledger_types import domain, parse_usage_tail
 from distsched.clock import FakeClock
 from distsched.keys import Keys
 from distsched.lua import ScriptSet
@@ -39,6 +39,19 @@ def test_the_reader_sees_every_part_of_the_ledger_and_writes_nothing(
     assert usages["n2"].requested["cpu"] == 200
     assert generations.anti_affinity[domain(ZONE, "a")] == 1  # the one anti-affinity pod
     assert reader.changes_since(version)[1] == {}
+    # the same read, the records as the ledger wrote them: "<gen>|<ports>|<requests>"
+    same_version, records, same_generations = reader.usage_records_since(0, [domain(ZONE, "a")])
+    assert (same_version, same_generations) == (version, generations)
+    assert set(records) == {"n1", "n2"}
+    for name, record in records.items():
+        gen, _, tail = record.partition("|")
+        parsed = parse_usage_tail(tail)
+        assert int(gen) == usages[name].generation
+        assert parsed.requested == usages[name].requested
+        assert parsed.host_ports == usages[name].host_ports
+        assert (parsed.host_ports > 0) == (name == "n1")  # n1 holds the port
+        assert parsed.nonzero_extra == usages[name].nonzero_extra
+    assert reader.usage_records_since(version)[1] == {}
     assert reader.node_names() == ["n1", "n2"]
     states = reader.node_state(["n1", "gone"])
     assert states["n1"].live and states["n1"].pods == ("ns/p1",)

@@ -8,7 +8,12 @@ import pytest
 import redis
 
 from distsched.cache.ledger import Ledger, Reserved
-from distsched.cache.ledger_types import NodeUsage, nonzero_extra_requests
+from distsched.cache.ledger_types import (
+    NodeUsage,
+    UsageTail,
+    nonzero_extra_requests,
+    parse_usage_tail,
+)
 from distsched.clock import FakeClock
 from distsched.keys import Keys
 from tests.cache.ledger_helpers import (
@@ -73,3 +78,12 @@ def test_parse_of_a_usage_record() -> None:
     usage = NodeUsage.parse("n1", "7|0|+cpu=100,+memory=5,cpu=250,pods=2")
     assert usage == NodeUsage("n1", 7, {"cpu": 250, "pods": 2}, 0, (100, 5))
     assert NodeUsage.parse("n1", "3|-1|cpu=1").nonzero_extra == (0, 0)
+
+
+def test_a_usage_tail_is_parsed_once_for_every_node_that_has_it() -> None:
+    tail = "2|+cpu=100,cpu=250,pods=2"
+    parsed = parse_usage_tail(tail)
+    assert parsed == UsageTail(2, {"cpu": 250, "pods": 2}, (100, 0))
+    assert parse_usage_tail("2|+cpu=100,cpu=250,pods=2") is parsed  # shared, not re-parsed
+    assert parse_usage_tail("") == UsageTail(0, {}, (0, 0))  # a node the ledger has none of
+    assert parse_usage_tail("-1|cpu=1").host_ports == -1
