@@ -42,7 +42,6 @@ import dataclasses
 import functools
 import math
 import random
-from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -680,22 +679,27 @@ def select_candidate(candidates: list[Candidate]) -> Candidate:
     violations, lowest highest-victim priority, smallest sum of victim priorities, fewest
     victims, latest start of the highest-priority victims; then the first candidate (in
     the order they were found: with several workers, one in the worker's share of the
-    nodes first, see find_candidates)."""
-    criteria: tuple[Callable[[Candidate], float], ...] = (
-        lambda c: -c.num_pdb_violations,
-        lambda c: -c.victims[0].priority,
-        lambda c: -sum(v.priority + _PRIORITY_OFFSET for v in c.victims),
-        lambda c: -len(c.victims),
-        _earliest_top_priority_start,
+    nodes first, see find_candidates). A candidate without victims wins at once, as in
+    kube. The criteria are one key, compared in order, so one pass ranks them all."""
+    for candidate in candidates:
+        if not candidate.victims:
+            return candidate
+    return max(candidates, key=_rank)
+
+
+def _rank(candidate: Candidate) -> tuple[int, int, int, int, float]:
+    """select_candidate's criteria as a key (greater is better). Victims are most
+    important first, so the first is of the highest priority and, among those, started
+    earliest: kube's GetEarliestPodStartTime of the candidate."""
+    victims = candidate.victims
+    top = victims[0]
+    return (
+        -candidate.num_pdb_violations,
+        -top.priority,
+        -sum(v.priority + _PRIORITY_OFFSET for v in victims),
+        -len(victims),
+        start_time(top),
     )
-    remaining = candidates
-    for score in criteria:
-        scores = [score(c) for c in remaining]
-        best = max(scores)
-        remaining = [c for c, s in zip(remaining, scores, strict=True) if s == best]
-        if len(remaining) == 1:
-            break
-    return remaining[0]
 
 
 def terminating_by_preemption(pod: Pod, now_s: float) -> bool:
@@ -735,13 +739,6 @@ def pdb_note(best: Candidate, candidates: list[Candidate]) -> str:
     if not parts:
         return ""
     return f"preemption: nominated node {best.node_name}; " + "; ".join(parts)
-
-
-def _earliest_top_priority_start(candidate: Candidate) -> float:
-    """kube's GetEarliestPodStartTime: the earliest start among the victims of the
-    highest priority (the later, the better the node)."""
-    top = max(v.priority for v in candidate.victims)
-    return min(start_time(v) for v in candidate.victims if v.priority == top)
 
 
 def new(args: dict[str, Any], handle: Handle) -> DefaultPreemption:

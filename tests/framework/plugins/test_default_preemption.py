@@ -601,3 +601,62 @@ def test_end_to_end_spread_keeps_zones_balanced():
         per_zone[snapshot.labels(result.node_index)["zone"]] += 1
         assert max(per_zone.values()) - min(per_zone.values()) <= 1
     assert per_zone == {"z0": 3, "z1": 3, "z2": 3}
+
+
+def _select_by_passes(candidates):
+    """pickOneNodeForPreemption as kube writes it: one criterion at a time over the
+    candidates still tied, then the first of them (the reference select_candidate's
+    single key must agree with)."""
+    from distsched.framework.plugins.default_preemption import start_time
+
+    def earliest_top_start(c):
+        top = max(v.priority for v in c.victims)
+        return min(start_time(v) for v in c.victims if v.priority == top)
+
+    criteria = (
+        lambda c: -c.num_pdb_violations,
+        lambda c: -max(v.priority for v in c.victims),
+        lambda c: -sum(v.priority + 2**31 for v in c.victims),
+        lambda c: -len(c.victims),
+        earliest_top_start,
+    )
+    remaining = candidates
+    for score in criteria:
+        best = max(score(c) for c in remaining)
+        remaining = [c for c in remaining if score(c) == best]
+    return remaining[0]
+
+
+@pytest.mark.parametrize("seed", range(40))
+def test_candidate_selection_agrees_with_the_criteria_one_at_a_time(seed):
+    from distsched.framework.plugins.default_preemption import (
+        Candidate,
+        importance,
+        select_candidate,
+    )
+    from distsched.framework.podinfo import PodInfo
+
+    rng = random.Random(seed)
+    days = [f"2024-01-0{d}T00:00:00Z" for d in range(1, 4)] + [""]  # "": unknown start
+    # Odd seeds: one priority and two victims each, so that the candidates tie on the
+    # first four criteria and their victims' start times decide.
+    priorities = [1] if seed % 2 else [-3, 0, 1, 2]
+    candidates = []
+    for i in range(rng.randint(1, 12)):
+        victims = [
+            PodInfo.of(pod(f"v{i}-{j}", 100, rng.choice(priorities), f"n{i}", rng.choice(days)))
+            for j in range(2 if seed % 2 else rng.randint(1, 4))
+        ]
+        victims.sort(key=importance)  # as a dry run leaves them: most important first
+        violations = rng.randint(0, 1) if seed % 4 == 0 else 0
+        candidates.append(Candidate(i, f"n{i}", victims, num_pdb_violations=violations))
+    assert select_candidate(candidates) is _select_by_passes(candidates)
+
+
+def test_a_candidate_without_victims_is_taken_at_once():
+    from distsched.framework.plugins.default_preemption import Candidate, select_candidate
+    from distsched.framework.podinfo import PodInfo
+
+    busy = Candidate(0, "n0", [PodInfo.of(pod("v", 100, 1, "n0"))])
+    free = Candidate(1, "n1", [], num_pdb_violations=1)
+    assert select_candidate([busy, free]) is free
