@@ -33,7 +33,6 @@ import logging
 import re
 from collections.abc import Callable
 from dataclasses import replace
-from functools import partial
 
 import redis
 
@@ -45,7 +44,7 @@ from distsched.framework.listers import (
     NamespaceLabels,
     VolumeObjects,
 )
-from distsched.framework.snapshot import Snapshot
+from distsched.framework.snapshot import DeferredPod, Snapshot
 from distsched.keys import Keys
 from distsched.model import LABEL_HOSTNAME, Node, Pod
 from distsched.model.decode import spec_with_node_name
@@ -301,11 +300,12 @@ class ClusterView:
         copy and changed in nothing but its binding, it is in the snapshot already (kube's
         cache confirms an assumed pod)."""
         nominator = self.nominator if len(self.nominator) else None
-        parsed, holds_as, load, deferrable = (
+        parsed, holds_as, load, deferrable, lazy = (
             self._parsed,
             self.snapshot.holds_as,
             self._load,
             self._deferrable,
+            self.lazy_pods,
         )
         deferred: list[tuple[str, str, Callable[[], Pod | None]]] = []
         for previous, ref in pairs:
@@ -316,19 +316,22 @@ class ClusterView:
                         if nominator is not None:
                             nominator.delete(key)
                         continue
-                elif self.lazy_pods:
+                elif lazy:
                     if nominator is not None:
                         nominator.delete(key)
-                    if previous is not None and ref.is_binding_of(previous):
-                        cached = parsed.get(key)
-                        if (
-                            cached is not None
-                            and cached[1] is previous.decoded_object
-                            and holds_as(key, node, cached[2])
-                        ):
-                            continue
+                    # Only this worker's own pods were parsed (another worker's binding
+                    # is told by one lookup, before any method call).
+                    cached = parsed.get(key)
+                    if (
+                        cached is not None
+                        and previous is not None
+                        and ref.is_binding_of(previous)
+                        and cached[1] is previous.decoded_object
+                        and holds_as(key, node, cached[2])
+                    ):
+                        continue
                     if deferrable(ref):
-                        deferred.append((key, node, partial(load, ref)))
+                        deferred.append((key, node, DeferredPod(load, ref)))
                         continue
                 if deferred:  # in order: this pod may be one of them
                     self.snapshot.defer_pods(deferred)

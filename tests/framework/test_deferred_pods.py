@@ -10,7 +10,7 @@ import pytest
 
 from distsched.framework.listers import NamespaceLabels
 from distsched.framework.plugins.helpers.pod_index import pod_index
-from distsched.framework.snapshot import Snapshot
+from distsched.framework.snapshot import DeferredPod, Snapshot
 from distsched.model.labels import (
     NOTHING,
     AffinityTerm,
@@ -178,3 +178,21 @@ def test_a_loader_that_raises_leaves_the_other_pods_deferred() -> None:
     assert snapshot.has_deferred
     snapshot.defer_pod("default/bad", "n1", lambda: None)
     assert list(snapshot.pods_on(n1)) == [good.key]
+
+
+def test_a_deferred_pod_made_by_the_caller_is_placed_as_it_is() -> None:
+    # A worker defers another worker's bound pod as DeferredPod(loader, its ref): one
+    # object, placed without a wrapper, loaded with its argument when a reader needs it.
+    snapshot, parsed = ledger_snapshot(), []
+    pod = make_pod("p", node_name="n2")
+
+    def load(ref: str) -> Pod:
+        parsed.append(ref)
+        return pod
+
+    entry = DeferredPod(load, "the ref")
+    snapshot.defer_pods([(pod.key, "n2", entry)])
+    n2 = snapshot.index_of("n2")
+    assert snapshot.pod_node_index(pod.key) == n2 and not parsed
+    assert list(snapshot.pods_on(n2)) == [pod.key]
+    assert parsed == ["the ref"]

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterator
+from functools import partial
 from typing import cast
 
 import numpy as np
@@ -37,14 +38,16 @@ from distsched.model.objects import Pod
 log = logging.getLogger(__name__)
 
 
-class DeferredPod:
+class DeferredPod(partial["Pod | None"]):
     """A pod placed on a node but not parsed yet: ``load()`` gives it when a reader needs
-    it (None: it cannot be had, and it is dropped). See "Deferred pods" above."""
+    it (None: it cannot be had, and it is dropped). See "Deferred pods" above. A partial:
+    ``DeferredPod(loader, *args)`` is one object where a loader bound to its arguments and
+    a wrapper around it were two (a worker defers every other worker's bound pod)."""
 
-    __slots__ = ("load",)
+    __slots__ = ()
 
-    def __init__(self, load: Callable[[], Pod | None]) -> None:
-        self.load = load
+    def load(self) -> Pod | None:
+        return self()
 
 
 # What a node's pod dict holds: parsed pods, and deferred ones until they are read.
@@ -133,18 +136,20 @@ class PodPlacement:
 
     def defer_pods(self, placed: list[tuple[str, str, Callable[[], Pod | None]]]) -> None:
         """:meth:`defer_pod` for each ``(pod key, node name, load)``, in order (the
-        bindings of a batch entry of the event stream come in one call)."""
+        bindings of a batch entry of the event stream come in one call); a ``load`` that
+        is a :class:`DeferredPod` already is placed as it is."""
         pod_node, pods, parked_on = self._pod_node, self._pods, self._parked_on
         get_index, deferred_slots = self._table.index_lookup(), self._deferred_slots
         touched: list[int] = []
         for pod_key, node_name, load in placed:
             if pod_key in pod_node or pod_key in parked_on:
                 self.remove_pod(pod_key)
+            entry = load if type(load) is DeferredPod else DeferredPod(load)
             index = get_index(node_name)
             if index is None:
-                self._park(node_name, pod_key, DeferredPod(load))
+                self._park(node_name, pod_key, entry)
                 continue
-            pods[index][pod_key] = DeferredPod(load)
+            pods[index][pod_key] = entry
             pod_node[pod_key] = index
             deferred_slots.add(index)
             touched.append(index)
