@@ -130,6 +130,13 @@ def parse_usage_tail(tail: str) -> UsageTail:
     return parsed
 
 
+def parse_usage_record(record: str) -> tuple[int, UsageTail]:
+    """A usage record's generation and its parsed tail (``""``, a node the ledger has no
+    record of: generation 0, nothing in use)."""
+    gen, _, tail = record.partition("|")
+    return (int(gen) if gen else 0), parse_usage_tail(tail)
+
+
 # Usage records repeat but for their generation (nodes with the same pods have the same
 # amounts): each tail is parsed once.
 _PARSED_TAILS_SIZE = 4096
@@ -150,11 +157,8 @@ class NodeUsage(NamedTuple):
 
     @classmethod
     def parse(cls, name: str, record: str) -> NodeUsage:
-        if not record:
-            return cls(name, 0, {}, 0)
-        gen, _, tail = record.partition("|")
-        parsed = parse_usage_tail(tail)
-        return cls(name, int(gen), parsed.requested, parsed.host_ports, parsed.nonzero_extra)
+        generation, parsed = parse_usage_record(record)
+        return cls(name, generation, parsed.requested, parsed.host_ports, parsed.nonzero_extra)
 
 
 @dataclass(frozen=True, slots=True)

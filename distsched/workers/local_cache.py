@@ -37,7 +37,7 @@ from dataclasses import replace
 import redis
 
 from distsched.cache.ledger import DomainGenerations, Ledger
-from distsched.cache.ledger_types import NodeState, UsageTail, parse_usage_tail
+from distsched.cache.ledger_types import NodeState, UsageTail, parse_usage_record
 from distsched.framework.listers import (
     DisruptionBudgets,
     Listers,
@@ -395,9 +395,7 @@ class ClusterView:
         seen, dirty, slot_of = self._pods_generation, self._pods_dirty, self.snapshot.get_index
         usage = self._usage
         for name, record in records.items():
-            gen, _, tail = record.partition("|")
-            generation = int(gen) if gen else 0
-            parsed = parse_usage_tail(tail)
+            generation, parsed = parse_usage_record(record)
             usage[name] = (generation, parsed)
             if seen.get(name) != generation:
                 dirty.add(name)

@@ -12,6 +12,7 @@ from distsched.cache.ledger_types import (
     NodeUsage,
     UsageTail,
     nonzero_extra_requests,
+    parse_usage_record,
     parse_usage_tail,
 )
 from distsched.clock import FakeClock
@@ -87,3 +88,7 @@ def test_a_usage_tail_is_parsed_once_for_every_node_that_has_it() -> None:
     assert parse_usage_tail("2|+cpu=100,cpu=250,pods=2") is parsed  # shared, not re-parsed
     assert parse_usage_tail("") == UsageTail(0, {}, (0, 0))  # a node the ledger has none of
     assert parse_usage_tail("-1|cpu=1").host_ports == -1
+    # a whole record: its generation, then the tail
+    assert parse_usage_record("7|" + tail) == (7, parsed)
+    assert parse_usage_record("") == (0, UsageTail(0, {}, (0, 0)))
+    assert NodeUsage.parse("n1", "") == NodeUsage("n1", 0, {}, 0)
