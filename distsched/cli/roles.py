@@ -73,6 +73,14 @@ def _assume_ttl_option(fn: Callable[..., Any]) -> Callable[..., Any]:
     help="With several workers: refuse a node another worker filled since this worker's "
     "view, and decide again, so that they spread pods as evenly as one.",
 )
+@click.option(
+    "--leave-others-pods/--follow-every-pod",
+    default=True,
+    envvar="DISTSCHED_LEAVE_OTHERS_PODS",
+    show_default=True,
+    help="Leave other workers' plain pods out of this worker's view (their usage comes "
+    "from the ledger) until a pod that reads other pods, or a preemption, needs them all.",
+)
 @_assume_ttl_option
 @_metrics_option
 @kubeconfig_options
@@ -85,6 +93,7 @@ def worker(
     pop_linger_ms: int | None,
     lease_ms: int,
     even_placement: bool,
+    leave_others_pods: bool,
     assume_ttl_ms: int,
     metrics_port: int,
     metrics_addr: str,
@@ -110,6 +119,7 @@ def worker(
         assume_ttl_ms=assume_ttl_ms,
         kube=kube,
         even_placement=even_placement,
+        leave_others_pods=leave_others_pods,
         pop_linger_ms=pop_linger_ms,
     )
 

@@ -35,6 +35,17 @@ event carries no object: the informer rebuilds the bound pod from its own previo
 (old = that copy, new = it with spec.nodeName, PodScheduled and the rv set, the same pair
 as if the whole object had been shipped); without a copy it reads the store.
 
+Pods left out. Given ``leave_pending`` (a predicate on a pod's msgpack blob), the informer
+of a scheduling worker holds only part of the pods while its pod handlers are all lazy:
+an unbound pod created without a nominated node whose blob the predicate passes is not
+delivered, only its blob set aside (undecoded, no ref), and the binding of a pod it does
+not hold (another worker's pod, bound without this reader ever asking for it) is
+dropped with that blob. ``get`` and ``list`` take a pod set aside into the indexer (a
+worker asks for the pods it pops: held from then on); any other event of a pod left
+out (an update, a delete) is delivered and holds it; :meth:`Informer.hold` holds one
+read from the store; a relist holds every pod; :meth:`Informer.hold_all` relists and
+stops leaving pods out for good.
+
 Position. The informer reports how far it has read (``store:readers``, at most every
 5 s and on every relist) so that the stream is trimmed only below what every live reader
 has read (:mod:`distsched.store.trim`); :meth:`Informer.stop` withdraws the report.
@@ -165,6 +176,7 @@ class Informer:
         backoff_max_s: float = 5.0,
         reader: str | None = None,
         clock: Clock = SYSTEM_CLOCK,
+        leave_pending: Callable[[bytes], bool] | None = None,
     ) -> None:
         self._client = client
         self._keys = keys
@@ -196,6 +208,10 @@ class Informer:
         self.reader = reader or f"informer-{uuid.uuid4().hex[:12]}"
         self._clock = clock
         self._next_report_ms = 0
+        # Pending pods whose blob this says to leave are not held (see the docstring):
+        # their blobs wait here (key -> blob) until they are bound, changed or asked for.
+        self._leave_pending = leave_pending
+        self._aside: dict[bytes, bytes] = {}
 
     @property
     def _epoch(self) -> str:
@@ -217,14 +233,51 @@ class Informer:
                 for ref in list(self._indexer[kind].values()):
                     self._call(handler.on_add, lazy, ref, True)
 
+    # --- pods this reader leaves to others ------------------------------------------
+    @property
+    def holds_every_pod(self) -> bool:
+        """False while pending pods the ``leave_pending`` predicate passes are left out."""
+        return self._leave_pending is None
+
+    def hold(self, key: str, obj: Obj) -> None:
+        """Hold a pod read from the store (one this informer left out) so that its next
+        events are followed; nothing is delivered. A copy already held is kept."""
+        with self._lock:
+            self._aside.pop(key.encode(), None)
+            self._indexer["Pod"].setdefault(key, ObjectRef(key, obj))
+
+    def hold_all(self) -> int:
+        """Stop leaving pods out: relist now, so that every pod is held and delivered
+        (adds for those left out), and follow every pod from then on. Returns the
+        deliveries made."""
+        if self._leave_pending is None:
+            return 0
+        self._leave_pending = None
+        return self._relist()
+
     def get(self, kind: str, key: str) -> Obj | None:
         with self._lock:
             ref = self._indexer[kind].get(key)
+            if ref is None and kind == "Pod" and self._aside:
+                ref = self._take_aside(key.encode())
             return None if ref is None else ref.get()
 
     def list(self, kind: str) -> builtins.list[Obj]:
         with self._lock:
+            if kind == "Pod":
+                for raw_key in builtins.list(self._aside):
+                    self._take_aside(raw_key)
             return [ref.get() for ref in self._indexer[kind].values()]
+
+    def _take_aside(self, raw_key: bytes) -> ObjectRef | None:
+        """Hold a pending pod whose blob was set aside (it is asked for: it is held and
+        followed from now on); None when there is none."""
+        blob = self._aside.pop(raw_key, None)
+        if blob is None:
+            return None
+        key = raw_key.decode()
+        ref = self._indexer["Pod"][key] = ObjectRef(key, None, None, "", "", blob)
+        return ref
 
     @property
     def resource_version(self) -> int:
@@ -348,6 +401,8 @@ class Informer:
         kind = raw_kind.decode()
         if kind not in self._indexer:
             return 0
+        if self._aside and raw_kind == b"Pod":
+            self._aside.pop(fields[b"key"], None)  # what follows supersedes the blob
         key = fields[b"key"].decode()
         previous = self._indexer[kind].get(key)
         self._deliver(decode_event(fields, previous), previous)
@@ -367,6 +422,17 @@ class Informer:
         bound_at = get(b"bound")
         if bound_at is None and b"old" in fields:
             return False
+        leave = self._leave_pending
+        if leave is not None:
+            raw_key = fields[b"key"]
+            if bound_at is None:
+                blob = get(b"obj")
+                if not raw_node and b"nom" not in fields and blob is not None and leave(blob):
+                    self._aside[raw_key] = blob  # left out: set aside, not delivered
+                    return True
+            elif raw_key.decode() not in pods:
+                self._aside.pop(raw_key, None)  # the binding of a pod left out
+                return True
         pair = self._pod_ref(fields[b"key"], rv, raw_node, get(b"obj"), get(b"nom"), bound_at, pods)
         if pair is None:
             return False
@@ -385,9 +451,18 @@ class Informer:
         added, bound = etype == b"ADDED", etype == b"MODIFIED"
         pairs: PodPairs = []
         delivered = 0
+        leave, aside = self._leave_pending, self._aside
         for offset, item in enumerate(items):
             rv, n = first + offset, len(item)
             pair = None
+            if leave is not None and n == 5:
+                if added:
+                    if not item[4] and item[1] == b"obj" and item[3] == b"node" and leave(item[2]):
+                        aside[item[0]] = item[2]  # a pending pod left out: set aside
+                        continue
+                elif bound and item[1] == b"node" and item[0].decode() not in pods:
+                    aside.pop(item[0], None)  # the binding of a pod left out
+                    continue
             if added and (n == 5 or (n == 7 and item[5] == b"nom")):
                 if item[1] == b"obj" and item[3] == b"node":
                     nom = item[6] if n == 7 else None
@@ -520,6 +595,7 @@ class Informer:
         # One damaged record must not stop every relist: it is left out, with a warning.
         snap = self._store.snapshot(self._kinds, on_undecodable=_skip_undecodable)
         with self._lock:
+            self._aside.clear()  # every pod of the list is held: those set aside get adds
             reset = snap.rv < self._rv or bool(self._epoch and snap.epoch != self._epoch)
             initial = not self._synced.is_set()
             delivered = 0

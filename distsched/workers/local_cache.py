@@ -62,6 +62,13 @@ _CLAIM_KEYS = (b"persistentVolumeClaim",)
 _PARSE_NOW = re.compile(b"|".join(re.escape(k) for k in (*_POD_AFFINITY_KEYS, *_CLAIM_KEYS)))
 
 
+def _left_to_others(blob: bytes) -> bool:
+    """Whether a pending pod may be left out of a worker's informer (``leave_pending``):
+    one without pod affinity, anti-affinity or claims, which no other pod's decision
+    needs to see while it is bound (the snapshot parses those at once)."""
+    return _PARSE_NOW.search(blob) is None
+
+
 def declares_pod_affinity(ref: ObjectRef) -> bool:
     """Whether the pod has ``spec.affinity.podAffinity`` or ``podAntiAffinity`` (what
     makes ``PodInfo.has_affinity`` true), looking at the raw blob first: without those
@@ -139,6 +146,7 @@ class ClusterView:
         informer_client: redis.Redis | None = None,
         lazy_pods: bool = True,
         reader: str | None = None,
+        leave_others_pods: bool = False,
     ) -> None:
         self.store = store
         self.ledger = ledger
@@ -157,6 +165,7 @@ class ClusterView:
             ("Pod", "Node", "Namespace", "PodDisruptionBudget", "PodGroup", *VOLUME_KINDS),
             reader=reader,
             clock=store.clock,
+            leave_pending=_left_to_others if leave_others_pods and lazy_pods else None,
         )
         node_handler = FuncHandler(
             add=self._on_node_add, update=self._on_node_update, delete=self._on_node_delete
@@ -224,13 +233,33 @@ class ClusterView:
     def pod_objects(self, keys: list[str]) -> dict[str, Obj | None]:
         """The store objects of ``keys`` (None: no such pod). A pod the informer has not
         seen yet (the store's create script queues a pod at once, so a worker may pop it
-        before its informer reads the event) is read from the store: all in one call."""
+        before its informer reads the event) is read from the store: all in one call; an
+        informer that leaves pods out (:meth:`hold_every_pod`) holds it from then on."""
         objs: dict[str, Obj | None] = {key: self.informer.get("Pod", key) for key in keys}
         missing = [key for key, obj in objs.items() if obj is None]
         if missing:
+            hold = None if self.informer.holds_every_pod else self.informer.hold
             for key, obj in zip(missing, self.store.get_many("Pod", missing), strict=True):
                 objs[key] = obj
+                if hold is not None and obj is not None:
+                    hold(key, obj)
         return objs
+
+    # ------------------------------------------------------------------ others' pods
+    @property
+    def holds_every_pod(self) -> bool:
+        """False while the informer leaves out other workers' plain pods (pending ones
+        without pod affinity, anti-affinity or claims, and their bindings): a decision
+        that reads no pod list needs nothing of them, their usage comes from the ledger."""
+        return self.informer.holds_every_pod
+
+    def hold_every_pod(self, why: str) -> None:
+        """From now on hold and follow every pod (a relist: the snapshot gets every bound
+        pod): before a decision that may read other pods' lists."""
+        if self.informer.holds_every_pod:
+            return
+        log.info("following every pod of the cluster from now on: %s", why)
+        self.informer.hold_all()
 
     def nominate(self, pod: Pod, node: str) -> None:
         """Count ``pod`` as nominated to ``node`` now (its nominatedNodeName is in the

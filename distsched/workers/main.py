@@ -57,6 +57,7 @@ def run_worker(
     assume_ttl_ms: int | None = None,
     kube: KubeMode | None = None,
     even_placement: bool = True,
+    leave_others_pods: bool = True,
     pop_linger_ms: int | None = None,
 ) -> None:
     try:
@@ -96,6 +97,7 @@ def run_worker(
                 bind_linger_s=bind_linger_ms / 1000,
                 queueing_hints=os.environ.get("DISTSCHED_QUEUEING_HINTS", "1") != "0",
                 even_placement=even_placement,
+                leave_others_pods=leave_others_pods,
                 pop_linger_s=(pop_linger(kube) if pop_linger_ms is None else pop_linger_ms) / 1000,
             ),
             queue_config=queue_config,

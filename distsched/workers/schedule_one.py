@@ -57,6 +57,7 @@ from distsched.framework.events import ClusterEvent
 from distsched.framework.failure import Failure, FailureHandler
 from distsched.framework.podinfo import PodInfo
 from distsched.framework.profile import Profiles, SchedulerConfig
+from distsched.framework.registry import IN_TREE_REGISTRY
 from distsched.framework.runtime import Framework
 from distsched.framework.snapshot import PODS_COL
 from distsched.keys import Keys
@@ -69,6 +70,7 @@ from distsched.queue_types import QueueConfig, QueuedPod, backoff_config
 from distsched.redis_text import as_text
 from distsched.store import Store, object_key
 from distsched.store.codec import node_name_of, rv_of, uid_of
+from distsched.store.errors import Undecodable
 from distsched.store.writer import StoreWriter
 from distsched.workers.eventhandlers import (
     GROUP,
@@ -151,6 +153,13 @@ class WorkerConfig:
     # a turn's fixed cost (its Redis round trips, the binding job) is shared. A pod waits
     # at most this long more; full pops (a backlog) never wait.
     pop_linger_s: float = 0.0
+    # Leave other workers' plain pods out of this worker's view (ClusterView: pending pods
+    # without pod affinity, anti-affinity or claims, and their bindings): a decision that
+    # reads no other pod needs nothing of them but their usage, which the ledger's feed
+    # gives. The first pod that may read other pods (or preempt) makes the worker follow
+    # every pod from then on. Each worker then follows the cluster's pods once, not once
+    # per worker (BENCHMARKS.md, issue 23).
+    leave_others_pods: bool = True
 
 
 # The least a pop may be held to by the share of the nodes (see _refresh_share).
@@ -236,6 +245,47 @@ def reads_pod_lists(pod: Pod) -> bool:
     return bool(pod.spec.topology_spread_constraints)
 
 
+IN_TREE_PLUGINS = "distsched.framework.plugins."
+
+
+def profile_reads_other_pods(fw: Framework) -> str:
+    """Why the profile's decisions may read pods a worker that leaves other workers'
+    plain pods out does not hold ("" when they read none): a plugin that is not one of
+    distsched's in-tree plugins. Those read, for a pod without pod affinity,
+    anti-affinity, spread constraints, volumes, claims or a pod group, no other pod but
+    the ones a worker always holds (with pod affinity or anti-affinity, nominated) and the
+    ledger's usage."""
+    for name, plugin in fw.plugins.items():
+        if name not in IN_TREE_REGISTRY or not type(plugin).__module__.startswith(IN_TREE_PLUGINS):
+            return f"profile {fw.profile_name!r} runs {name}, not an in-tree plugin"
+    return ""
+
+
+def reads_other_pods(pod: Pod) -> str:
+    """Why deciding ``pod`` (under a profile that reads no other pods by itself) may read
+    pods a worker that leaves other workers' plain pods out does not hold ("" when it
+    reads none): see WorkerConfig.leave_others_pods."""
+    spec = pod.spec
+    affinity = spec.affinity
+    if affinity is not None and (
+        affinity.pod_affinity is not None or affinity.pod_anti_affinity is not None
+    ):
+        return f"pod {pod.key} has pod affinity or anti-affinity"
+    if spec.topology_spread_constraints:
+        return f"pod {pod.key} has topology spread constraints"
+    if spec.volumes or spec.resource_claims:
+        return f"pod {pod.key} has volumes or claims"
+    if pod.status.nominated_node_name:
+        return f"pod {pod.key} is nominated"
+    if group_of(pod):
+        return f"pod {pod.key} belongs to a pod group"
+    return ""
+
+
+def _skip_undecodable_pod(error: Undecodable) -> None:
+    log.warning("resync: pod left out: %s", error)
+
+
 def constraint_topology_keys(pod: Pod) -> set[str]:
     keys = {c.topology_key for c in pod.spec.topology_spread_constraints}
     if pod.spec.volumes and uses_node_volumes(pod):
@@ -285,6 +335,9 @@ class SchedulingWorker:
         self.client = client
         self.keys = keys
         self.profiles = profiles
+        self._profiles_reading_other_pods = {
+            fw.profile_name: profile_reads_other_pods(fw) for fw in profiles.values()
+        }
         self.clock = clock
         self.name = name or f"worker-{uuid.uuid4().hex[:8]}"
         self.config = config or WorkerConfig()
@@ -308,6 +361,7 @@ class SchedulingWorker:
             informer_client=informer_client,
             lazy_pods=self.config.lazy_pods,
             reader=self.name,
+            leave_others_pods=self.config.leave_others_pods,
         )
         self.snapshot = self.view.snapshot
         self.informer = self.view.informer
@@ -562,7 +616,14 @@ class SchedulingWorker:
             minimums[group.key] = group.min_member
         self.queue.set_gang_minimums(minimums)
         entries = []
-        for obj in self.informer.list("Pod"):
+        # Every pod: the informer's when it holds them all (it does after the relist that
+        # precedes a resync at start or after a reset), else the store's.
+        pods = (
+            self.informer.list("Pod")
+            if self.view.holds_every_pod
+            else self.store.list("Pod", on_undecodable=_skip_undecodable_pod)[0]
+        )
+        for obj in pods:
             if (obj.get("spec") or {}).get("nodeName"):
                 try:
                     record_bound_pod(self.ledger, self.view.pod_from(obj))
@@ -752,6 +813,13 @@ class SchedulingWorker:
             if attempt is not None:
                 attempt.obj = obj
                 attempts.append(attempt)
+        if not self.view.holds_every_pod:
+            by_profile = self._profiles_reading_other_pods
+            for attempt in attempts:
+                why = by_profile[attempt.framework.profile_name] or reads_other_pods(attempt.pod)
+                if why:
+                    self.view.hold_every_pod(why)
+                    break
         topology_keys: set[str] = set()
         for attempt in attempts:
             if constrained(attempt.pod):
@@ -954,6 +1022,8 @@ class SchedulingWorker:
         if failure is None:
             return True
         if isinstance(failure, FitError):
+            if attempt.framework.post_filter_plugins and not self.view.holds_every_pod:
+                self.view.hold_every_pod(f"pod {attempt.pod.key} may preempt")
             victims = self._post_filter(attempt, failure)
             if victims and self.writer.deleting(victims):
                 self._hold_preemptor(attempt, failure, victims)

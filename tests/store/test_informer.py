@@ -333,3 +333,97 @@ def test_lazy_handlers_see_the_same_history_as_eager_ones(
     assert [c[2].node for c in lazy.calls if c[0] == "update"] == ["", "n1", "n1", "", "n1"]
     for key in ("default/a", "default/b", "default/c"):
         assert lazy_informer.get("Pod", key) == store.get("Pod", key)
+
+
+# ------------------------------------------------------------------ pods left out
+def _leave_web(blob: bytes) -> bool:
+    """Leave out pending pods labelled app=web (make_pod's), hold the others."""
+    return b"web" in blob
+
+
+def leaving_informer(r: redis.Redis, keys: Keys) -> tuple[Informer, ObjectRecorder]:
+    informer = Informer(r, keys, leave_pending=_leave_web)
+    seen = ObjectRecorder()
+    informer.add_handler("Pod", seen, lazy=True)
+    informer.poll_once()
+    return informer, seen
+
+
+def _calls(seen: ObjectRecorder) -> list[tuple[str, str]]:
+    return [(kind, first.key if kind != "update" else second.key) for kind, first, second in
+            seen.calls]  # fmt: skip
+
+
+@pytest.mark.parametrize("many", [True, False], ids=["batch-entry", "single-entries"])
+def test_pending_pods_left_out_and_their_bindings_are_neither_held_nor_delivered(
+    store: Store, r: redis.Redis, keys: Keys, many: bool
+) -> None:
+    informer, seen = leaving_informer(r, keys)
+    other = {"labels": {"app": "db"}}
+    pods = [make_pod("web-1"), make_pod("web-2"), make_pod("nominated"), make_pod("db")]
+    pods[3]["metadata"].update(other)
+    pods[2]["status"] = {"nominatedNodeName": "n2"}
+    if many:
+        r.hset(keys.profiles, "default-scheduler", "n")  # the store enqueues: batch entries
+        store.create_many(pods)
+        store.bind_many([(f"default/{p}", None, "n1") for p in ("web-1", "db")])
+    else:
+        for obj in pods:
+            store.create(obj)
+        store.bind("default/web-1", None, "n1")
+        store.bind("default/db", None, "n1")
+    informer.poll_once()
+    assert _calls(seen) == [("add", "default/nominated"), ("add", "default/db"),
+                            ("update", "default/db")]  # fmt: skip
+    assert informer.get("Pod", "default/web-1") is None, "bound by another: dropped"
+    assert informer.get("Pod", "default/db") == store.get("Pod", "default/db")
+    assert not informer.holds_every_pod
+    assert informer.resource_version == int(r.get(keys.resource_version) or 0)
+    # web-2's blob was set aside: asked for (a worker popped it), it is held from then on.
+    assert informer.get("Pod", "default/web-2") == store.get("Pod", "default/web-2")
+    store.bind("default/web-2", None, "n1")
+    informer.poll_once()
+    assert _calls(seen)[3:] == [("update", "default/web-2")]
+    assert seen.calls[3][2].get() == store.get("Pod", "default/web-2")
+
+
+def test_any_other_event_of_a_pod_left_out_is_delivered_and_holds_it(
+    store: Store, r: redis.Redis, keys: Keys
+) -> None:
+    store.create_many([make_pod("a"), make_pod("b"), make_pod("c")])
+    informer, seen = leaving_informer(r, keys)  # listed: all three held
+    seen.calls.clear()
+    store.create_many([make_pod("d"), make_pod("e"), make_pod("f"), make_pod("g")])  # left out
+    store.update_pod_status("default/d", nominated_node_name="n1")
+    store.delete("Pod", "default/e")
+    informer.hold("default/f", store.get("Pod", "default/f"))
+    store.bind_many([("default/a", None, "n1"), ("default/d", None, "n1"),
+                     ("default/f", None, "n1")])  # fmt: skip
+    informer.poll_once()
+    assert _calls(seen) == [("add", "default/d"), ("delete", "default/e"), ("update", "default/a"),
+                            ("update", "default/d"), ("update", "default/f")]  # fmt: skip
+    for key in ("default/a", "default/d", "default/f"):
+        assert informer.get("Pod", key) == store.get("Pod", key)
+    assert seen.calls[-1][2].get() == store.get("Pod", "default/f")
+    assert informer.get("Pod", "default/e") is None
+    # What list() answers holds those set aside too.
+    assert sorted(o["metadata"]["name"] for o in informer.list("Pod")) == list("abcdfg")
+
+
+def test_hold_all_relists_and_then_follows_every_pod(
+    store: Store, r: redis.Redis, keys: Keys
+) -> None:
+    informer, seen = leaving_informer(r, keys)
+    store.create_many([make_pod("a"), make_pod("b")])
+    store.bind("default/a", None, "n1")
+    informer.poll_once()
+    assert seen.calls == []
+    assert informer.hold_all() == 2
+    assert sorted((kind, ref.key, ref.node) for kind, ref, _ in seen.calls) == [
+        ("add", "default/a", "n1"), ("add", "default/b", "")]  # fmt: skip
+    assert informer.holds_every_pod
+    store.create(make_pod("c"))
+    store.bind("default/b", None, "n2")
+    informer.poll_once()
+    assert _calls(seen)[2:] == [("add", "default/c"), ("update", "default/b")]
+    assert informer.hold_all() == 0

@@ -49,6 +49,7 @@ class InProcessCluster:
         batch: int = 64,
         queueing_hints: bool = True,
         lazy_pods: bool = True,
+        leave_others_pods: bool = True,
         seed: int | None = None,
         worker_client: redis.Redis | None = None,
         writer: ClusterWriter | None = None,
@@ -61,6 +62,7 @@ class InProcessCluster:
         self.batch = batch
         self.queueing_hints = queueing_hints
         self.lazy_pods = lazy_pods
+        self.leave_others_pods = leave_others_pods
         # With a seed, every random choice of the workers (ties between nodes,
         # preemption's first candidate) repeats: worker i draws from seed + i.
         self.seed = seed
@@ -96,6 +98,7 @@ class InProcessCluster:
                 idle_wait_s=0.01,
                 queueing_hints=self.queueing_hints,
                 lazy_pods=self.lazy_pods,
+                leave_others_pods=self.leave_others_pods,
                 # Ties broken as kube breaks them (uniformly; seeded): a worker's share of
                 # the nodes hangs on its random name and which workers are live.
                 share_ties=False,

@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 from distsched.clock import FakeClock
 from distsched.framework.snapshot import DeferredPod, PodPlacement, Snapshot
 from distsched.keys import Keys
+from distsched.workers.local_cache import ClusterView
 from tests.support import objects
 from tests.support.objects import HOSTNAME, ZONE
 from tests.workers.harness import InProcessCluster
@@ -73,12 +74,25 @@ def spread(color: str, max_skew: int, hard: bool) -> Obj:
 
 
 class Twins:
-    """The same operations on an eager and a lazy cluster; ``state()`` of both must match."""
+    """The same operations on an eager and a lazy cluster; ``state()`` of both must match.
+    ``leave``: the lazy cluster's workers leave each other's plain pods out of their views
+    (WorkerConfig.leave_others_pods) instead of holding them unparsed."""
 
-    def __init__(self, r: redis.Redis, clock: FakeClock, *, nodes: int = 6) -> None:
+    def __init__(
+        self, r: redis.Redis, clock: FakeClock, *, nodes: int = 6, leave: bool = False
+    ) -> None:
         self.clock = clock
+        self.leave = leave
         self.clusters = [
-            InProcessCluster(r, Keys(f"twin-{mode}"), clock, lazy_pods=lazy, seed=7, batch=16)
+            InProcessCluster(
+                r,
+                Keys(f"twin-{mode}"),
+                clock,
+                lazy_pods=lazy,
+                leave_others_pods=leave,
+                seed=7,
+                batch=16,
+            )
             for mode, lazy in (("eager", False), ("lazy", True))
         ]
         for cluster in self.clusters:
@@ -139,6 +153,21 @@ class Twins:
     def deferred(self) -> int:
         return sum(_deferred_count(w.snapshot) for w in self.lazy.workers)
 
+    def others_held_lazily(self) -> None:
+        """Each lazy worker holds the other's plain bound pods unparsed, or, leaving them
+        out, not at all (their nodes' usage still counts them: the ledger's)."""
+        if not self.leave:
+            assert self.deferred() > 0
+            return
+        assert self.deferred() == 0
+        for worker in self.lazy.workers:
+            assert not worker.view.holds_every_pod
+            placed = {key for i in worker.snapshot.node_indices() for key in
+                      worker.snapshot.pods_on(int(i))}  # fmt: skip
+            bound = {o["metadata"]["name"] for o in self.lazy.store.list("Pod")[0]
+                     if (o.get("spec") or {}).get("nodeName")}  # fmt: skip
+            assert len(placed) < len(bound)
+
 
 def _deferred_count(snapshot: Snapshot) -> int:
     return sum(
@@ -152,6 +181,11 @@ def _deferred_count(snapshot: Snapshot) -> int:
 @pytest.fixture
 def twins(r: redis.Redis, clock: FakeClock) -> Twins:
     return Twins(r, clock)
+
+
+@pytest.fixture
+def leaving_twins(r: redis.Redis, clock: FakeClock) -> Twins:
+    return Twins(r, clock, leave=True)
 
 
 @contextlib.contextmanager
@@ -184,7 +218,7 @@ def fill(twins: Twins, count: int, **kwargs: Any) -> None:
 def anti_affinity_after_lazy_pods(twins: Twins) -> None:
     fill(twins, 3, cpu=1500, color="blue")  # three full nodes without red pods
     fill(twins, 6, color="red")  # the red ones go to the emptier nodes
-    assert twins.deferred() > 0
+    twins.others_held_lazily()
     for required in (False, False, True, True):
         spec = pod_affinity("podAntiAffinity", "red", HOSTNAME, required)
         twins.new(color="blue", spec=spec)
@@ -194,7 +228,7 @@ def anti_affinity_after_lazy_pods(twins: Twins) -> None:
 def affinity_after_lazy_pods(twins: Twins) -> None:
     fill(twins, 2, cpu=700, color="red")
     fill(twins, 6, color="blue")
-    assert twins.deferred() > 0
+    twins.others_held_lazily()
     for required in (False, False, True):
         twins.new(color="blue", spec=pod_affinity("podAffinity", "red", ZONE, required))
         twins.turn(1)
@@ -203,7 +237,7 @@ def affinity_after_lazy_pods(twins: Twins) -> None:
 def spread_after_lazy_pods(twins: Twins) -> None:
     fill(twins, 2, cpu=1500, color="red")
     fill(twins, 6, color="blue")
-    assert twins.deferred() > 0
+    twins.others_held_lazily()
     for hard in (False, False, True, True):
         twins.new(color="blue", spec=spread("blue", 1, hard))
         twins.turn(1)
@@ -211,7 +245,7 @@ def spread_after_lazy_pods(twins: Twins) -> None:
 
 def preemption_of_lazy_pods(twins: Twins) -> None:
     fill(twins, 12, cpu=700)  # two per node: full
-    assert twins.deferred() > 0
+    twins.others_held_lazily()
     twins.new(cpu=1900, priority=1000)
     twins.turn(0)
     twins.tick()
@@ -238,6 +272,28 @@ SCENARIOS = [
 def test_lazy_workers_decide_as_eager_ones(twins: Twins, scenario: Any) -> None:
     scenario(twins)
     twins.check()
+
+
+@pytest.mark.parametrize("scenario", [*SCENARIOS, scoring_of_pods_without_requests])
+def test_workers_leaving_others_pods_out_decide_as_eager_ones(
+    leaving_twins: Twins, scenario: Any
+) -> None:
+    scenario(leaving_twins)
+    leaving_twins.check()
+    # Pods that read other pods (or preempt) made their worker follow every pod.
+    plain = scenario is scoring_of_pods_without_requests
+    holding = [w.view.holds_every_pod for w in leaving_twins.lazy.workers]
+    assert not any(holding) if plain else any(holding)
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS)
+def test_the_scenarios_fail_when_workers_keep_leaving_others_pods_out(
+    leaving_twins: Twins, scenario: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(ClusterView, "hold_every_pod", lambda self, why: None)
+    scenario(leaving_twins)
+    with pytest.raises(AssertionError):
+        leaving_twins.check()
 
 
 @pytest.mark.parametrize("scenario", SCENARIOS)
@@ -274,7 +330,7 @@ def test_a_binding_confirms_the_worker_own_assumed_pods_as_they_are(
     # kube's cache confirms an assumed pod on its binding: the worker keeps the pod it
     # parsed, and its nodes keep their generation (cached filter and score answers hold).
     # Another worker holds the same pods unparsed.
-    cluster = InProcessCluster(r, keys, clock)
+    cluster = InProcessCluster(r, keys, clock, leave_others_pods=False)
     other = cluster.add_worker()
     cluster.create(node(0), node(1))
     cluster.store.create_many([pod(f"p{i}") for i in range(4)])
@@ -360,16 +416,16 @@ def apply(twins: Twins, op: tuple[Any, ...]) -> None:
 
 
 @settings(
-    max_examples=25,
+    max_examples=40,
     deadline=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
 )
-@given(steps=_steps)
+@given(steps=_steps, leave=st.booleans())
 def test_random_sequences_decide_the_same_lazily(
-    r: redis.Redis, clock: FakeClock, steps: list[tuple[tuple[Any, ...], int]]
+    r: redis.Redis, clock: FakeClock, steps: list[tuple[tuple[Any, ...], int]], leave: bool
 ) -> None:
     r.flushdb()
-    twins = Twins(r, clock)
+    twins = Twins(r, clock, leave=leave)
     for op, worker in steps:
         apply(twins, op)
         twins.turn(worker)
