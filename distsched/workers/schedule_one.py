@@ -252,7 +252,7 @@ def profile_reads_other_pods(fw: Framework) -> str:
     """Why the profile's decisions may read pods a worker that leaves other workers'
     plain pods out does not hold ("" when they read none): a plugin that is not one of
     distsched's in-tree plugins. Those read, for a pod without pod affinity,
-    anti-affinity, spread constraints, volumes, claims or a pod group, no other pod but
+    anti-affinity, spread constraints, disks, claims or a pod group, no other pod but
     the ones a worker always holds (with pod affinity or anti-affinity, nominated) and the
     ledger's usage."""
     for name, plugin in fw.plugins.items():
@@ -273,8 +273,8 @@ def reads_other_pods(pod: Pod) -> str:
         return f"pod {pod.key} has pod affinity or anti-affinity"
     if spec.topology_spread_constraints:
         return f"pod {pod.key} has topology spread constraints"
-    if spec.volumes or spec.resource_claims:
-        return f"pod {pod.key} has volumes or claims"
+    if spec.resource_claims or (spec.volumes and uses_node_volumes(pod)):
+        return f"pod {pod.key} has disks or claims"
     if pod.status.nominated_node_name:
         return f"pod {pod.key} is nominated"
     if group_of(pod):

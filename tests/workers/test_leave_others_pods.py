@@ -40,7 +40,10 @@ SPREAD = [{"maxSkew": 1, "topologyKey": "zone", "whenUnsatisfiable": "ScheduleAn
         ({"nodeSelector": {"zone": "a"}, "tolerations": [{"operator": "Exists"}]}, ""),
         ({"affinity": ANTI}, "pod affinity or anti-affinity"),
         ({"topologySpreadConstraints": SPREAD}, "topology spread constraints"),
-        ({"volumes": [{"name": "v", "emptyDir": {}}]}, "volumes or claims"),
+        ({"volumes": [{"name": "v", "emptyDir": {}}, {"name": "s", "secret": {}}]}, ""),
+        ({"volumes": [{"name": "v", "gcePersistentDisk": {"pdName": "d"}}]}, "disks or claims"),
+        ({"volumes": [{"name": "v", "persistentVolumeClaim": {"claimName": "c"}}]}, "claims"),
+        ({"volumes": [{"name": "v", "ephemeral": {"volumeClaimTemplate": {}}}]}, "claims"),
     ],
 )
 def test_what_makes_a_decision_read_other_pods(spec: Obj, reason: str) -> None:
