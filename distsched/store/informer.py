@@ -276,7 +276,7 @@ class Informer:
         if blob is None:
             return None
         key = raw_key.decode()
-        ref = self._indexer["Pod"][key] = ObjectRef(key, None, None, "", "", blob)
+        ref = self._indexer["Pod"][key] = blob_ref(key, blob, None, None, "", "")
         return ref
 
     @property
@@ -460,7 +460,12 @@ class Informer:
                     if not item[4] and item[1] == b"obj" and item[3] == b"node" and leave(item[2]):
                         aside[item[0]] = item[2]  # a pending pod left out: set aside
                         continue
-                elif bound and item[1] == b"node" and item[0].decode() not in pods:
+                elif (
+                    bound
+                    and item[1] == b"node"
+                    and item[3] == b"bound"
+                    and item[0].decode() not in pods
+                ):
                     aside.pop(item[0], None)  # the binding of a pod left out
                     continue
             if added and (n == 5 or (n == 7 and item[5] == b"nom")):
