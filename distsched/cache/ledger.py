@@ -205,6 +205,7 @@ class Ledger:
         self.node_state = reader.node_state
         self.pod = reader.pod
         self.pod_nodes = reader.pod_nodes
+        self.deleted_pods_on = reader.deleted_pods_on
         self.assumed_pods = reader.assumed_pods
         self.anti_affinity_pods = reader.anti_affinity_pods
         self.check_consistency = reader.check_consistency

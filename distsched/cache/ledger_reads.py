@@ -29,6 +29,7 @@ from distsched.cache.ledger_types import (
 from distsched.keys import Keys
 from distsched.lua import ScriptSet
 from distsched.redis_text import as_text
+from distsched.store.codec import parse_meta
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,6 +155,25 @@ class LedgerReader:
             if raw is not None:
                 out[key] = decode_record(key, raw, None).node
         return out
+
+    def deleted_pods_on(self, node: str) -> list[str]:
+        """The pods the ledger still holds on ``node`` (assumed or bound) that the store no
+        longer has: no pod of the name, or one of another uid. Their deletions are in the
+        store's stream and the handlers release them next (the consistency sweep, should a
+        release ever be lost): until then their room is counted as taken. Sorted."""
+        held = sorted(as_text(k) for k in self._r.smembers(self._keys.ledger_node_pods(node)))
+        if not held:
+            return []
+        pipe = self._r.pipeline(transaction=False)
+        pipe.hmget(self._keys.ledger_pods, held)
+        pipe.hmget(self._keys.store_meta("Pod"), held)
+        records, metas = pipe.execute()
+        return [
+            key
+            for key, raw, meta in zip(held, records, metas, strict=True)
+            if raw is not None
+            and (meta is None or parse_meta(meta).uid != decode_record(key, raw, None).uid)
+        ]
 
     def assumed_pods(self) -> dict[str, int]:
         """ns/name -> assume deadline (ms)."""

@@ -158,6 +158,10 @@ def _nothing_deleting(_keys: Sequence[str]) -> bool:
     return False
 
 
+def _nothing_releasing(_node: str) -> bool:
+    return False
+
+
 @dataclass(slots=True)
 class Listers:
     nominator: PodNominator = field(default_factory=PodNominator)
@@ -168,6 +172,11 @@ class Listers:
     # answered yet (preemption's victims, through an API server): DefaultPreemption's
     # eligibility check counts them as terminating. The worker sets it to its writer's.
     deleting: Callable[[Sequence[str]], bool] = _nothing_deleting
+    # Whether the shared ledger still counts, on this node, a pod the store has deleted
+    # (its release by the handlers is still to come): the room is about to be free, and
+    # DefaultPreemption's eligibility check waits for it as for a terminating victim. The
+    # worker sets it to its ledger's; alone (no ledger) nothing is ever pending.
+    releasing: Callable[[str], bool] = _nothing_releasing
     # The worker's clock (the worker sets it to its own): DefaultPreemption's eligibility
     # check ages a victim's DisruptionTarget condition with it.
     clock: Clock = SYSTEM_CLOCK

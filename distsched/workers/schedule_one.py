@@ -350,6 +350,8 @@ class SchedulingWorker:
         queue_config = backoff_config(scheduler_config, queue_config)
         self.queue = RedisQueue(client, keys, config=queue_config)
         self.ledger = Ledger(client, keys, clock, ledger_config, queue_config=queue_config)
+        ledger = self.ledger
+        profiles.handle.listers.releasing = lambda node: bool(ledger.deleted_pods_on(node))
         # The worker's local picture: snapshot, parsed pods, the ledger's mirror, and the
         # listers its profiles' plugins read (their Handle's).
         self.view = ClusterView(

@@ -69,3 +69,24 @@ def test_the_reader_sees_every_part_of_the_ledger_and_writes_nothing(
     assert reader.feed_keys == ledger.feed_keys
 
     assert snapshot_db(r) == before
+
+
+def test_deleted_pods_on_a_node_are_those_the_store_no_longer_has_under_their_uid(
+    r: redis.Redis, keys: Keys, clock: FakeClock
+) -> None:
+    ledger = make_ledger(r, keys, clock)
+    ledger.set_node("n1", SMALL)
+    ledger.set_node("n2", SMALL)
+    for name in ("stays", "deleted", "recreated"):
+        assert add_bound(ledger, r, keys, f"ns/{name}", f"uid-{name}", "n1", {"cpu": 100}) == (
+            "added"
+        )
+    assert add_bound(ledger, r, keys, "ns/elsewhere", "uid-e", "n2", {"cpu": 100}) == "added"
+    assert ledger.deleted_pods_on("n1") == []
+    r.hdel(keys.store_meta("Pod"), "ns/deleted", "ns/elsewhere")
+    r.hset(keys.store_meta("Pod"), "ns/recreated", "9|||uid-new")  # same name, new pod
+    assert ledger.deleted_pods_on("n1") == ["ns/deleted", "ns/recreated"]
+    assert ledger.deleted_pods_on("n2") == ["ns/elsewhere"]
+    assert ledger.deleted_pods_on("unknown") == []
+    ledger.pods_deleted([("ns/deleted", "uid-deleted"), ("ns/recreated", "uid-recreated")])
+    assert ledger.deleted_pods_on("n1") == []

@@ -145,6 +145,17 @@ class InProcessCluster:
     def pop(self, n: int = 64) -> list[QueuedPod]:
         return self.queue.pop(n, now_ms=self.clock.now_ms())
 
+    def pop_before_the_handlers(self, n: int = 64) -> list[QueuedPod]:
+        """Pop as a worker whose informer has read every event does while its handlers
+        have not acted on them yet: the unschedulable pods flushed as leftovers (the
+        clock past their limit), the ledger's feed refreshed, then the pop."""
+        while self.worker.informer.poll_once(0):
+            pass
+        self.clock.step(self.queue_config.unschedulable_max_ms + 1)
+        self.flush()
+        self.worker.view.refresh_from_ledger()
+        return self.pop(n)
+
     def schedule(self, popped: list[QueuedPod]) -> None:
         self.worker.schedule_one_batch(popped)
 

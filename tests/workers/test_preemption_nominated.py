@@ -245,3 +245,40 @@ def test_a_held_preemptors_half_lease_runs_from_its_pop_not_from_its_hold(
     clock.step(lease_ms // 10 + 1)  # half a lease since the pop, 0.1 lease since the hold
     cluster.turn()
     assert cluster.where("urgent") in ("unschedulable", "backoff", "active")
+
+
+def test_a_preemptor_whose_victim_is_deleted_but_not_yet_released_does_not_preempt_again(
+    r: redis.Redis, keys: Keys, clock: FakeClock
+) -> None:
+    """CI caught a gang preempting six pods where four made room: a member tried again
+    after its victims left the store (and the worker's pod lists) but before the handlers
+    released them in the ledger found its nominated node still full, and nothing on it
+    being preempted, so it preempted elsewhere. It waits instead, as for a terminating
+    victim, and the release moves it."""
+    cluster = InProcessCluster(r, keys, clock)
+    cluster.create(node("n1", cpu="2"), node("n2", cpu="2"))
+    cluster.create(pod("v1", cpu="2", nodeName="n1", priority=1))
+    cluster.create(pod("v2", cpu="2", nodeName="n2", priority=1))
+    cluster.handle_events()
+    cluster.create(pod("urgent", cpu="2", priority=1000))
+    cluster.handle_events()
+    cluster.schedule(cluster.pop())
+    nominated = cluster.pod("urgent")["status"]["nominatedNodeName"]
+    victim, spared = ("v1", "v2") if nominated == "n1" else ("v2", "v1")
+    assert cluster.store.get("Pod", f"default/{victim}") is None
+    held = cluster.worker.ledger.pod_nodes([f"default/{victim}"])
+    assert held == {f"default/{victim}": nominated}  # not released: handlers not run
+    # The worker's informer reads the deletion (the victim leaves its pod list); urgent
+    # is tried again before the handlers release the victim's room.
+    popped = cluster.pop_before_the_handlers()
+    assert [p.key for p in popped] == ["default/urgent"]
+    cluster.schedule(popped)
+    assert cluster.store.get("Pod", f"default/{spared}") is not None
+    assert cluster.node_of("urgent") == ""
+    # The release comes: urgent moves and takes the room it was nominated to.
+    cluster.settle()
+    clock.step(11_000)
+    cluster.flush()
+    cluster.settle()
+    assert cluster.node_of("urgent") == nominated
+    assert cluster.store.get("Pod", f"default/{spared}") is not None

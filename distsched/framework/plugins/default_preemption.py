@@ -28,7 +28,10 @@ deletionTimestamp (graceful termination); a deleted pod leaves the store at once
 so a condition older than :data:`PREEMPTION_GRACE_S` counts as a preemption that did not
 happen (its deletion failed) instead. Standalone, victims are deleted as they are
 preempted; through an API server their deletions queue behind its writes, and a
-preemptor tried again meanwhile preempted on another node.
+preemptor tried again meanwhile preempted on another node. A deleted victim leaves the
+workers' pod lists at once but keeps its room in the shared ledger until the handlers
+release it: a pod nominated to a node whose ledger still counts a pod the store has
+deleted waits too (kube's victim holds its resources in the cache until it is gone).
 
 Not modelled: extenders.
 
@@ -336,7 +339,12 @@ class DefaultPreemption(PostFilterPlugin):
         lower = [info for info in snapshot.pods_on(index).values() if info.priority < priority]
         if any(terminating_by_preemption(info.pod, now) for info in lower):
             return False
-        return not (lower and self.handle.listers.deleting([info.key for info in lower]))
+        if lower and self.handle.listers.deleting([info.key for info in lower]):
+            return False
+        # A victim deleted from the store has left the snapshot's pod list at once, but
+        # its room stays taken until the handlers release it in the ledger: kube's
+        # terminating victim, still in its cache with its resources.
+        return not self.handle.listers.releasing(node)
 
     def calculate_num_candidates(self, num_nodes: int) -> int:
         n = num_nodes * self.min_percentage // 100

@@ -100,6 +100,14 @@ def test_a_pod_waits_for_a_victim_being_preempted_on_its_nominated_node():
     )
 
 
+def post_filter_after_filters(fw, incoming, snapshot):
+    """The filters fail ``incoming``; then its PostFilter: (result, status)."""
+    state = CycleState()
+    with pytest.raises(FitError) as info:
+        schedule_pod(fw, state, incoming, snapshot)
+    return fw.run_post_filter_plugins(state, incoming, snapshot, info.value.diagnosis)
+
+
 def test_a_pod_waits_for_a_victim_whose_deletion_its_writer_has_in_flight():
     """Through an API server the condition comes back with the watch, later than the
     worker's own writer knows the deletion is under way: that counts too."""
@@ -109,16 +117,33 @@ def test_a_pod_waits_for_a_victim_whose_deletion_its_writer_has_in_flight():
     incoming = nominated(pod("p", 2000, 10), "n1")
     fw = framework()
     fw.handle.listers.deleting = lambda keys: "default/going" in keys
-    state = CycleState()
-    with pytest.raises(FitError) as info:
-        schedule_pod(fw, state, incoming, snapshot)
-    result, status = fw.run_post_filter_plugins(state, incoming, snapshot, info.value.diagnosis)
+    result, status = post_filter_after_filters(fw, incoming, snapshot)
     assert result is None and "terminating pod on the nominated node" in status.message()
     fw.handle.listers.deleting = lambda keys: False
-    state = CycleState()
-    with pytest.raises(FitError) as info:
-        schedule_pod(fw, state, incoming, snapshot)
-    result, status = fw.run_post_filter_plugins(state, incoming, snapshot, info.value.diagnosis)
+    _result, status = post_filter_after_filters(fw, incoming, snapshot)
+    assert status.is_success()
+
+
+def test_a_pod_waits_while_the_ledger_still_counts_a_deleted_pod_on_its_nominated_node():
+    """A victim deleted from the store leaves the worker's pod lists at once but keeps
+    its room in the ledger until the handlers release it: that counts as terminating."""
+    snapshot = snapshot_of(
+        [node("n1"), node("n2")], [pod("full", 3000, 1, "n1"), pod("low", 3000, 1, "n2")]
+    )
+    incoming = nominated(pod("p", 2000, 10), "n1")
+    fw = framework()
+    asked: list[str] = []
+
+    def releasing(node_name: str) -> bool:
+        asked.append(node_name)
+        return node_name == "n1"
+
+    fw.handle.listers.releasing = releasing
+    result, status = post_filter_after_filters(fw, incoming, snapshot)
+    assert result is None and "terminating pod on the nominated node" in status.message()
+    assert asked == ["n1"]
+    fw.handle.listers.releasing = lambda node_name: False
+    _result, status = post_filter_after_filters(fw, incoming, snapshot)
     assert status.is_success()
 
 
