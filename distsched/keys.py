@@ -85,6 +85,10 @@ T:cache:node:<name>       hash    ledger node: ``alloc:<res>`` allocatable (cpu 
                                   bytes, pods, extended units), ``live`` 1 (0: removed but
                                   still has bound pods, a ghost), ``topo:<topologyKey>`` its
                                   domains; its usage is in T:cache:usage
+T:cache:capacity          hash    live node -> its allocatable "<res>=<amount>,..." (sorted):
+                                  the copy of its ``alloc:`` fields that cache_reserve reads
+                                  for a whole batch in one command (a node not there is read
+                                  from its hash)
 T:cache:ports:<name>      hash    used host ports: ``<proto>|<port>|<ip>`` -> holders, and
                                   ``<proto>|<port>`` -> holders over all ips
 T:cache:nodepods:<name>   set     assumed and bound pods on the node (ns/name)
@@ -307,6 +311,10 @@ class Keys:
     @property
     def ledger_usage(self) -> str:
         return self._k("cache", "usage")
+
+    @property
+    def ledger_capacity(self) -> str:
+        return self._k("cache", "capacity")
 
     @property
     def ledger_generation_floor(self) -> str:

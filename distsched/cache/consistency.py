@@ -2,7 +2,8 @@
 
 :func:`ledger_differences` compares what the ledger keeps per node (requested amounts and
 the count of host-port fields in its usage record, host-port holders, pod membership) with
-what its pod records add up to. The data comes from one atomic read (see
+what its pod records add up to, and each node's copy of its allocatable in cache:capacity
+with its hash. The data comes from one atomic read (see
 ``Ledger.check_consistency``).
 """
 
@@ -29,23 +30,42 @@ def _usage_fields(usage: Any) -> tuple[int, dict[str, int]]:
     return int(ports), {res: amt for res, amt in decode_requests(items).items() if amt}
 
 
+def _capacity_difference(
+    name: str, node_hash: Mapping[Any, Any], capacity: Any
+) -> list[Difference]:
+    """The node's entry in cache:capacity against its hash: a live node's allocatable, or
+    none for a ghost. A live node without one is not a difference: a ledger written
+    before cache:capacity existed has none until its node is set again (reservations read
+    the hash meanwhile)."""
+    if capacity is None:
+        return []
+    fields = {as_text(f): as_text(v) for f, v in node_hash.items()}
+    if fields.get("live") != "1":
+        return [Difference(name, "capacity of a node that is not live", 1, 0)]
+    want = ",".join(sorted(f"{f[6:]}={v}" for f, v in fields.items() if f.startswith("alloc:")))
+    if as_text(capacity) != want:
+        return [Difference(name, f"capacity {as_text(capacity)!r}, allocatable {want!r}", 1, 0)]
+    return []
+
+
 def ledger_differences(
-    nodes: Mapping[str, tuple[Mapping[Any, Any], Any, Mapping[Any, Any], Iterable[Any]]],
+    nodes: Mapping[str, tuple[Mapping[Any, Any], Any, Mapping[Any, Any], Iterable[Any], Any]],
     raw_pods: Mapping[Any, Any],
     assumed: Iterable[Any],
     aapods: Mapping[Any, Any],
 ) -> list[Difference]:
-    """``nodes``: name -> (node hash, usage record or None, ports hash, pod set);
-    ``raw_pods``: the pods hash; ``assumed``: members of the assumed zset; ``aapods``: the
-    anti-affinity pods hash."""
+    """``nodes``: name -> (node hash, usage record or None, ports hash, pod set, entry in
+    cache:capacity or None); ``raw_pods``: the pods hash; ``assumed``: members of the
+    assumed zset; ``aapods``: the anti-affinity pods hash."""
     records = {as_text(k): decode_record(as_text(k), v, None) for k, v in raw_pods.items()}
     by_node: dict[str, list[str]] = defaultdict(list)
     for key, rec in records.items():
         by_node[rec.node].append(key)
 
     diffs: list[Difference] = []
-    for name, (node_hash, usage, ports_hash, members) in sorted(nodes.items()):
+    for name, (node_hash, usage, ports_hash, members, capacity) in sorted(nodes.items()):
         live = any(as_text(f) == "live" and as_text(v) == "1" for f, v in node_hash.items())
+        diffs += _capacity_difference(name, node_hash, capacity)
         port_fields, requested = _usage_fields(usage)
         want_req: Counter[str] = Counter()
         want_ports: Counter[str] = Counter()

@@ -195,6 +195,7 @@ class Ledger:
         self.aagen_key = keys.ledger_anti_affinity_gen
         self.aapods_key = keys.ledger_anti_affinity_pods
         self.topokeys_key = keys.ledger_topology_keys
+        self.capacity_key = keys.ledger_capacity
         # The read side (ledger_reads.py), under the same names.
         self.reader = reader = LedgerReader(client, keys, self._scripts)
         self.feed_keys = reader.feed_keys
@@ -232,6 +233,7 @@ class Ledger:
             pods_key,
             self.aapods_key,
             ports_key,
+            self.capacity_key,
             *self.feed_keys,
         ]
         args = [name, json.dumps(alloc), json.dumps(doms)]
@@ -250,6 +252,7 @@ class Ledger:
             self.domgen_key,
             self.assumed_key,
             *self.node_keys(name),
+            self.capacity_key,
             *self.feed_keys,
         ]
         assumed = self._scripts.get("cache_node_remove")(keys=keys, args=[name])
@@ -334,6 +337,7 @@ class Ledger:
             self.aagen_key,
             self.aapods_key,
             self.topokeys_key,
+            self.capacity_key,
         ]
         for name in index:
             keys += self.node_keys(name)

@@ -211,10 +211,11 @@ class LedgerReader:
                 pipe.hgetall(ports_key)
                 pipe.smembers(pods_key)
             pipe.hmget(k.ledger_usage, names or ["-"])  # (HMGET needs a field)
+            pipe.hmget(k.ledger_capacity, names or ["-"])
             pipe.hgetall(k.ledger_pods)
             pipe.zrange(k.ledger_assumed, 0, -1)
             pipe.hgetall(k.ledger_anti_affinity_pods)
-            *per_node, usages, raw_pods, assumed, aapods = pipe.execute()
+            *per_node, usages, capacities, raw_pods, assumed, aapods = pipe.execute()
 
         nodes = {
             name: (
@@ -222,6 +223,7 @@ class LedgerReader:
                 usages[i],
                 dict(per_node[3 * i + 1]),
                 per_node[3 * i + 2],
+                capacities[i],
             )
             for i, name in enumerate(names)
         }

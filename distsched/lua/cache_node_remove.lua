@@ -15,6 +15,7 @@ KEYS[3]  zset   cache:assumed: ns/name -> assume deadline (ms)
 KEYS[4]  hash   cache:node:<name>
 KEYS[5]  hash   cache:ports:<name>
 KEYS[6]  set    cache:nodepods:<name>
+KEYS[7]  hash   cache:capacity: live node -> its allocatable (the node leaves it)
 KEYS[n-3] string cache:genfloor: the highest generation of a deleted node's record
 KEYS[n-2] hash  cache:usage: node -> its usage record (lib/ledger_record.lua)
 KEYS[n-1] stream cache:feedlog: one entry per ledger version (change feed)
@@ -26,9 +27,10 @@ Returns the keys of the node's assumed pods (now due for the reaper).
 --!include ledger_record
 
 
-if #KEYS ~= 10 or #ARGV ~= 1 or ARGV[1] == '' then
-  return redis.error_reply('ERR cache_node_remove: expects 10 keys and a node name')
+if #KEYS ~= 11 or #ARGV ~= 1 or ARGV[1] == '' then
+  return redis.error_reply('ERR cache_node_remove: expects 11 keys and a node name')
 end
+redis.call('HDEL', KEYS[7], ARGV[1])
 local flat = redis.call('HGETALL', KEYS[4])
 if #flat == 0 then return {} end
 local alloc_fields, doms = {}, {}

@@ -15,6 +15,9 @@ KEYS[4]  hash   cache:node:<name>: live, alloc:<res>, topo:<key>
 KEYS[5]  set    cache:nodepods:<name>
 KEYS[6]  hash   cache:aapods: ns/name -> node, pods carrying required anti-affinity
 KEYS[7]  hash   cache:ports:<name>
+KEYS[8]  hash   cache:capacity: live node -> its allocatable "<res>=<amount>,..." (sorted),
+                the copy of the node hash's alloc fields that cache_reserve reads for a
+                whole batch in one command
 KEYS[n-3] string cache:genfloor: the highest generation of a deleted node's record
 KEYS[n-2] hash  cache:usage: node -> its usage record (lib/ledger_record.lua)
 KEYS[n-1] stream cache:feedlog: one entry per ledger version (change feed)
@@ -34,8 +37,8 @@ end
 
 --!include numbers
 
-if #KEYS ~= 11 or #ARGV ~= 3 or ARGV[1] == '' then
-  return fail('expects 11 keys, a node name, allocatable and domains')
+if #KEYS ~= 12 or #ARGV ~= 3 or ARGV[1] == '' then
+  return fail('expects 12 keys, a node name, allocatable and domains')
 end
 local ok, alloc = pcall(cjson.decode, ARGV[2])
 if not ok or type(alloc) ~= 'table' then return fail('allocatable must be a JSON object') end
@@ -91,10 +94,15 @@ end
 
 -- write
 if #old_alloc > 0 then redis.call('HDEL', KEYS[4], unpack(old_alloc)) end
+local capacity = {}
 for res, amt in pairs(alloc) do
-  redis.call('HSET', KEYS[4], 'alloc:' .. res, string.format('%d', amt))
+  local text = string.format('%d', amt)
+  redis.call('HSET', KEYS[4], 'alloc:' .. res, text)
+  capacity[#capacity + 1] = res .. '=' .. text
 end
 redis.call('HSET', KEYS[4], 'live', '1')
+table.sort(capacity)  -- nodes of one shape share one text, parsed once per batch
+redis.call('HSET', KEYS[8], ARGV[1], table.concat(capacity, ','))
 if #changed > 0 then
   for tk, v in pairs(old_topo) do
     if domains[tk] == nil then redis.call('HDEL', KEYS[4], 'topo:' .. tk) end

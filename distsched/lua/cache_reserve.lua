@@ -8,8 +8,10 @@ first write, so bad input or a failed check never leaves a partial write. A rese
 gets a ledger record and an assume deadline, and its queue record says assumed (the
 queue's hand-off, lib/queue_record.lua). A node's usage lives in its usage record
 (lib/ledger_record.lua), read and written for all the batch's nodes in one command each;
-a node costs one read of its hash (the allocatable the batch checks) and one SADD, plus
-its ports hash when a decision has host ports. At most 1000 decisions per call (bulk
+a live node's allocatable comes from cache:capacity, read for the whole batch in one
+command too (a node not there is read from its hash: not live, or a ledger written before
+cache:capacity existed), and a node costs one SADD, plus its ports hash when a decision
+has host ports. At most 1000 decisions per call (bulk
 commands unpack one argument per pod).
 
 Domain generations (cache:domgen) are kept only for the topology keys in cache:topokeys,
@@ -24,7 +26,8 @@ KEYS[5]  hash   cache:domgen: "<topologyKey>=<value>" -> generation
 KEYS[6]  hash   cache:aagen: "<topologyKey>=<value>" -> anti-affinity generation
 KEYS[7]  hash   cache:aapods: ns/name -> node, pods carrying required anti-affinity terms
 KEYS[8]  set    cache:topokeys: topology keys whose domains keep a generation
-KEYS[9+3(i-1)], KEYS[10+3(i-1)], KEYS[11+3(i-1)] for node i of ARGV[4 .. 3+N]:
+KEYS[9]  hash   cache:capacity: live node -> its allocatable "<res>=<amount>,..."
+KEYS[10+3(i-1)], KEYS[11+3(i-1)], KEYS[12+3(i-1)] for node i of ARGV[4 .. 3+N]:
          hash cache:node:<name> (live, alloc:<res>, topo:<key>), hash cache:ports:<name>,
          set cache:nodepods:<name>
 KEYS[n-3] string cache:genfloor, KEYS[n-2] hash cache:usage, KEYS[n-1] stream cache:feedlog,
@@ -83,7 +86,7 @@ elseif all_or_nothing ~= '0' then
 end
 if not is_count(deadline) then return fail('deadline must be a non-negative integer') end
 if not is_count(n_nodes) or n_nodes < 1 then return fail('node count must be positive') end
-if #KEYS ~= 12 + 3 * n_nodes then return fail('expected ' .. (12 + 3 * n_nodes) .. ' keys') end
+if #KEYS ~= 13 + 3 * n_nodes then return fail('expected ' .. (13 + 3 * n_nodes) .. ' keys') end
 local nodes = {}
 for i = 1, n_nodes do
   local name = ARGV[3 + i]
@@ -188,6 +191,9 @@ local watched = watched_keys(KEYS[8])
 -- field_kind "alloc", "topo", or the whole name; field_res what follows the ':').
 local usages = call('HMGET', KEYS[#KEYS - 2], unpack(nodes))
 local field_kind, field_res = {}, {}
+-- A live node's allocatable, for a batch that reads no domains (one command for all nodes;
+-- one parse per distinct text, the table shared read-only by the nodes that have it).
+local capacities, parsed_capacity = NONE, {}
 
 -- A node's domain strings ("<key>=<value>") are made only when something reads them: the
 -- anti-affinity sum (some pod with required anti-affinity was ever placed, or this batch
@@ -197,17 +203,28 @@ local any_aa = call('EXISTS', KEYS[6]) == 1
 local aa_doms = any_aa or any_aks
 local need_topo = aa_doms or next(watched) ~= nil
 local state, all_doms, seen_dom = {}, {}, {}
+if not need_topo then capacities = call('HMGET', KEYS[9], unpack(nodes)) end
 -- A node's st.req is its usage with this batch's reservations so far (st.pods0: its pod
 -- count before them); st.newpods, the pods this batch put there (made on the first).
 for i, name in ipairs(nodes) do
-  local base = 8 + 3 * (i - 1)
+  local base = 9 + 3 * (i - 1)
   local node_key = KEYS[base + 1]
   local st = { name = name, node_key = node_key, ports_key = KEYS[base + 2],
-               pods_key = KEYS[base + 3], live = false, gen = 0, ports0 = 0, alloc = {},
+               pods_key = KEYS[base + 3], live = false, gen = 0, ports0 = 0, alloc = NONE,
                req = NONE, topo = {}, doms = NONE, watched_doms = NONE, dgen = 0, pods0 = 0,
                newpods = NONE }
-  local alloc = st.alloc
-  if not need_topo then
+  local capacity = capacities[i]
+  if capacity then
+    local alloc = parsed_capacity[capacity]
+    if alloc == nil then
+      alloc = parse_requests(capacity)
+      if not alloc then return fail('bad capacity of node ' .. name) end
+      parsed_capacity[capacity] = alloc
+    end
+    st.live, st.alloc = true, alloc
+  elseif not need_topo then
+    local alloc = {}
+    st.alloc = alloc
     local vals = call('HMGET', node_key, unpack(limit_fields))
     st.live = (vals[1] == '1')
     for k, res in ipairs(limit_res) do
@@ -215,6 +232,8 @@ for i, name in ipairs(nodes) do
       if v then alloc[res] = tonumber(v) end
     end
   else
+    local alloc = {}
+    st.alloc = alloc
     local flat = call('HGETALL', node_key)
     for j = 1, #flat, 2 do
       local f, v = flat[j], flat[j + 1]

@@ -68,6 +68,7 @@ def test_the_reserve_script_refuses_such_a_request_alone_too(
         ledger.aagen_key,
         ledger.aapods_key,
         ledger.topokeys_key,
+        ledger.capacity_key,
         *node_keys,
         *ledger.feed_keys,
     ]

@@ -381,7 +381,7 @@ def test_script_validates_its_input_before_writing(
     script = ScriptSet(r).get("cache_reserve")
     base = [keys.inflight, keys.info, keys.ledger_pods, keys.ledger_assumed]
     base += [keys.ledger_domain_gen, keys.ledger_anti_affinity_gen, keys.ledger_anti_affinity_pods]
-    base += [keys.ledger_topology_keys]
+    base += [keys.ledger_topology_keys, keys.ledger_capacity]
     node_keys = ledger.node_keys("n1")
     # per decision: key, uid, epoch, node index, requests, ports, ak, aa gen, seen, checks
     good = ["ns/a", "uid-ns/a", 1, 1, "cpu=1,pods=1", "", "", 0, 0, 0]
@@ -389,7 +389,7 @@ def test_script_validates_its_input_before_writing(
     before = snapshot_db(r)
     with pytest.raises(redis.ResponseError, match="bad host port"):
         script(keys=base + node_keys + ledger.feed_keys, args=[1, 0, 1, "n1", *good, *bad])
-    with pytest.raises(redis.ResponseError, match="expected 15 keys"):
+    with pytest.raises(redis.ResponseError, match="expected 16 keys"):
         script(keys=base, args=[1, 0, 1, "n1", *good])
     with pytest.raises(redis.ResponseError, match="malformed decision #2"):
         script(keys=base + node_keys + ledger.feed_keys, args=[1, 0, 1, "n1", *good, *good[:5]])
