@@ -86,7 +86,7 @@ from typing import cast
 import redis
 
 from distsched import replication
-from distsched.cache.ledger_reads import DomainGenerations, LedgerReader
+from distsched.cache.ledger_reads import DomainGenerations, LedgerReader, outlived_its_pod
 from distsched.cache.ledger_types import (
     Decision,
     Difference,
@@ -118,7 +118,6 @@ from distsched.model.objects import LABEL_HOSTNAME, Node
 from distsched.queue_types import WAKE_CAP, QueueConfig
 from distsched.redis_text import as_text
 from distsched.scan import hash_pages
-from distsched.store.codec import parse_meta
 
 _RETRIES = 8
 MAX_BATCH = 1000  # cache_reserve unpacks one argument per pod in its bulk reads and writes
@@ -456,7 +455,7 @@ class Ledger:
             metas = self._r.hmget(meta_key, keys)
             due = []
             for key, raw, meta in zip(keys, records, metas, strict=True):
-                if meta is not None and parse_meta(meta).uid == decode_record(key, raw, None).uid:
+                if not outlived_its_pod(key, raw, meta):
                     continue
                 if seen.get(key) == raw:
                     due.append(key)

@@ -32,6 +32,13 @@ from distsched.redis_text import as_text
 from distsched.store.codec import parse_meta
 
 
+def outlived_its_pod(pod_key: str, record: Any, meta: Any) -> bool:
+    """Whether a ledger record (``record``) belongs to a pod the store no longer has:
+    ``meta``, the store's meta of that name, is None (no such pod) or names another uid
+    (the pod was deleted and re-created under the name)."""
+    return meta is None or parse_meta(meta).uid != decode_record(pod_key, record, None).uid
+
+
 @dataclass(frozen=True, slots=True)
 class DomainGenerations:
     """Generations of some topology domains as :meth:`LedgerReader.changes_since` read
@@ -171,8 +178,7 @@ class LedgerReader:
         return [
             key
             for key, raw, meta in zip(held, records, metas, strict=True)
-            if raw is not None
-            and (meta is None or parse_meta(meta).uid != decode_record(key, raw, None).uid)
+            if raw is not None and outlived_its_pod(key, raw, meta)
         ]
 
     def assumed_pods(self) -> dict[str, int]:
