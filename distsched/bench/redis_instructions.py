@@ -22,6 +22,7 @@ a run are not.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import shutil
 import subprocess
@@ -94,15 +95,14 @@ def count(server: str, *, nodes: int, pods: int) -> int:
             report = json.loads(bench.stdout) if bench.returncode == 0 else {}
             if report.get("bound") != pods:
                 raise SystemExit(f"the bench did not bind every pod: {bench.stderr[-500:]}")
-            client.shutdown(nosave=True)
-        except redis.ConnectionError:
-            pass  # the shutdown closes the connection
         finally:
-            if proc.poll() is None:
-                try:
-                    proc.wait(timeout=60)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
+            # The total is written at exit: shut the server down whatever happened.
+            with contextlib.suppress(redis.ConnectionError):  # the shutdown closes it
+                client.shutdown(nosave=True)
+            try:
+                proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
         return _total(out)
 
 
