@@ -54,6 +54,7 @@ EXPECTED = {
     "XINFO GROUPS": ["queue-handlers"],
     "HGET '{ds:default}:store:meta:Pod' demo/demo-000": ["|node-"],
     "HGETALL '{ds:default}:cache:node:node-00'": ["alloc:cpu", "8000", "live", "topo:"],
+    "HGET '{ds:default}:cache:capacity' node-00": ["cpu=8000,", "pods="],
     "HGET '{ds:default}:cache:usage' node-00": ["|cpu=", "pods="],
     "SMEMBERS '{ds:default}:cache:nodepods:node-00'": ["demo/demo-"],
     "HGET '{ds:default}:cache:pods' demo/demo-000": ["node-", "cpu=", "pods=1"],
