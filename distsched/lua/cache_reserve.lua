@@ -60,6 +60,7 @@ returns an error and writes nothing.
 --!include numbers
 --!include queue_record
 --!include ledger_record
+--!include bulk
 
 -- The hot loops read these as locals: a global is a table lookup at every use.
 local tonumber, pairs, ipairs, unpack = tonumber, pairs, ipairs, unpack
@@ -495,7 +496,7 @@ for _, r in ipairs(reserved) do
   end
 end
 call('HSET', KEYS[3], unpack(pods))
-call('ZADD', KEYS[4], unpack(deadlines))
+zadd_all(KEYS[4], deadlines)
 call('ZREM', KEYS[1], unpack(keys_))
 call('HSET', KEYS[2], unpack(infos))
 if #aa_pods > 0 then call('HSET', KEYS[7], unpack(aa_pods)) end

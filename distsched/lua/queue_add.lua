@@ -54,6 +54,7 @@ if bad then return redis.error_reply(bad) end
 local known = hmget_all(KEYS[1], keys)
 local fields, gated, seen, groups, held = {}, {}, {}, {}, {}
 local activated = 0
+local widened = skiplist_begin(KEYS[2], #keys)
 for n, key in ipairs(keys) do
   if not known[n] and not seen[key] then
     seen[key] = true
@@ -85,6 +86,7 @@ for n, key in ipairs(keys) do
     fields[#fields + 1] = rec_encode(r)
   end
 end
+skiplist_end(KEYS[2], widened)
 if #fields == 0 then return {0, 0} end
 in_slices('HSET', KEYS[1], fields)
 in_slices('ZADD', KEYS[3], gated)

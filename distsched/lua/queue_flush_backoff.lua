@@ -12,6 +12,7 @@
 
 --!include queue_record
 --!include precheck
+--!include bulk
 
 local now, wake_cap = tonumber(ARGV[1]), tonumber(ARGV[2])
 if not now or not wake_cap or wake_cap < 1 then
@@ -26,6 +27,7 @@ if bad then return redis.error_reply(bad) end
 local records = redis.call('HMGET', KEYS[3], unpack(due))
 redis.call('ZREM', KEYS[1], unpack(due))
 local fields = {}
+local widened = skiplist_begin(KEYS[2], #due)
 for i, key in ipairs(due) do
   local r = rec_decode(records[i])
   if r then
@@ -34,6 +36,7 @@ for i, key in ipairs(due) do
     fields[#fields + 1] = rec_encode(r)
   end
 end
+skiplist_end(KEYS[2], widened)
 if #fields > 0 then redis.call('HSET', KEYS[3], unpack(fields)) end
 wake(KEYS[4], #fields / 2, wake_cap)
 return {#fields / 2, #due}

@@ -23,6 +23,7 @@
 
 --!include queue_record
 --!include precheck
+--!include bulk
 
 local now, wake_cap, n = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[4])
 local wildcard = ARGV[3]
@@ -61,6 +62,8 @@ end
 
 local moved, activated = 0, 0
 local done = {}
+local to_active_widened = skiplist_begin(KEYS[2], #candidates)
+local to_backoff_widened = skiplist_begin(KEYS[3], #candidates)
 for _, key in ipairs(candidates) do
   -- A key listed twice is taken once: it is no longer unschedulable.
   local r = not done[key] and rec_decode(redis.call('HGET', KEYS[4], key))
@@ -74,5 +77,7 @@ for _, key in ipairs(candidates) do
     moved = moved + 1
   end
 end
+skiplist_end(KEYS[2], to_active_widened)
+skiplist_end(KEYS[3], to_backoff_widened)
 wake(KEYS[7], activated, wake_cap)
 return moved

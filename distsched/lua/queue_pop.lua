@@ -173,7 +173,7 @@ if n_out > 1 and redis.call('EXISTS', KEYS[8]) == 1 then
   end
 end
 if #fields > 0 then redis.call('HSET', KEYS[4], unpack(fields)) end
-if #leases > 0 then redis.call('ZADD', KEYS[2], unpack(leases)) end
+zadd_all(KEYS[2], leases)
 if #dead > 0 then redis.call('ZADD', KEYS[3], unpack(dead)) end
 redis.call('SET', KEYS[5], cycle)
 redis.call('SET', KEYS[6], epoch)

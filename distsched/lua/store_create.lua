@@ -202,7 +202,7 @@ for _, slot in ipairs(slots) do
   in_slices('HSET', KEYS[13 + 2 * slot], by_slot[slot].objects)
   in_slices('HSET', KEYS[14 + 2 * slot], by_slot[slot].metas)
 end
-in_slices('ZADD', KEYS[7], active)
+zadd_all(KEYS[7], active)
 in_slices('HSET', KEYS[6], infos)
 wake(KEYS[9], activated, wake_cap)
 if activated > 0 then redis.call('HINCRBY', KEYS[14], 'active', activated) end
