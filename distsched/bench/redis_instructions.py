@@ -14,9 +14,10 @@ inside its own checkout, compares two versions of the scripts:
     python -m distsched.bench.redis_instructions [--nodes 2000] [--pods 2000]
 
 It needs ``valgrind`` and ``redis-server`` on PATH (``--redis-server`` to name another,
-e.g. the embedded valkey-server) and takes about a minute: the server runs some 30 times
-slower under valgrind. Only the count is meaningful; the bench's own figures from such
-a run are not.
+e.g. the embedded valkey-server, which gets the allocator ``distsched up`` would preload
+into it: see ``distsched.embedded.malloc_preload``) and takes about a minute: the server
+runs some 30 times slower under valgrind. Only the count is meaningful; the bench's own
+figures from such a run are not.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -33,13 +35,18 @@ from pathlib import Path
 
 import redis
 
-from distsched.embedded import free_port
+from distsched.embedded import free_port, malloc_preload
 
 
 def count(server: str, *, nodes: int, pods: int) -> int:
     """Instructions a callgrind-run ``server`` executed, from start to shutdown, serving
-    one SchedulingBasic bench of ``pods`` pods on ``nodes`` nodes."""
+    one SchedulingBasic bench of ``pods`` pods on ``nodes`` nodes, with the allocator
+    the embedded server would give it (``malloc_preload``)."""
     port = free_port()
+    env = dict(os.environ)
+    preload = malloc_preload(Path(shutil.which(server) or server))
+    if preload:
+        env["LD_PRELOAD"] = " ".join(filter(None, [preload, env.get("LD_PRELOAD", "")]))
     with tempfile.TemporaryDirectory(prefix="distsched-callgrind-") as tmp:
         out = Path(tmp) / "callgrind.out"
         proc = subprocess.Popen(
@@ -61,6 +68,7 @@ def count(server: str, *, nodes: int, pods: int) -> int:
             ],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
+            env=env,
         )
         client = redis.Redis(port=port)
         try:
@@ -139,10 +147,13 @@ def main() -> None:
     small = count(args.redis_server, nodes=args.nodes, pods=args.pods)
     large = count(args.redis_server, nodes=args.nodes, pods=3 * args.pods)
     per_pod = (large - small) / (2 * args.pods)
+    preload = malloc_preload(Path(shutil.which(args.redis_server) or args.redis_server))
     if args.output == "json":
-        print(json.dumps({"instructions_per_pod": round(per_pod), "runs": [small, large]}))
+        report = {"instructions_per_pod": round(per_pod), "runs": [small, large]}
+        print(json.dumps(report | {"preload": preload}))
     else:
-        print(f"{per_pod / 1000:.1f}k Redis instructions per SchedulingBasic pod")
+        allocator = f" (allocator preloaded: {preload})" if preload else ""
+        print(f"{per_pod / 1000:.1f}k Redis instructions per SchedulingBasic pod{allocator}")
 
 
 if __name__ == "__main__":
