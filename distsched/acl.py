@@ -39,7 +39,7 @@ LUA = (
     "del", "get", "hdel", "hexists", "hget", "hgetall", "hincrby", "hlen", "hmget", "hset",
     "incr", "incrby", "ltrim", "rpush", "sadd", "scard", "set", "smembers", "srem", "type",
     "xadd", "xrange", "xtrim",
-    "zadd", "zcard", "zmscore", "zpopmin", "zrange", "zrangebyscore", "zrem",
+    "zadd", "zcard", "zmscore", "zrange", "zrangebyscore", "zrem", "zremrangebyrank",
     "zremrangebyscore", "zscore",
 )  # fmt: skip
 # Replica acknowledgement (distsched.replication): the marker INCR (in LUA) and WAIT.

@@ -105,8 +105,9 @@ while taken < max_pods do
     if key ~= '' then lease(key, records[n]) end
   end
 end
--- The head looked at, exactly: nothing ran between the reads and this.
-if examined > 0 then redis.call('ZPOPMIN', KEYS[1], examined) end
+-- The head looked at, exactly: nothing ran between the reads and this. (By rank, not
+-- ZPOPMIN: its reply, every member and score again, would only be thrown away.)
+if examined > 0 then redis.call('ZREMRANGEBYRANK', KEYS[1], 0, examined - 1) end
 
 -- activeQ is empty here unless max_pods were taken: the rest from backoffQ, window by window.
 local popped_from_backoff = 0
