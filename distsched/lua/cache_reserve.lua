@@ -212,7 +212,7 @@ for i, name in ipairs(nodes) do
   local node_key = KEYS[base + 1]
   local st = { name = name, node_key = node_key, ports_key = KEYS[base + 2],
                pods_key = KEYS[base + 3], live = false, gen = 0, ports0 = 0, alloc = NONE,
-               req = NONE, topo = {}, doms = NONE, watched_doms = NONE, dgen = 0, pods0 = 0,
+               req = NONE, topo = NONE, doms = NONE, watched_doms = NONE, dgen = 0, pods0 = 0,
                newpods = NONE }
   local capacity = capacities[i]
   if capacity then
@@ -252,6 +252,7 @@ for i, name in ipairs(nodes) do
       if kind == 'alloc' then
         alloc[res] = tonumber(v)
       elseif kind == 'topo' then
+        if st.topo == NONE then st.topo = {} end
         st.topo[res] = v
         if aa_doms or watched[res] then
           local dom = res .. '=' .. v

@@ -64,11 +64,12 @@ local function rec_pop(text, cycle, epoch, max_deliveries)
   if string.byte(text, 1) == 123 then text = rec_encode(rec_from_json(text) or {}) end
   local w, e, cy, a, d, rest = string.match(text, HEAD_PATTERN)
   if not w then return nil end
-  if tonumber(d) >= max_deliveries then
+  local deliveries = tonumber(d)
+  if deliveries >= max_deliveries then
     return 'dead|' .. e .. '|' .. cy .. '|' .. a .. '|' .. d .. '|0|' .. rest, true
   end
   return string.format('inflight|%d|%d|%d|%d|0|', epoch, cycle, tonumber(a) + 1,
-    tonumber(d) + 1) .. rest, false
+    deliveries + 1) .. rest, false
 end
 
 -- The record's place, lease epoch and uid, read without decoding the rest.

@@ -56,15 +56,16 @@ local function append_held()
 end
 
 local function store_event(to_queue, etype, kind, key, rv, ...)
-  newest_rv = math.max(newest_rv, tonumber(rv))
+  local rv_number = tonumber(rv)
+  if rv_number > newest_rv then newest_rv = rv_number end
   if not to_queue and kind == 'Pod' then
-    if held and (held.etype ~= etype or tonumber(rv) ~= tonumber(held.last) + 1
+    if held and (held.etype ~= etype or rv_number ~= held.last_number + 1
                  or #held.items >= BATCH_EVENTS) then
       append_held()
     end
-    if not held then held = { etype = etype, kind = kind, first = rv, last = rv, items = {} } end
+    if not held then held = { etype = etype, kind = kind, first = rv, items = {} } end
     held.items[#held.items + 1] = { key, ... }
-    held.last = rv
+    held.last, held.last_number = rv, rv_number
     return
   end
   append_held()
