@@ -100,6 +100,7 @@ end
 local decisions = {}
 local parsed_req, parsed_ports, parsed_aks, req_invalid = {}, {}, {}, {}
 local parsed_limits = {}  -- req_text -> {res, amount, ...}: the requests checked against allocatable
+local parsed_items = {}  -- req_text -> {res, amount, ...}: every request (a flat list walks faster)
 local limit_fields, limit_res, limited_seen = { 'live' }, {}, {}  -- what a node hash must say
 local NONE = {}  -- shared by every decision without domain checks; never written
 local any_aks = false
@@ -122,8 +123,10 @@ while a <= #ARGV do
     if not req or find(req_text, ' ', 1, true) then return fail('bad requests in #' .. d) end
     parsed_req[req_text] = req
     req_invalid[req_text] = false
-    local limited = {}
+    local limited, items = {}, {}
     for res, amt in pairs(req) do
+      items[#items + 1] = res
+      items[#items + 1] = amt
       if not is_count(amt) then
         req_invalid[req_text] = 'request ' .. res .. ' exceeds the largest amount distsched can account (2^53-1)'
       end
@@ -139,6 +142,7 @@ while a <= #ARGV do
       end
     end
     parsed_limits[req_text] = limited
+    parsed_items[req_text] = items
   end
   local ports = parsed_ports[ports_text]
   if ports == nil then
@@ -164,7 +168,7 @@ while a <= #ARGV do
   end
   if #aks > 0 then any_aks = true end
   decisions[d] = { key = key, uid = uid, epoch = epoch, ni = ni, req = req, req_text = req_text,
-                   limits = parsed_limits[req_text],
+                   limits = parsed_limits[req_text], items = parsed_items[req_text],
                    ports = ports, ports_text = ports_text, ak = ak, aks = aks, aa = aa,
                    seen = seen, checks = checks, invalid = req_invalid[req_text] }
   a = a + 10 + 2 * n_checks
@@ -206,14 +210,15 @@ local need_topo = aa_doms or next(watched) ~= nil
 local state, all_doms, seen_dom = {}, {}, {}
 if not need_topo then capacities = call('HMGET', KEYS[9], unpack(nodes)) end
 -- A node's st.req is its usage with this batch's reservations so far (st.pods0: its pod
--- count before them); st.newpods, the pods this batch put there (made on the first).
+-- count before them); st.newpod, the first pod this batch put there, and st.newpods, all
+-- of them once there is a second (most nodes of a batch get one: no table for them).
 for i, name in ipairs(nodes) do
   local base = 9 + 3 * (i - 1)
   local node_key = KEYS[base + 1]
   local st = { name = name, node_key = node_key, ports_key = KEYS[base + 2],
                pods_key = KEYS[base + 3], live = false, gen = 0, ports0 = 0, alloc = NONE,
                req = NONE, topo = NONE, doms = NONE, watched_doms = NONE, dgen = 0, pods0 = 0,
-               newpods = NONE }
+               newpod = false, newpods = NONE }
   local capacity = capacities[i]
   if capacity then
     local alloc = parsed_capacity[capacity]
@@ -343,15 +348,18 @@ local function check(d, dec)
     table.sort(short)
     return 'X', table.concat(short, ', ')
   end
-  for _, p in ipairs(dec.ports) do
-    if port_conflict(st, p) then
+  local ports = dec.ports
+  for j = 1, #ports do
+    if port_conflict(st, ports[j]) then
       return 'X', "node(s) didn't have free ports for the requested pod ports"
     end
   end
-  for dom, want in pairs(dec.checks) do
-    local have = domain_gen(dom)
-    if have ~= want then
-      return 'X', 'topology domain ' .. dom .. ' changed (generation ' .. have .. ', saw ' .. want .. ')'
+  if dec.checks ~= NONE then
+    for dom, want in pairs(dec.checks) do
+      local have = domain_gen(dom)
+      if have ~= want then
+        return 'X', 'topology domain ' .. dom .. ' changed (generation ' .. have .. ', saw ' .. want .. ')'
+      end
     end
   end
   local aa = 0
@@ -370,15 +378,27 @@ local function check(d, dec)
   end
 
   -- fits: apply to the batch overlay
-  for res, amt in pairs(dec.req) do req[res] = (req[res] or 0) + amt end
-  if #dec.ports > 0 and not st.padd then st.pcache, st.padd = {}, {} end
-  for _, p in ipairs(dec.ports) do
-    st.padd[p.pp] = (st.padd[p.pp] or 0) + 1
-    st.padd[p.pp .. '|' .. p.ip] = (st.padd[p.pp .. '|' .. p.ip] or 0) + 1
+  local items = dec.items
+  for j = 1, #items, 2 do
+    local res = items[j]
+    req[res] = (req[res] or 0) + items[j + 1]
+  end
+  if #ports > 0 then
+    if not st.padd then st.pcache, st.padd = {}, {} end
+    for _, p in ipairs(ports) do
+      st.padd[p.pp] = (st.padd[p.pp] or 0) + 1
+      st.padd[p.pp .. '|' .. p.ip] = (st.padd[p.pp .. '|' .. p.ip] or 0) + 1
+    end
   end
   st.dgen = st.dgen + 1
-  if st.dgen == 1 then st.newpods = { key } else st.newpods[st.dgen] = key end
-  for _, dom in ipairs(st.watched_doms) do dominc[dom] = (dominc[dom] or 0) + 1 end
+  if st.dgen == 1 then st.newpod = key
+  elseif st.dgen == 2 then st.newpods = { st.newpod, key }
+  else st.newpods[st.dgen] = key end
+  local watched_doms = st.watched_doms
+  for j = 1, #watched_doms do
+    local dom = watched_doms[j]
+    dominc[dom] = (dominc[dom] or 0) + 1
+  end
   for _, tk in ipairs(dec.aks) do
     local v = st.topo[tk]
     if v then
@@ -403,7 +423,8 @@ local function unapply(r)
     st.padd[p.pp .. '|' .. p.ip] = st.padd[p.pp .. '|' .. p.ip] - 1
   end
   st.dgen = st.dgen - 1
-  st.newpods[st.dgen + 1] = nil  -- undone in reverse order: its own entry is the last
+  -- undone in reverse order: its own entry is the last
+  if st.dgen == 1 then st.newpods = NONE elseif st.dgen > 1 then st.newpods[st.dgen + 1] = nil end
   for _, dom in ipairs(st.watched_doms) do dominc[dom] = dominc[dom] - 1 end
   for _, tk in ipairs(dec.aks) do
     local v = st.topo[tk]
@@ -460,7 +481,11 @@ for _, st in ipairs(state) do
       end
       ports_in_use = call('HLEN', st.ports_key)
     end
-    call('SADD', st.pods_key, unpack(st.newpods))
+    if st.dgen == 1 then
+      call('SADD', st.pods_key, st.newpod)
+    else
+      call('SADD', st.pods_key, unpack(st.newpods))
+    end
     touched[#touched + 1] = { name = st.name,
                               usage = usage_text(st.gen + st.dgen, ports_in_use, items) }
   end

@@ -667,3 +667,35 @@ def test_gangs_in_one_call_each_all_or_nothing_and_a_refused_one_leaves_no_trace
 def test_group_sizes_must_cover_the_decisions(ledger: Ledger) -> None:
     with pytest.raises(ValueError, match="group sizes"):
         ledger.reserve_batch([decision("ns/a", "n1"), decision("ns/b", "n1")], groups=[1])
+
+
+def test_a_refused_gang_leaves_a_node_exactly_the_pods_reserved_there(
+    r: redis.Redis, keys: Keys, clock: FakeClock, ledger: Ledger
+) -> None:
+    # n1 gets one pod, then a gang's two (refused for its member on n2), then two more:
+    # the node's pod list is built one pod, then two, then three, and taken back to one.
+    popped(r, keys, clock, "ns/s0", "ns/g0", "ns/g1", "ns/g2", "ns/s1", "ns/s2")
+    results = ledger.reserve_batch(
+        [
+            decision("ns/s0", "n1", requests={"cpu": 100}),
+            decision("ns/g0", "n1", requests={"cpu": 100}),
+            decision("ns/g1", "n1", requests={"cpu": 100}),
+            decision("ns/g2", "n2", requests={"cpu": 5_000}),
+            decision("ns/s1", "n1", requests={"cpu": 100}),
+            decision("ns/s2", "n1", requests={"cpu": 100}),
+        ],
+        groups=[1, 3, 1, 1],
+    )
+    assert [type(x) for x in results] == [
+        Reserved,
+        Rejected,
+        Rejected,
+        Rejected,
+        Reserved,
+        Reserved,
+    ]
+    n1 = ledger.node_state(["n1"])["n1"]
+    assert sorted(n1.pods) == ["ns/s0", "ns/s1", "ns/s2"]
+    assert n1.requested["cpu"] == 300
+    assert r.smembers(keys.ledger_node_pods("n1")) == {b"ns/s0", b"ns/s1", b"ns/s2"}
+    assert ledger.check_consistency() == []
