@@ -109,7 +109,10 @@ while a <= #ARGV do
   local d = #decisions + 1
   local key, uid, epoch, ni = ARGV[a], ARGV[a + 1], tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3])
   local req_text, ports_text, ak = ARGV[a + 4], ARGV[a + 5], ARGV[a + 6]
-  local aa, seen, n_checks = tonumber(ARGV[a + 7]), tonumber(ARGV[a + 8]), tonumber(ARGV[a + 9])
+  -- (most decisions send 0 for both: no parse for those)
+  local aa = ARGV[a + 7] == '0' and 0 or tonumber(ARGV[a + 7])
+  local seen = tonumber(ARGV[a + 8])
+  local n_checks = ARGV[a + 9] == '0' and 0 or tonumber(ARGV[a + 9])
   if not key or key == '' or find(key, ' ', 1, true) or not uid or not is_count(epoch)
       or not is_count(ni) or ni < 1 or ni > n_nodes or not req_text or not ports_text
       or not ak or find(ak, ' ', 1, true) or not is_count(aa) or not is_count(seen)

@@ -65,13 +65,13 @@ local now, wake_cap = tonumber(ARGV[4]), tonumber(ARGV[5])
 
 -- Reads and writes go one command per hash (per kind slot), not one per object: a batch
 -- of pods costs a few commands plus its events.
-local by_slot, slots = {}, {}
+local by_slot, slots, group_at = {}, {}, {}
 local seen, first_duplicate = {}, nil
 for i = 0, n - 1 do
   local base = 6 + 11 * i
   local slot = tonumber(ARGV[base])
   local key = ARGV[base + 2]
-  local id = slot .. '\0' .. key
+  local id = ARGV[base] .. '\0' .. key
   if seen[id] and not first_duplicate then first_duplicate = i end
   seen[id] = true
   local group = by_slot[slot]
@@ -82,6 +82,7 @@ for i = 0, n - 1 do
   end
   group.keys[#group.keys + 1] = key
   group.at[#group.at + 1] = i
+  group_at[i] = group
 end
 local first_existing = nil
 for _, slot in ipairs(slots) do
@@ -159,13 +160,12 @@ local member_prefix, record_middle = active_prefix(now), new_active_middle(now)
 
 for i = 0, n - 1 do
   local base = 6 + 11 * i
-  local slot = tonumber(ARGV[base])
   local kind = ARGV[base + 1]
   local key = ARGV[base + 2]
   local node = ARGV[base + 4]
   local rv = string.format('%d', first + i)
   local blob = ARGV[base + 6] .. string.char(0xa0 + #rv) .. rv .. ARGV[base + 7]
-  local group = by_slot[slot]
+  local group = group_at[i]
   group.objects[#group.objects + 1] = key
   group.objects[#group.objects + 1] = blob
   group.metas[#group.metas + 1] = key

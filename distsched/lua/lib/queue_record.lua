@@ -102,9 +102,15 @@ local function rec_assume_text(text, epoch, uid)
 end
 
 -- Whether the text is the assumed pod of this uid (rec_is_assumed on text).
+local ASSUMED_UID_PATTERN = '^assumed|%d+|[^|]*|[^|]*|[^|]*|[^|]*|[^|]*|[^|]*|[^|]*|[^|]*|[^|]*|(.*)$'
 local function rec_text_is_assumed(text, uid)
-  local w, _, have_uid = rec_fencing(text)
-  return w == 'assumed' and (have_uid == '' or have_uid == uid)
+  if not text then return false end
+  if string.byte(text, 1) == 123 then
+    local w, _, have_uid = rec_fencing(text)
+    return w == 'assumed' and (have_uid == '' or have_uid == uid)
+  end
+  local have_uid = string.match(text, ASSUMED_UID_PATTERN)
+  return have_uid ~= nil and (have_uid == '' or have_uid == uid)
 end
 
 -- A new pod's record (not yet placed anywhere: w = '').
