@@ -55,6 +55,7 @@ end
 -- Head-only moves. The head is w|e|cy|a|d|u; REST_PATTERN finds the uid after the head
 -- and the four numbers and the plugins that follow it.
 local HEAD_PATTERN = '^(%l*)|(%d+)|(%d+)|(%d+)|(%d+)|[01]|(.*)$'
+local POP_PATTERN = '^%l*|%d+|%d+|(%d+)|(%d+)|[01]|(.*)$'  -- what a pop rewrites: a, d, the rest
 local UID_PATTERN = '^(%l*)|(%d+)|[^|]*|[^|]*|[^|]*|[^|]*|[^|]*|[^|]*|[^|]*|[^|]*|[^|]*|(.*)$'
 
 -- queue_pop's move: returns the new text and whether the pod is dead-lettered instead
@@ -62,10 +63,11 @@ local UID_PATTERN = '^(%l*)|(%d+)|[^|]*|[^|]*|[^|]*|[^|]*|[^|]*|[^|]*|[^|]*|[^|]
 local function rec_pop(text, cycle, epoch, max_deliveries)
   if not text then return nil end
   if string.byte(text, 1) == 123 then text = rec_encode(rec_from_json(text) or {}) end
-  local w, e, cy, a, d, rest = string.match(text, HEAD_PATTERN)
-  if not w then return nil end
+  local a, d, rest = string.match(text, POP_PATTERN)
+  if not a then return nil end
   local deliveries = tonumber(d)
   if deliveries >= max_deliveries then
+    local _, e, cy = string.match(text, HEAD_PATTERN)
     return 'dead|' .. e .. '|' .. cy .. '|' .. a .. '|' .. d .. '|0|' .. rest, true
   end
   return string.format('inflight|%d|%d|%d|%d|0|', epoch, cycle, tonumber(a) + 1,
