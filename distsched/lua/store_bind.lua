@@ -101,7 +101,7 @@ for i = 1, n do
   if bound_node[key] then
     rv, cur_node, uid = 'bound', bound_node[key], bound_uid[key]
   elseif metas[i] then
-    local parsed_rv, parsed_node, _, parsed_uid = meta_parse(metas[i])
+    local parsed_rv, parsed_node, parsed_uid = meta_rv_node_uid(metas[i])
     rv, cur_node, uid = parsed_rv, parsed_node, parsed_uid
   end
   if not rv then

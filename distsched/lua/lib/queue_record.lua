@@ -89,7 +89,14 @@ end
 
 -- The hand-off to the cache as text: (new text) when the pod is inflight under this epoch
 -- and uid, else (nil, why). Same rule as rec_assumable + rec_assume.
+local INFLIGHT_PATTERN = '^inflight|(%d+)|[^|]*|[^|]*|[^|]*|[^|]*|[^|]*|[^|]*|[^|]*|[^|]*|[^|]*|(.*)$'
 local function rec_assume_text(text, epoch, uid)
+  -- The usual case first: an inflight record (two captures instead of rec_fencing's three).
+  local e_text, inflight_uid = nil, nil
+  if text then e_text, inflight_uid = string.match(text, INFLIGHT_PATTERN) end
+  if e_text and tonumber(e_text) == epoch and (inflight_uid == '' or inflight_uid == uid) then
+    return 'assumed' .. string.sub(text, 9)
+  end
   local w, e, have_uid = rec_fencing(text)
   if not w then return nil, 'pod has no queue record' end
   if w ~= 'inflight' then return nil, 'pod is not inflight' end

@@ -17,6 +17,15 @@ local function meta_parse(raw)
   return string.match(raw, '^(%d+)|([^|]*)|([^|]*)|(.*)$')
 end
 
+-- rv, node and uid alone (what a bind checks).
+local function meta_rv_node_uid(raw)
+  if string.byte(raw, 1) == 123 then
+    local rv, node, _, uid = meta_parse(raw)
+    return rv, node, uid
+  end
+  return string.match(raw, '^(%d+)|([^|]*)|[^|]*|(.*)$')
+end
+
 local function meta_string(rv, node, bound_at, uid)
   return rv .. '|' .. node .. '|' .. bound_at .. '|' .. uid
 end
