@@ -66,20 +66,19 @@ local now, wake_cap = tonumber(ARGV[4]), tonumber(ARGV[5])
 -- Reads and writes go one command per hash (per kind slot), not one per object: a batch
 -- of pods costs a few commands plus its events.
 local by_slot, slots, group_at = {}, {}, {}
-local seen, first_duplicate = {}, nil
+local first_duplicate = nil
 for i = 0, n - 1 do
   local base = 6 + 11 * i
   local slot = tonumber(ARGV[base])
   local key = ARGV[base + 2]
-  local id = ARGV[base] .. '\0' .. key
-  if seen[id] and not first_duplicate then first_duplicate = i end
-  seen[id] = true
   local group = by_slot[slot]
   if not group then
-    group = { keys = {}, at = {}, objects = {}, metas = {} }
+    group = { keys = {}, at = {}, objects = {}, metas = {}, seen = {} }
     by_slot[slot] = group
     slots[#slots + 1] = slot
   end
+  if group.seen[key] and not first_duplicate then first_duplicate = i end
+  group.seen[key] = true
   group.keys[#group.keys + 1] = key
   group.at[#group.at + 1] = i
   group_at[i] = group
