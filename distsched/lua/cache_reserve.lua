@@ -170,7 +170,7 @@ while a <= #ARGV do
     parsed_aks[ak] = aks
   end
   if #aks > 0 then any_aks = true end
-  decisions[d] = { key = key, uid = uid, epoch = epoch, ni = ni, req = req, req_text = req_text,
+  decisions[d] = { key = key, uid = uid, epoch = epoch, ni = ni, req_text = req_text,
                    limits = parsed_limits[req_text], items = parsed_items[req_text],
                    ports = ports, ports_text = ports_text, ak = ak, aks = aks, aa = aa,
                    seen = seen, checks = checks, invalid = req_invalid[req_text] }
@@ -420,7 +420,11 @@ end
 local function unapply(r)
   local dec = decisions[r.d]
   local st = state[dec.ni]
-  for res, amt in pairs(dec.req) do st.req[res] = st.req[res] - amt end
+  local items = dec.items
+  for j = 1, #items, 2 do
+    local res = items[j]
+    st.req[res] = st.req[res] - items[j + 1]
+  end
   for _, p in ipairs(dec.ports) do
     st.padd[p.pp] = st.padd[p.pp] - 1
     st.padd[p.pp .. '|' .. p.ip] = st.padd[p.pp .. '|' .. p.ip] - 1

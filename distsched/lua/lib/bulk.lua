@@ -22,28 +22,18 @@ local function hmget_all(hash, fields)
   return values
 end
 
--- ZADD of a flat score/member list of any length. A sorted set that one ZADD creates
--- starts as a listpack whatever the number of members (Redis 7.0 chooses the encoding
--- from the first member alone), and a listpack takes each member by scanning itself, so
--- the first 128 of a big batch cost ~15k instructions each before the set is converted
--- (a batch of 128 into an empty set: ~1.8M, more than half of what a pod costs Redis).
--- A member longer than zset-max-listpack-value (64 by default) converts the set, or
--- creates it converted: one goes in first and comes out last, in the same script, so no
--- client ever sees it. Small batches are left alone: a small listpack is cheap.
+-- Adding many members to a sorted set. A sorted set that one ZADD creates starts as a
+-- listpack whatever the number of members (Redis 7.0 chooses the encoding from the first
+-- member alone), and a listpack takes each member by scanning itself, so the first 128 of
+-- a big batch cost ~15k instructions each before the set is converted (a batch of 128
+-- into an empty set: ~1.8M, more than half of what a pod costs Redis). A member longer
+-- than zset-max-listpack-value (64 by default) converts the set, or creates it
+-- converted: skiplist_begin puts one in before a script adds `count` members (when that
+-- is many; a small listpack is cheap) and skiplist_end takes it out after, in the same
+-- script, so no client ever sees it; nothing may read the set between the two.
 local SKIPLIST_FROM = 32
 local SKIPLIST_MEMBER = string.rep('~', 80)
 
-local function zadd_all(key, flat)
-  if #flat == 0 then return end
-  local big = #flat >= 2 * SKIPLIST_FROM
-  if big then redis.call('ZADD', key, 0, SKIPLIST_MEMBER) end
-  in_slices('ZADD', key, flat)
-  if big then redis.call('ZREM', key, SKIPLIST_MEMBER) end
-end
-
--- The same for a script that adds members one ZADD at a time: skiplist_begin before the
--- loop (when it may add many), skiplist_end after it, with nothing reading the set
--- between them (the member is in it until then).
 local function skiplist_begin(key, count)
   if count < SKIPLIST_FROM then return false end
   redis.call('ZADD', key, 0, SKIPLIST_MEMBER)
@@ -52,4 +42,11 @@ end
 
 local function skiplist_end(key, begun)
   if begun then redis.call('ZREM', key, SKIPLIST_MEMBER) end
+end
+
+-- ZADD of a flat score/member list of any length, into a skiplist when it is long.
+local function zadd_all(key, flat)
+  local begun = skiplist_begin(key, #flat / 2)
+  in_slices('ZADD', key, flat)
+  skiplist_end(key, begun)
 end
