@@ -97,6 +97,17 @@ def malloc_preload(binary: Path) -> str | None:
     return _system_jemalloc()
 
 
+def preloaded_env(preload: str | None) -> dict[str, str] | None:
+    """The environment to start a server in with ``preload`` (see :func:`malloc_preload`)
+    ahead of any LD_PRELOAD already set, or None (inherit it) when there is nothing to
+    preload."""
+    if not preload:
+        return None
+    env = dict(os.environ)
+    env["LD_PRELOAD"] = " ".join(filter(None, [preload, env.get("LD_PRELOAD", "")]))
+    return env
+
+
 def server_binary() -> Path:
     """The bundled valkey-server binary, falling back to a redis-server on PATH."""
     candidates = server_binaries()
@@ -275,15 +286,11 @@ class EmbeddedRedis:
             "--logfile", str(self.data_dir / "server.log"),
             *self.extra_args,
         ]  # fmt: skip
-        env = None
         preload = malloc_preload(binary)
-        if preload:
-            env = dict(os.environ)
-            env["LD_PRELOAD"] = " ".join(filter(None, [preload, env.get("LD_PRELOAD", "")]))
         self.malloc = preload or "as built"
         self.process = subprocess.Popen(
             args,
-            env=env,
+            env=preloaded_env(preload),
             stdin=subprocess.PIPE if self.password else None,
             stdout=subprocess.DEVNULL,
             stderr=subprocess.PIPE,

@@ -25,7 +25,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import os
 import shutil
 import subprocess
 import sys
@@ -35,18 +34,14 @@ from pathlib import Path
 
 import redis
 
-from distsched.embedded import free_port, malloc_preload
+from distsched.embedded import free_port, malloc_preload, preloaded_env
 
 
-def count(server: str, *, nodes: int, pods: int) -> int:
+def count(server: str, *, nodes: int, pods: int, preload: str | None = None) -> int:
     """Instructions a callgrind-run ``server`` executed, from start to shutdown, serving
     one SchedulingBasic bench of ``pods`` pods on ``nodes`` nodes, with the allocator
-    the embedded server would give it (``malloc_preload``)."""
+    library ``preload`` preloaded (main passes the one the embedded server would get)."""
     port = free_port()
-    env = dict(os.environ)
-    preload = malloc_preload(Path(shutil.which(server) or server))
-    if preload:
-        env["LD_PRELOAD"] = " ".join(filter(None, [preload, env.get("LD_PRELOAD", "")]))
     with tempfile.TemporaryDirectory(prefix="distsched-callgrind-") as tmp:
         out = Path(tmp) / "callgrind.out"
         proc = subprocess.Popen(
@@ -68,7 +63,7 @@ def count(server: str, *, nodes: int, pods: int) -> int:
             ],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
-            env=env,
+            env=preloaded_env(preload),
         )
         client = redis.Redis(port=port)
         try:
@@ -144,10 +139,10 @@ def main() -> None:
     for tool in ("valgrind", args.redis_server):
         if shutil.which(tool) is None:
             raise SystemExit(f"{tool} is not on PATH")
-    small = count(args.redis_server, nodes=args.nodes, pods=args.pods)
-    large = count(args.redis_server, nodes=args.nodes, pods=3 * args.pods)
-    per_pod = (large - small) / (2 * args.pods)
     preload = malloc_preload(Path(shutil.which(args.redis_server) or args.redis_server))
+    small = count(args.redis_server, nodes=args.nodes, pods=args.pods, preload=preload)
+    large = count(args.redis_server, nodes=args.nodes, pods=3 * args.pods, preload=preload)
+    per_pod = (large - small) / (2 * args.pods)
     if args.output == "json":
         report = {"instructions_per_pod": round(per_pod), "runs": [small, large]}
         print(json.dumps(report | {"preload": preload}))

@@ -31,7 +31,7 @@ def _usage_fields(usage: Any) -> tuple[int, dict[str, int]]:
 
 
 def _capacity_difference(
-    name: str, node_hash: Mapping[Any, Any], capacity: Any
+    name: str, node_hash: Mapping[Any, Any], live: bool, capacity: Any
 ) -> list[Difference]:
     """The node's entry in cache:capacity against its hash: a live node's allocatable, or
     none for a ghost. A live node without one is not a difference: a ledger written
@@ -39,10 +39,10 @@ def _capacity_difference(
     the hash meanwhile)."""
     if capacity is None:
         return []
-    fields = {as_text(f): as_text(v) for f, v in node_hash.items()}
-    if fields.get("live") != "1":
+    if not live:
         return [Difference(name, "capacity of a node that is not live", 1, 0)]
-    want = ",".join(sorted(f"{f[6:]}={v}" for f, v in fields.items() if f.startswith("alloc:")))
+    alloc = ((as_text(f), as_text(v)) for f, v in node_hash.items())
+    want = ",".join(sorted(f"{f[6:]}={v}" for f, v in alloc if f.startswith("alloc:")))
     if as_text(capacity) != want:
         return [Difference(name, f"capacity {as_text(capacity)!r}, allocatable {want!r}", 1, 0)]
     return []
@@ -65,7 +65,7 @@ def ledger_differences(
     diffs: list[Difference] = []
     for name, (node_hash, usage, ports_hash, members, capacity) in sorted(nodes.items()):
         live = any(as_text(f) == "live" and as_text(v) == "1" for f, v in node_hash.items())
-        diffs += _capacity_difference(name, node_hash, capacity)
+        diffs += _capacity_difference(name, node_hash, live, capacity)
         port_fields, requested = _usage_fields(usage)
         want_req: Counter[str] = Counter()
         want_ports: Counter[str] = Counter()
