@@ -212,15 +212,16 @@ local aa_doms = any_aa or any_aks
 local need_topo = aa_doms or next(watched) ~= nil
 local state, all_doms, seen_dom = {}, {}, {}
 if not need_topo then capacities = call('HMGET', KEYS[9], unpack(nodes)) end
--- A node's st.req is its usage with this batch's reservations so far (st.pods0: its pod
--- count before them); st.newpod, the first pod this batch put there, and st.newpods, all
+-- A node's st.items is the text of its amounts with this batch's reservations so far,
+-- st.req their parse (shared by the nodes in the same state; st.pods0: its pod count
+-- before them); st.newpod, the first pod this batch put there, and st.newpods, all
 -- of them once there is a second (most nodes of a batch get one: no table for them).
 for i, name in ipairs(nodes) do
   local base = 9 + 3 * (i - 1)
   local node_key = KEYS[base + 1]
   local st = { name = name, node_key = node_key, ports_key = KEYS[base + 2],
                pods_key = KEYS[base + 3], live = false, gen = 0, ports0 = 0, alloc = NONE,
-               req = NONE, topo = NONE, doms = NONE, watched_doms = NONE, dgen = 0, pods0 = 0,
+               items = '', req = NONE, topo = NONE, doms = NONE, watched_doms = NONE, dgen = 0, pods0 = 0,
                newpod = false, newpods = NONE }
   local capacity = capacities[i]
   if capacity then
@@ -282,7 +283,8 @@ for i, name in ipairs(nodes) do
       end
     end
   end
-  st.gen, st.ports0, st.req = node_usage(usages[i], node_key, st.ports_key)
+  st.gen, st.ports0, st.items = node_usage_items(usages[i], node_key, st.ports_key)
+  st.req = usage_items(st.items)
   st.pods0 = st.req['pods'] or 0
   state[i] = st
 end
@@ -318,6 +320,30 @@ end
 local function port_conflict(st, p)
   if p.ip == '0.0.0.0' then return holders(st, p.pp) > 0 end
   return holders(st, p.pp .. '|' .. p.ip) > 0 or holders(st, p.pp .. '|0.0.0.0') > 0
+end
+
+-- A node's amounts' text after one more decision's requests: before -> req_text -> after.
+-- Nodes that hold the same pods share the text, so a batch computes each step once.
+local items_after = {}
+local function add_requests(before, req_text, items)
+  local by_req = items_after[before]
+  if by_req == nil then
+    by_req = {}
+    items_after[before] = by_req
+  end
+  local after = by_req[req_text]
+  if after == nil then
+    local req = {}
+    for res, amt in pairs(usage_items(before)) do req[res] = amt end
+    for j = 1, #items, 2 do
+      local res = items[j]
+      req[res] = (req[res] or 0) + items[j + 1]
+    end
+    after = usage_items_text(req)
+    by_req[req_text] = after
+    if parsed_usage_items[after] == nil then parsed_usage_items[after] = req end
+  end
+  return after
 end
 
 -- ---------------------------------------------------------------- check in order
@@ -381,11 +407,9 @@ local function check(d, dec)
   end
 
   -- fits: apply to the batch overlay
-  local items = dec.items
-  for j = 1, #items, 2 do
-    local res = items[j]
-    req[res] = (req[res] or 0) + items[j + 1]
-  end
+  local before = st.items
+  st.items = add_requests(before, dec.req_text, dec.items)
+  st.req = usage_items(st.items)
   if #ports > 0 then
     if not st.padd then st.pcache, st.padd = {}, {} end
     for _, p in ipairs(ports) do
@@ -411,7 +435,8 @@ local function check(d, dec)
   end
   taken[key] = true
   local token = string.format('%d', dec.epoch)
-  reserved[#reserved + 1] = { d = d, key = key, queued = assumed, node = st.name, token = token }
+  reserved[#reserved + 1] = { d = d, key = key, queued = assumed, node = st.name, token = token,
+                              before = before }
   return 'R', token
 end
 
@@ -420,11 +445,8 @@ end
 local function unapply(r)
   local dec = decisions[r.d]
   local st = state[dec.ni]
-  local items = dec.items
-  for j = 1, #items, 2 do
-    local res = items[j]
-    st.req[res] = st.req[res] - items[j + 1]
-  end
+  st.items = r.before
+  st.req = usage_items(r.before)
   for _, p in ipairs(dec.ports) do
     st.padd[p.pp] = st.padd[p.pp] - 1
     st.padd[p.pp .. '|' .. p.ip] = st.padd[p.pp .. '|' .. p.ip] - 1
@@ -473,14 +495,6 @@ if #reserved == 0 then return results end
 local touched = {}
 for _, st in ipairs(state) do
   if st.dgen > 0 then
-    -- st.req is the node's new usage: its record is rewritten, each amount formatted once.
-    local items, m = {}, 0
-    for res, amt in pairs(st.req) do
-      if amt ~= 0 then
-        m = m + 1
-        items[m] = res .. '=' .. int(amt)
-      end
-    end
     local ports_in_use = st.ports0
     if st.padd then
       for field, count in pairs(st.padd) do
@@ -494,7 +508,7 @@ for _, st in ipairs(state) do
       call('SADD', st.pods_key, unpack(st.newpods))
     end
     touched[#touched + 1] = { name = st.name,
-                              usage = usage_text(st.gen + st.dgen, ports_in_use, items) }
+                              usage = usage_text(st.gen + st.dgen, ports_in_use, st.items) }
   end
 end
 

@@ -105,27 +105,47 @@ end
 -- above it, so that a generation never names two states of one node.
 local FEED_KEEP = 512
 
--- The record from its parts; items: "<res>=<amount>" of the non-zero amounts (sorted here).
-local function usage_text(gen, ports_in_use, items)
-  table.sort(items)
-  return string.format('%d|%d|', gen, ports_in_use) .. table.concat(items, ',')
-end
+local USAGE_PATTERN, USAGE_ITEM_PATTERN = '^(%d+)|(%-?%d+)|(.*)$', '([^,=]+)=(%-?%d+)'
 
-local function usage_record(gen, ports_in_use, req)
-  local items = {}
-  for res, amt in pairs(req) do
-    if amt ~= 0 then items[#items + 1] = res .. '=' .. string.format('%d', amt) end
-  end
-  return usage_text(gen, ports_in_use, items)
+-- The record from its parts: generation, host ports in use, the amounts' text.
+local function usage_text(gen, ports_in_use, items_text)
+  return string.format('%d|%d|', gen, ports_in_use) .. items_text
 end
 
 -- gen, host ports in use, {res = amount} of a record; nil when the text is not one.
 local function usage_parse(text)
-  local gen, ports, items = string.match(text, '^(%d+)|(%-?%d+)|(.*)$')
+  local gen, ports, items = string.match(text, USAGE_PATTERN)
   if not gen then return nil end
   local req = {}
-  for res, amt in string.gmatch(items, '([^,=]+)=(%-?%d+)') do req[res] = tonumber(amt) end
+  for res, amt in string.gmatch(items, USAGE_ITEM_PATTERN) do req[res] = tonumber(amt) end
   return tonumber(gen), tonumber(ports), req
+end
+
+-- A usage record's amounts by the text after its second '|', parsed once per script call
+-- (nodes with the same pods share the text): text -> {res = amount}, read-only.
+local parsed_usage_items = {}
+local function usage_items(text)
+  local req = parsed_usage_items[text]
+  if req == nil then
+    req = {}
+    for res, amt in string.gmatch(text, USAGE_ITEM_PATTERN) do req[res] = tonumber(amt) end
+    parsed_usage_items[text] = req
+  end
+  return req
+end
+
+-- The amounts' text of a record: "<res>=<amount>" of the non-zero ones, sorted.
+local function usage_items_text(req)
+  local items = {}
+  for res, amt in pairs(req) do
+    if amt ~= 0 then items[#items + 1] = res .. '=' .. string.format('%d', amt) end
+  end
+  table.sort(items)
+  return table.concat(items, ',')
+end
+
+local function usage_record(gen, ports_in_use, req)
+  return usage_text(gen, ports_in_use, usage_items_text(req))
 end
 
 -- gen and {res = amount} from the fields a node hash had before the usage record was the
@@ -164,6 +184,21 @@ local function node_usage(text, node_key, ports_key, from_floor)
   end
   if ports < 0 then ports = redis.call('HLEN', ports_key) end  -- -1: unknown (older node sets)
   return gen, ports, req
+end
+
+-- As node_usage, with the amounts as their text (see usage_items): gen, host ports in
+-- use, the text after the record's second '|'.
+local function node_usage_items(text, node_key, ports_key)
+  if text then
+    local gen, ports, items = string.match(text, USAGE_PATTERN)
+    if gen then
+      ports = tonumber(ports)
+      if ports < 0 then ports = redis.call('HLEN', ports_key) end
+      return tonumber(gen), ports, items
+    end
+  end
+  local gen, ports, req = node_usage(text, node_key, ports_key)
+  return gen, ports, usage_items_text(req)
 end
 
 -- entries: list of {name = node, usage = usage_record(...)}; with deleted = gen, the node
