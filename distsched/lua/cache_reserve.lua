@@ -64,6 +64,7 @@ returns an error and writes nothing.
 
 -- The hot loops read these as locals: a global is a table lookup at every use.
 local tonumber, pairs, ipairs, unpack = tonumber, pairs, ipairs, unpack
+local ARGV, KEYS = ARGV, KEYS
 local call, find, sub = redis.call, string.find, string.sub
 
 local function fail(msg)
@@ -104,9 +105,9 @@ local parsed_items = {}  -- req_text -> {res, amount, ...}: every request (a fla
 local limit_fields, limit_res, limited_seen = { 'live' }, {}, {}  -- what a node hash must say
 local NONE = {}  -- shared by every decision without domain checks; never written
 local any_aks = false
-local a = 4 + n_nodes
-while a <= #ARGV do
-  local d = #decisions + 1
+local a, n_args, d = 4 + n_nodes, #ARGV, 0
+while a <= n_args do
+  d = d + 1
   local key, uid, epoch, ni = ARGV[a], ARGV[a + 1], tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3])
   local req_text, ports_text, ak = ARGV[a + 4], ARGV[a + 5], ARGV[a + 6]
   -- (most decisions send 0 for both: no parse for those)
@@ -182,12 +183,12 @@ if not group_sizes then
   for d = 1, #decisions do group_sizes[d] = 1 end
 end
 local grouped = 0
-for _, size in ipairs(group_sizes) do grouped = grouped + size end
+for g = 1, #group_sizes do grouped = grouped + group_sizes[g] end
 if grouped ~= #decisions then return fail('group sizes add up to ' .. grouped .. ', not ' .. #decisions) end
 
 -- ---------------------------------------------------------------- ledger state
 local pod_keys = {}
-for d, dec in ipairs(decisions) do pod_keys[d] = dec.key end
+for d = 1, #decisions do pod_keys[d] = decisions[d].key end
 local records = call('HMGET', KEYS[2], unpack(pod_keys))
 local held = call('HMGET', KEYS[3], unpack(pod_keys))
 local watched = watched_keys(KEYS[8])
@@ -216,13 +217,14 @@ if not need_topo then capacities = call('HMGET', KEYS[9], unpack(nodes)) end
 -- st.req their parse (shared by the nodes in the same state; st.pods0: its pod count
 -- before them); st.newpod, the first pod this batch put there, and st.newpods, all
 -- of them once there is a second (most nodes of a batch get one: no table for them).
-for i, name in ipairs(nodes) do
+for i = 1, n_nodes do
+  local name = nodes[i]
   local base = 9 + 3 * (i - 1)
   local node_key = KEYS[base + 1]
-  local st = { name = name, node_key = node_key, ports_key = KEYS[base + 2],
-               pods_key = KEYS[base + 3], live = false, gen = 0, ports0 = 0, alloc = NONE,
-               items = '', req = NONE, topo = NONE, doms = NONE, watched_doms = NONE, dgen = 0, pods0 = 0,
-               newpod = false, newpods = NONE }
+  -- (16 fields at most: a table's hash part is sized to a power of two)
+  local st = { name = name, base = base, live = false, gen = 0, ports0 = 0, alloc = NONE,
+               items = '', req = NONE, topo = NONE, doms = NONE, watched_doms = NONE, dgen = 0,
+               pods0 = 0, newpod = false, newpods = NONE }
   local capacity = capacities[i]
   if capacity then
     local alloc = parsed_capacity[capacity]
@@ -283,7 +285,7 @@ for i, name in ipairs(nodes) do
       end
     end
   end
-  st.gen, st.ports0, st.items = node_usage_items(usages[i], node_key, st.ports_key)
+  st.gen, st.ports0, st.items = node_usage_items(usages[i], node_key, KEYS[base + 2])
   st.req = usage_items(st.items)
   st.pods0 = st.req['pods'] or 0
   state[i] = st
@@ -311,7 +313,7 @@ local function holders(st, field)
   if not st.pcache then st.pcache, st.padd = {}, {} end
   local v = st.pcache[field]
   if v == nil then
-    v = tonumber(call('HGET', st.ports_key, field) or '0')
+    v = tonumber(call('HGET', KEYS[st.base + 2], field) or '0')
     st.pcache[field] = v
   end
   return v + (st.padd[field] or 0)
@@ -426,7 +428,9 @@ local function check(d, dec)
     local dom = watched_doms[j]
     dominc[dom] = (dominc[dom] or 0) + 1
   end
-  for _, tk in ipairs(dec.aks) do
+  local aks = dec.aks
+  for j = 1, #aks do
+    local tk = aks[j]
     local v = st.topo[tk]
     if v then
       local dom = tk .. '=' .. v
@@ -466,7 +470,8 @@ local function unapply(r)
 end
 
 local first = 1
-for _, size in ipairs(group_sizes) do
+for g = 1, #group_sizes do
+  local size = group_sizes[g]
   local last = first + size - 1
   local before = #reserved
   local refusal = nil
@@ -493,19 +498,20 @@ if #reserved == 0 then return results end
 
 -- ---------------------------------------------------------------- write
 local touched = {}
-for _, st in ipairs(state) do
+for i = 1, n_nodes do
+  local st = state[i]
   if st.dgen > 0 then
     local ports_in_use = st.ports0
     if st.padd then
       for field, count in pairs(st.padd) do
-        if count ~= 0 then call('HINCRBY', st.ports_key, field, count) end
+        if count ~= 0 then call('HINCRBY', KEYS[st.base + 2], field, count) end
       end
-      ports_in_use = call('HLEN', st.ports_key)
+      ports_in_use = call('HLEN', KEYS[st.base + 2])
     end
     if st.dgen == 1 then
-      call('SADD', st.pods_key, st.newpod)
+      call('SADD', KEYS[st.base + 3], st.newpod)
     else
-      call('SADD', st.pods_key, unpack(st.newpods))
+      call('SADD', KEYS[st.base + 3], unpack(st.newpods))
     end
     touched[#touched + 1] = { name = st.name,
                               usage = usage_text(st.gen + st.dgen, ports_in_use, st.items) }
@@ -528,15 +534,15 @@ add_to_hash(KEYS[5], dominc, nil)
 add_to_hash(KEYS[6], aainc, aagen)
 
 local pods, deadlines, keys_, infos, aa_pods = {}, {}, {}, {}, {}
-for _, r in ipairs(reserved) do
-  local dec = decisions[r.d]
-  pods[#pods + 1] = r.key
-  pods[#pods + 1] = led_encode(r.node, r.token, dec.req_text, dec.ports_text, dec.ak, dec.uid)
-  deadlines[#deadlines + 1] = ARGV[1]
-  deadlines[#deadlines + 1] = r.key
-  keys_[#keys_ + 1] = r.key
-  infos[#infos + 1] = r.key
-  infos[#infos + 1] = r.queued
+local deadline_text = ARGV[1]
+for k = 1, #reserved do
+  local r = reserved[k]
+  local dec, key = decisions[r.d], r.key
+  pods[2 * k - 1] = key
+  pods[2 * k] = led_encode(r.node, r.token, dec.req_text, dec.ports_text, dec.ak, dec.uid)
+  deadlines[2 * k - 1], deadlines[2 * k] = deadline_text, key
+  keys_[k] = key
+  infos[2 * k - 1], infos[2 * k] = key, r.queued
   if #dec.aks > 0 then
     aa_pods[#aa_pods + 1] = r.key
     aa_pods[#aa_pods + 1] = r.node

@@ -38,6 +38,7 @@
 --!include bulk
 --!include gang
 
+local find, sub = string.find, string.sub
 local max_pods = tonumber(ARGV[1])
 local now = tonumber(ARGV[2])
 local lease_ms = tonumber(ARGV[3])
@@ -92,17 +93,19 @@ while taken < max_pods do
   local head = redis.call('ZRANGE', KEYS[1], examined, examined + max_pods - taken - 1)
   if #head == 0 then break end
   examined = examined + #head
-  local keys = {}
-  for i, member in ipairs(head) do
+  local keys, n_head = {}, #head
+  for i = 1, n_head do
     -- A member that is not "<ts>|ns/name" names no pod: popping it discards it.
-    local bar = string.find(member, '|', 1, true)
-    keys[i] = bar and string.sub(member, bar + 1) or ''
+    local member = head[i]
+    local bar = find(member, '|', 1, true)
+    keys[i] = bar and sub(member, bar + 1) or ''
   end
   local records = redis.call('HMGET', KEYS[4], unpack(keys))
-  for n, key in ipairs(keys) do
+  for i = 1, n_head do
     -- An activeQ member without a record cannot be scheduled; popping it discards it.
     -- (rec_pop: the update seen during an earlier attempt, u, is this attempt's object.)
-    if key ~= '' then lease(key, records[n]) end
+    local key = keys[i]
+    if key ~= '' then lease(key, records[i]) end
   end
 end
 -- The head looked at, exactly: nothing ran between the reads and this. (By rank, not

@@ -62,6 +62,7 @@
 --!include ledger_record
 --!include bulk
 
+local ARGV = ARGV
 local at = ARGV[3]
 local n = tonumber(ARGV[4])
 local out = {}
@@ -139,7 +140,8 @@ end
 if n_bind > 0 then
   local first_rv = redis.call('INCRBY', KEYS[1], n_bind) - n_bind + 1
   local fields = {}
-  for j, i in ipairs(to_bind) do
+  for j = 1, n_bind do
+    local i = to_bind[j]
     local key = keys[i]
     local node, uid = bound_node[key], bound_uid[key]
     local rv = string.format('%d', first_rv + j - 1)
@@ -150,7 +152,8 @@ if n_bind > 0 then
   in_slices('HSET', KEYS[5], fields)
   if event_log then
     local items = {}
-    for j, i in ipairs(to_bind) do
+    for j = 1, n_bind do
+      local i = to_bind[j]
       local key = keys[i]
       items[4 * j - 3], items[4 * j - 2] = key, bound_node[key]
       items[4 * j - 1] = ARGV[5 + stride * (i - 1) + stride - 1]

@@ -60,6 +60,7 @@
 --!include queue_record
 --!include bulk
 
+local ARGV = ARGV
 local n = tonumber(ARGV[3])
 local now, wake_cap = tonumber(ARGV[4]), tonumber(ARGV[5])
 
@@ -73,14 +74,17 @@ for i = 0, n - 1 do
   local key = ARGV[base + 2]
   local group = by_slot[slot]
   if not group then
-    group = { keys = {}, at = {}, objects = {}, metas = {}, seen = {} }
+    group = { keys = {}, at = {}, objects = {}, metas = {}, seen = {}, n = 0,
+              written = 0 }
     by_slot[slot] = group
     slots[#slots + 1] = slot
   end
   if group.seen[key] and not first_duplicate then first_duplicate = i end
   group.seen[key] = true
-  group.keys[#group.keys + 1] = key
-  group.at[#group.at + 1] = i
+  local m = group.n + 1
+  group.n = m
+  group.keys[m] = key
+  group.at[m] = i
   group_at[i] = group
 end
 local first_existing = nil
@@ -165,10 +169,10 @@ for i = 0, n - 1 do
   local rv = string.format('%d', first + i)
   local blob = ARGV[base + 6] .. string.char(0xa0 + #rv) .. rv .. ARGV[base + 7]
   local group = group_at[i]
-  group.objects[#group.objects + 1] = key
-  group.objects[#group.objects + 1] = blob
-  group.metas[#group.metas + 1] = key
-  group.metas[#group.metas + 1] = meta_string(rv, node, '', ARGV[base + 3])
+  local m = 2 * group.written + 1
+  group.written = group.written + 1
+  group.objects[m], group.objects[m + 1] = key, blob
+  group.metas[m], group.metas[m + 1] = key, meta_string(rv, node, '', ARGV[base + 3])
   if kind ~= 'Pod' then
     store_event(queue_kind(kind), 'ADDED', kind, key, rv, 'obj', blob)
   else
