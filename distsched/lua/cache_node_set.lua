@@ -36,6 +36,7 @@ local function fail(msg)
 end
 
 --!include numbers
+--!include bulk
 
 if #KEYS ~= 12 or #ARGV ~= 3 or ARGV[1] == '' then
   return fail('expects 12 keys, a node name, allocatable and domains')
@@ -118,5 +119,10 @@ if #changed > 0 then
 end
 redis.call('SADD', KEYS[1], ARGV[1])
 bump_feed({ { name = ARGV[1], usage = usage_record(gen + 1, ports, req) } })
+-- The hashes with a field per node, which a reservation batch reads node by node (a hash
+-- without fields is left without: the key is gone again).
+hashtable_encoding(KEYS[8])
+hashtable_encoding(KEYS[#KEYS - 2])
+hashtable_encoding(KEYS[2])
 if was_live then return 0 end
 return 1

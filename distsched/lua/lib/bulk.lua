@@ -32,16 +32,16 @@ end
 -- is many; a small listpack is cheap) and skiplist_end takes it out after, in the same
 -- script, so no client ever sees it; nothing may read the set between the two.
 local SKIPLIST_FROM = 32
-local SKIPLIST_MEMBER = string.rep('~', 80)
+local LONG_NAME = string.rep('~', 80)  -- longer than any *-max-listpack-value default
 
 local function skiplist_begin(key, count)
   if count < SKIPLIST_FROM then return false end
-  redis.call('ZADD', key, 0, SKIPLIST_MEMBER)
+  redis.call('ZADD', key, 0, LONG_NAME)
   return true
 end
 
 local function skiplist_end(key, begun)
-  if begun then redis.call('ZREM', key, SKIPLIST_MEMBER) end
+  if begun then redis.call('ZREM', key, LONG_NAME) end
 end
 
 -- ZADD of a flat score/member list of any length, into a skiplist when it is long.
@@ -49,4 +49,17 @@ local function zadd_all(key, flat)
   local begun = skiplist_begin(key, #flat / 2)
   in_slices('ZADD', key, flat)
   skiplist_end(key, begun)
+end
+
+-- Hashes that hold a field per node (cache:usage, cache:capacity, cache:domgen) have the
+-- same trap: Redis keeps a hash of short values as a listpack up to
+-- hash-max-listpack-entries fields (compiled in as 512; the sample redis.conf says 128),
+-- and finds each field by scanning the list, so with a few hundred nodes every node of a
+-- reservation batch paid a scan of the whole hash for its usage and another for its
+-- capacity. A field longer than hash-max-listpack-value converts a hash for good (a hash
+-- never goes back to a listpack), and is taken out at once. Call it after a write that
+-- leaves the hash non-empty: taking out its only field would delete the key.
+local function hashtable_encoding(key)
+  redis.call('HSET', key, LONG_NAME, '1')
+  redis.call('HDEL', key, LONG_NAME)
 end
