@@ -112,13 +112,18 @@ local function usage_text(gen, ports_in_use, items_text)
   return string.format('%d|%d|', gen, ports_in_use) .. items_text
 end
 
+-- {res = amount} of the text after a record's second '|' (a new table).
+local function usage_amounts(items)
+  local req = {}
+  for res, amt in string.gmatch(items, USAGE_ITEM_PATTERN) do req[res] = tonumber(amt) end
+  return req
+end
+
 -- gen, host ports in use, {res = amount} of a record; nil when the text is not one.
 local function usage_parse(text)
   local gen, ports, items = string.match(text, USAGE_PATTERN)
   if not gen then return nil end
-  local req = {}
-  for res, amt in string.gmatch(items, USAGE_ITEM_PATTERN) do req[res] = tonumber(amt) end
-  return tonumber(gen), tonumber(ports), req
+  return tonumber(gen), tonumber(ports), usage_amounts(items)
 end
 
 -- A usage record's amounts by the text after its second '|', parsed once per script call
@@ -127,8 +132,7 @@ local parsed_usage_items = {}
 local function usage_items(text)
   local req = parsed_usage_items[text]
   if req == nil then
-    req = {}
-    for res, amt in string.gmatch(text, USAGE_ITEM_PATTERN) do req[res] = tonumber(amt) end
+    req = usage_amounts(text)
     parsed_usage_items[text] = req
   end
   return req
