@@ -219,6 +219,9 @@ def test_bindings_enqueued_twice_bind_once_and_count_as_duplicates(
     bindings = reserve_round_robin(private_client, KEYS, nodes, SYSTEM_CLOCK)
     queue = bind_queue(private_client, KEYS)
     jobs = [enqueue_bindings(queue, KEYS, bindings) for _ in range(2)]
+    # the description names the batch without rq's repr of every binding
+    job = Job.fetch(jobs[0], connection=private_client, serializer=MsgpackSerializer)
+    assert job.description == "distsched.bind_batch('safety', <5 bindings>)"
     bound, duplicate = bound_total("bound"), bound_total("duplicate")
     work(private_client, job_class=allow_list_job_class(JOB_FUNCTIONS))
     # In-process counters moved: the jobs ran here, not in a forked child.
