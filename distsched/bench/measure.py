@@ -376,12 +376,41 @@ def script_names() -> dict[str, str]:
     return names
 
 
+SCRIPT_CLIENT = b"?:0"  # the slow log's client address of a command a script ran (Redis 7.0)
+
+
+def key_family(key: bytes) -> str:
+    """A key's name without the deployment's hash tag, one object's name folded to ``*``
+    (``cache:node:node-00017`` -> ``cache:node:*``; kinds, capitalised, stay:
+    ``store:meta:Pod``)."""
+    text = key.decode(errors="replace")
+    if text.startswith("{") and "}:" in text:
+        text = text.split("}:", 1)[1]
+    parts = text.split(":")
+    if len(parts) > 2 and not parts[2][:1].isupper():
+        parts[2:] = ["*"]
+    return ":".join(parts)
+
+
+@dataclass
+class ScriptTimes:
+    """What ``--redis-profile`` measured: script -> (calls, µs); and, where the server's
+    slow log tells a script's own commands apart (Redis 7.0 logs them under the client
+    address ``?:0``; Valkey under its caller's), script -> "COMMAND key family" ->
+    (calls, µs) of the commands it ran: the rest of its time is Lua's (the interpreter,
+    and the values it hands to and gets from Redis)."""
+
+    scripts: dict[str, tuple[int, int]]
+    commands: dict[str, dict[str, tuple[int, int]]] | None
+
+
 class ScriptProfile:
     """Per-script Redis time from the slow log with a 0 µs threshold (``--redis-profile``).
 
-    Only EVAL/EVALSHA entries are kept: the slow log also lists the commands a script ran,
-    and a script's duration already includes them. Logging every command costs Redis CPU
-    of its own, so a profiled run's other Redis figures read a little high.
+    The slow log lists the commands a script ran just before the script's own entry (a
+    script runs alone), and a script's duration already includes them. Logging every
+    command costs Redis CPU of its own, so a profiled run's other Redis figures read a
+    little high.
     """
 
     SETTINGS = ("slowlog-log-slower-than", "slowlog-max-len")
@@ -398,21 +427,43 @@ class ScriptProfile:
         self._client.slowlog_reset()
         return self
 
-    def stop(self) -> dict[str, tuple[int, int]]:
-        """script name -> (calls, µs)."""
+    def stop(self) -> ScriptTimes:
         self._client.config_set("slowlog-log-slower-than", -1)
         entries = self._client.slowlog_get(1_000_000)
         for key, value in self._saved.items():
             self._client.config_set(key, value)
         self._client.slowlog_reset()
-        names = script_names()
-        out: dict[str, tuple[int, int]] = {}
-        for entry in entries:
-            argv = entry["command"].split(b" ", 2) if isinstance(entry["command"], bytes) else []
-            if len(argv) < 2 or argv[0].upper() not in (b"EVALSHA", b"EVAL"):
-                continue
-            sha = argv[1].decode()
-            name = names.get(sha, "eval" if argv[0].upper() == b"EVAL" else sha[:12])
-            calls, usec = out.get(name, (0, 0))
-            out[name] = (calls + 1, usec + int(entry["duration"]))
-        return out
+        logged = sorted(entries, key=lambda e: int(cast(int, e["id"])))
+        return attribute_slowlog(logged, script_names())
+
+
+def attribute_slowlog(entries: Sequence[dict[str, object]], names: dict[str, str]) -> ScriptTimes:
+    """Script and command times from slow-log entries in the order they were logged."""
+    scripts: dict[str, tuple[int, int]] = {}
+    commands: dict[str, dict[str, tuple[int, int]]] = {}
+    marked = False  # the server marks a script's commands (else no breakdown)
+    ran: list[tuple[str, int]] = []  # the commands logged since the last script
+    for entry in entries:
+        command = entry["command"]
+        argv = command.split(b" ", 2) if isinstance(command, bytes) else []
+        if not argv:
+            continue
+        verb = argv[0].upper()
+        if entry.get("client_address") == SCRIPT_CLIENT:
+            marked = True
+            family = key_family(argv[1]) if len(argv) > 1 else ""
+            ran.append((f"{verb.decode()} {family}".strip(), int(cast(int, entry["duration"]))))
+            continue
+        if len(argv) < 2 or verb not in (b"EVALSHA", b"EVAL"):
+            ran = []
+            continue
+        sha = argv[1].decode()
+        name = names.get(sha, "eval" if verb == b"EVAL" else sha[:12])
+        calls, usec = scripts.get(name, (0, 0))
+        scripts[name] = (calls + 1, usec + int(cast(int, entry["duration"])))
+        own = commands.setdefault(name, {})
+        for label, duration in ran:
+            calls, usec = own.get(label, (0, 0))
+            own[label] = (calls + 1, usec + duration)
+        ran = []
+    return ScriptTimes(scripts, commands if marked else None)

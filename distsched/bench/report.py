@@ -31,6 +31,10 @@ Definitions (also in BENCHMARKS.md):
   PYTHONPATH, so run a worktree's code from inside the worktree.
 * redis_scripts (``--redis-profile`` only): µs and calls per pod of each Lua script, from
   the slow log.
+* redis_script_commands (``--redis-profile`` on a server that marks a script's commands in
+  its slow log, as Redis 7.0 does; else null): per script, µs and calls per pod of the
+  commands it ran, by command and key (``HMGET store:meta:Pod``, ``SADD cache:nodepods:*``):
+  what a script's time is not Lua's own.
 * gangs (gang workloads only, else null): see :mod:`distsched.bench.gangs`.
 * placement.pods_per_node: min, max, mean and stddev of the bound pods (init and measured)
   per node, every node counted: how evenly several workers spread identical pods.
@@ -51,6 +55,7 @@ import numpy as np
 import distsched
 from distsched.bench.measure import (
     RedisStats,
+    ScriptTimes,
     WorkerCounters,
     histogram_quantile,
     nearest_rank,
@@ -84,7 +89,7 @@ class RawRun:
     load_average: float  # 1-minute load average at the end of the phase
     redis: RedisStats
     counters: WorkerCounters | None
-    scripts: dict[str, tuple[int, int]] | None  # --redis-profile: script -> (calls, µs)
+    scripts: ScriptTimes | None  # --redis-profile
     violations: list[str]
     warnings: list[str]
     gangs: dict[str, Any] | None = None  # gang workloads: bench.gangs.gang_figures
@@ -98,6 +103,19 @@ def _round(value: float | None, digits: int = 4) -> float | None:
 
 def _per_pod(value: float | None, pods: int, scale: float = 1.0) -> float | None:
     return None if value is None or pods == 0 else value * scale / pods
+
+
+def _script_figures(times: ScriptTimes, bound: int) -> dict[str, dict[str, float | None]]:
+    """name -> calls and µs per pod, the costliest first."""
+    return {
+        name: {
+            "calls_per_pod": _round(_per_pod(calls, bound), 3),
+            "usec_per_pod": _round(_per_pod(usec, bound), 3),
+        }
+        for name, (calls, usec) in sorted(
+            times.scripts.items(), key=lambda kv: kv[1][1], reverse=True
+        )
+    }
 
 
 def throughput_figures(run: RawRun) -> dict[str, Any]:
@@ -187,16 +205,12 @@ def build_result(run: RawRun) -> dict[str, Any]:
             }
             for name, usec in top
         },
-        "redis_scripts": None
-        if run.scripts is None
+        "redis_scripts": None if run.scripts is None else _script_figures(run.scripts, bound),
+        "redis_script_commands": None
+        if run.scripts is None or run.scripts.commands is None
         else {
-            name: {
-                "calls_per_pod": _round(_per_pod(calls, bound), 3),
-                "usec_per_pod": _round(_per_pod(usec, bound), 3),
-            }
-            for name, (calls, usec) in sorted(
-                run.scripts.items(), key=lambda kv: kv[1][1], reverse=True
-            )
+            name: _script_figures(ScriptTimes(commands, None), bound)
+            for name, commands in run.scripts.commands.items()
         },
         "host": {
             "cores": os.cpu_count(),
@@ -300,8 +314,17 @@ def print_summary(result: dict[str, Any]) -> None:
             ),
         )
     if result["redis_scripts"] is not None:
+        inner = result.get("redis_script_commands") or {}
+
+        def script_cell(name: str, usec: float) -> str:
+            if name not in inner:
+                return f"{name} {usec}us"
+            commands = sum(v["usec_per_pod"] or 0.0 for v in inner[name].values())
+            return f"{name} {usec}us (its commands {commands:.1f})"
+
         scripts = ", ".join(
-            f"{name} {v['usec_per_pod']}us" for name, v in list(result["redis_scripts"].items())[:8]
+            script_cell(name, v["usec_per_pod"])
+            for name, v in list(result["redis_scripts"].items())[:8]
         )
         rows.insert(-1, ("Redis scripts per pod", scripts))
     print_table(title, ["figure", "value"], rows)
