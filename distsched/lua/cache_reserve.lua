@@ -108,11 +108,11 @@ local any_aks = false
 local a, n_args, d = 4 + n_nodes, #ARGV, 0
 while a <= n_args do
   d = d + 1
-  local key, uid, epoch, ni = ARGV[a], ARGV[a + 1], tonumber(ARGV[a + 2]), tonumber(ARGV[a + 3])
+  local key, uid, epoch, ni = ARGV[a], ARGV[a + 1], tonumber(ARGV[a + 2]), number_of(ARGV[a + 3])
   local req_text, ports_text, ak = ARGV[a + 4], ARGV[a + 5], ARGV[a + 6]
   -- (most decisions send 0 for both: no parse for those)
   local aa = ARGV[a + 7] == '0' and 0 or tonumber(ARGV[a + 7])
-  local seen = tonumber(ARGV[a + 8])
+  local seen = number_of(ARGV[a + 8])
   local n_checks = ARGV[a + 9] == '0' and 0 or tonumber(ARGV[a + 9])
   if not key or key == '' or find(key, ' ', 1, true) or not uid or not is_count(epoch)
       or not is_count(ni) or ni < 1 or ni > n_nodes or not req_text or not ports_text

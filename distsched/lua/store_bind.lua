@@ -144,9 +144,10 @@ if n_bind > 0 then
     local i = to_bind[j]
     local key = keys[i]
     local node, uid = bound_node[key], bound_uid[key]
-    local rv = string.format('%d', first_rv + j - 1)
+    local rv_number = first_rv + j - 1
+    local rv = string.format('%d', rv_number)
     fields[2 * j - 1], fields[2 * j] = key, meta_string(rv, node, at, uid)
-    store_event(to_queue, 'MODIFIED', 'Pod', key, rv, 'node', node, 'bound', at)
+    store_event(to_queue, 'MODIFIED', 'Pod', key, rv, rv_number, 'node', node, 'bound', at)
     out[2 * i] = rv
   end
   in_slices('HSET', KEYS[5], fields)

@@ -55,6 +55,7 @@
 --         {"exists", i} or {"duplicate", i}: object i (1-based) already exists or appears
 --         twice in the batch; nothing was written.
 
+--!include numbers
 --!include storemeta
 --!include storeevent
 --!include queue_record
@@ -70,7 +71,7 @@ local by_slot, slots, group_at = {}, {}, {}
 local first_duplicate = nil
 for i = 0, n - 1 do
   local base = 6 + 11 * i
-  local slot = tonumber(ARGV[base])
+  local slot = number_of(ARGV[base])
   local key = ARGV[base + 2]
   local group = by_slot[slot]
   if not group then
@@ -119,7 +120,7 @@ local function enqueue_here(scheduler, gates)
 end
 
 local function int32(text)
-  local p = tonumber(text)
+  local p = number_of(text)
   if p and p == math.floor(p) and p >= -2147483648 and p <= 2147483647 then return p end
   return nil
 end
@@ -166,7 +167,8 @@ for i = 0, n - 1 do
   local kind = ARGV[base + 1]
   local key = ARGV[base + 2]
   local node = ARGV[base + 4]
-  local rv = string.format('%d', first + i)
+  local rv_number = first + i
+  local rv = string.format('%d', rv_number)
   local blob = ARGV[base + 6] .. string.char(0xa0 + #rv) .. rv .. ARGV[base + 7]
   local group = group_at[i]
   local m = 2 * group.written + 1
@@ -174,7 +176,7 @@ for i = 0, n - 1 do
   group.objects[m], group.objects[m + 1] = key, blob
   group.metas[m], group.metas[m + 1] = key, meta_string(rv, node, '', ARGV[base + 3])
   if kind ~= 'Pod' then
-    store_event(queue_kind(kind), 'ADDED', kind, key, rv, 'obj', blob)
+    store_event(queue_kind(kind), 'ADDED', kind, key, rv, rv_number, 'obj', blob)
   else
     local enqueued = false
     local priority = enqueue[i]
@@ -194,9 +196,9 @@ for i = 0, n - 1 do
       end
     end
     if ARGV[base + 5] == '' then
-      store_event(not enqueued, 'ADDED', kind, key, rv, 'obj', blob, 'node', node)
+      store_event(not enqueued, 'ADDED', kind, key, rv, rv_number, 'obj', blob, 'node', node)
     else
-      store_event(not enqueued, 'ADDED', kind, key, rv, 'obj', blob, 'node', node,
+      store_event(not enqueued, 'ADDED', kind, key, rv, rv_number, 'obj', blob, 'node', node,
         'nom', ARGV[base + 5])
     end
   end

@@ -38,7 +38,8 @@ if ARGV[5] ~= '' and uid ~= ARGV[5] then
 end
 
 local old = redis.call('HGET', KEYS[5], ARGV[4])
-local rv = string.format('%d', redis.call('INCR', KEYS[1]))
+local rv_number = redis.call('INCR', KEYS[1])
+local rv = string.format('%d', rv_number)
 redis.call('HDEL', KEYS[5], ARGV[4])
 redis.call('HDEL', KEYS[6], ARGV[4])
 if #KEYS == 8 then
@@ -54,6 +55,6 @@ if ARGV[3] == 'Pod' then
   extra[#extra + 1] = 'node'
   extra[#extra + 1] = node or ''
 end
-store_event(queue_kind(ARGV[3]), 'DELETED', ARGV[3], ARGV[4], rv, unpack(extra))
+store_event(queue_kind(ARGV[3]), 'DELETED', ARGV[3], ARGV[4], rv, rv_number, unpack(extra))
 finish_events()
-return {'ok', tonumber(rv), old, meta_raw}
+return {'ok', rv_number, old, meta_raw}

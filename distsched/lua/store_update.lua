@@ -43,7 +43,8 @@ if current_rv ~= ARGV[5] then
   return {'conflict', current_rv or ''}
 end
 
-local rv = string.format('%d', redis.call('INCR', KEYS[1]))
+local rv_number = redis.call('INCR', KEYS[1])
+local rv = string.format('%d', rv_number)
 local blob = ARGV[10] .. string.char(0xa0 + #rv) .. rv .. ARGV[11]
 local extra = {'obj', blob}
 if ARGV[9] == '1' then
@@ -64,6 +65,6 @@ if ARGV[3] == 'Pod' then
 end
 redis.call('HSET', KEYS[5], ARGV[4], blob)
 redis.call('HSET', KEYS[6], ARGV[4], meta_string(rv, ARGV[7], '', ARGV[6]))
-store_event(queue_kind(ARGV[3]), 'MODIFIED', ARGV[3], ARGV[4], rv, unpack(extra))
+store_event(queue_kind(ARGV[3]), 'MODIFIED', ARGV[3], ARGV[4], rv, rv_number, unpack(extra))
 finish_events()
 return {'ok', tonumber(rv)}

@@ -196,7 +196,7 @@ local function node_usage_items(text, node_key, ports_key)
   if text then
     local gen, ports, items = string.match(text, USAGE_PATTERN)
     if gen then
-      ports = tonumber(ports)
+      ports = ports == '0' and 0 or tonumber(ports)  -- (most nodes: no strtod)
       if ports < 0 then ports = redis.call('HLEN', ports_key) end
       return tonumber(gen), ports, items
     end

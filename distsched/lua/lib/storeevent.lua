@@ -17,8 +17,9 @@ local function store_epoch()
   return epoch_value
 end
 
--- Append the event of rv (a decimal string): id "<rv>-0", then type, kind, key, rv,
--- epoch and the field/value pairs given after rv. With to_queue the same entry goes to
+-- Append the event of rv (a decimal string; rv_number the same as a number, which the
+-- caller has: tonumber would run strtod per event): id "<rv>-0", then type, kind, key,
+-- rv, epoch and the field/value pairs given after rv_number. With to_queue the same entry goes to
 -- the queue handlers' stream too: the write made no queue move itself that the workers'
 -- Python handlers would have made (a script that did leaves it out).
 --
@@ -55,8 +56,7 @@ local function append_held()
   appended[KEYS[2]] = true
 end
 
-local function store_event(to_queue, etype, kind, key, rv, ...)
-  local rv_number = tonumber(rv)
+local function store_event(to_queue, etype, kind, key, rv, rv_number, ...)
   if rv_number > newest_rv then newest_rv = rv_number end
   if not to_queue and kind == 'Pod' then
     if held and (held.etype ~= etype or rv_number ~= held.last_number + 1
