@@ -8,8 +8,10 @@ minutes apart, more than most changes to the scripts. Instructions do not: this 
 runs ``distsched bench --workload SchedulingBasic --workers 1`` against it twice, with
 ``--pods`` and with three times as many, and reports the instructions the server ran
 per pod of the difference (what set-up and the nodes cost cancels out). The same
-command repeats within a fraction of a percent, so a before/after pair, each run from
-inside its own checkout, compares two versions of the scripts:
+command repeats within a fraction of a percent on most days (but by up to ±1.5 % when the
+VM is slow: the batches the bench's worker makes under a server 30 times slower depend on
+its speed), so before/after pairs, alternating and each run from inside its own
+checkout, compare two versions of the scripts:
 
     python -m distsched.bench.redis_instructions [--nodes 2000] [--pods 2000]
 
