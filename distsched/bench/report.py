@@ -105,16 +105,16 @@ def _per_pod(value: float | None, pods: int, scale: float = 1.0) -> float | None
     return None if value is None or pods == 0 else value * scale / pods
 
 
-def _script_figures(times: ScriptTimes, bound: int) -> dict[str, dict[str, float | None]]:
-    """name -> calls and µs per pod, the costliest first."""
+def _script_figures(
+    times: dict[str, tuple[int, int]], bound: int
+) -> dict[str, dict[str, float | None]]:
+    """name -> (calls, µs) as calls and µs per pod, the costliest first."""
     return {
         name: {
             "calls_per_pod": _round(_per_pod(calls, bound), 3),
             "usec_per_pod": _round(_per_pod(usec, bound), 3),
         }
-        for name, (calls, usec) in sorted(
-            times.scripts.items(), key=lambda kv: kv[1][1], reverse=True
-        )
+        for name, (calls, usec) in sorted(times.items(), key=lambda kv: kv[1][1], reverse=True)
     }
 
 
@@ -205,11 +205,13 @@ def build_result(run: RawRun) -> dict[str, Any]:
             }
             for name, usec in top
         },
-        "redis_scripts": None if run.scripts is None else _script_figures(run.scripts, bound),
+        "redis_scripts": None
+        if run.scripts is None
+        else _script_figures(run.scripts.scripts, bound),
         "redis_script_commands": None
         if run.scripts is None or run.scripts.commands is None
         else {
-            name: _script_figures(ScriptTimes(commands, None), bound)
+            name: _script_figures(commands, bound)
             for name, commands in run.scripts.commands.items()
         },
         "host": {

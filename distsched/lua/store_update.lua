@@ -67,4 +67,4 @@ redis.call('HSET', KEYS[5], ARGV[4], blob)
 redis.call('HSET', KEYS[6], ARGV[4], meta_string(rv, ARGV[7], '', ARGV[6]))
 store_event(queue_kind(ARGV[3]), 'MODIFIED', ARGV[3], ARGV[4], rv, rv_number, unpack(extra))
 finish_events()
-return {'ok', tonumber(rv)}
+return {'ok', rv_number}

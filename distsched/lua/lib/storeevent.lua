@@ -19,9 +19,9 @@ end
 
 -- Append the event of rv (a decimal string; rv_number the same as a number, which the
 -- caller has: tonumber would run strtod per event): id "<rv>-0", then type, kind, key,
--- rv, epoch and the field/value pairs given after rv_number. With to_queue the same entry goes to
--- the queue handlers' stream too: the write made no queue move itself that the workers'
--- Python handlers would have made (a script that did leaves it out).
+-- rv, epoch and the field/value pairs given after rv_number. With to_queue the same
+-- entry goes to the queue handlers' stream too: the write made no queue move itself that
+-- the workers' Python handlers would have made (a script that did leaves it out).
 --
 -- Batches. A pod event that goes to the store's stream alone is held back, and the pod
 -- events of consecutive rvs of one type are appended as one entry (a create or a bind of
