@@ -398,7 +398,34 @@ def test_script_validates_its_input_before_writing(
             keys=base + node_keys + ledger.feed_keys,
             args=[1, 0, 1, "n1", "ns/a", "uid-ns/a", 1, 1, "cpu=x", "", "", 0, 0, 0],
         )
+    for epoch in ("x", "-1", "1.5", "", "9" * 17):
+        with pytest.raises(redis.ResponseError, match="malformed decision #2"):
+            script(
+                keys=base + node_keys + ledger.feed_keys,
+                args=[1, 0, 1, "n1", *good, *bad[:2], epoch, *bad[3:]],
+            )
     assert snapshot_db(r) == before
+
+
+def test_an_epoch_written_otherwise_fences_as_its_number(
+    r: redis.Redis, keys: Keys, clock: FakeClock, ledger: Ledger
+) -> None:
+    # Workers send the epoch as a canonical decimal, compared with the record as text;
+    # another spelling of the same number still holds the lease, and the token is canonical.
+    popped(r, keys, clock, "ns/a", "ns/b", epoch=7)
+    script = ScriptSet(r).get("cache_reserve")
+    base = [keys.inflight, keys.info, keys.ledger_pods, keys.ledger_assumed]
+    base += [keys.ledger_domain_gen, keys.ledger_anti_affinity_gen, keys.ledger_anti_affinity_pods]
+    base += [keys.ledger_topology_keys, keys.ledger_capacity]
+    all_keys = base + ledger.node_keys("n1") + ledger.feed_keys
+
+    def one(key: str, epoch: str) -> list[object]:
+        return [key, f"uid-{key}", epoch, 1, "cpu=1,pods=1", "", "", 0, 0, 0]
+
+    stale = script(keys=all_keys, args=[1, 0, 1, "n1", *one("ns/a", "8"), *one("ns/b", "08")])
+    assert stale[0::2] == [b"S", b"S"]
+    out = script(keys=all_keys, args=[1, 0, 1, "n1", *one("ns/a", "07"), *one("ns/b", "7.0")])
+    assert out == [b"R", b"7", b"R", b"7"]
 
 
 def test_batch_size_is_bounded(ledger: Ledger) -> None:
@@ -699,3 +726,23 @@ def test_a_refused_gang_leaves_a_node_exactly_the_pods_reserved_there(
     assert n1.requested["cpu"] == 300
     assert r.smembers(keys.ledger_node_pods("n1")) == {b"ns/s0", b"ns/s1", b"ns/s2"}
     assert ledger.check_consistency() == []
+
+
+@pytest.mark.parametrize("start", [0, 7, 8, 9, 98, 99, 1999])
+def test_node_generation_counts_every_reserved_pod_across_digit_carries(
+    r: redis.Redis, keys: Keys, clock: FakeClock, ledger: Ledger, start: int
+) -> None:
+    # Every reserved pod bumps its node's generation: one pod, then three on one node in
+    # one batch, from generations whose last digit carries.
+    _gen, ports, items = r.hget(keys.ledger_usage, "n1").decode().split("|", 2)
+    r.hset(keys.ledger_usage, "n1", f"{start}|{ports}|{items}")
+    assert ledger.node_state(["n1"])["n1"].generation == start
+    popped(r, keys, clock, "ns/a", "ns/b", "ns/c", "ns/d")
+    [one] = ledger.reserve_batch([decision("ns/a", "n1")])
+    assert isinstance(one, Reserved)
+    assert ledger.node_state(["n1"])["n1"].generation == start + 1
+    three = ledger.reserve_batch([decision(k, "n1") for k in ("ns/b", "ns/c", "ns/d")])
+    assert all(isinstance(x, Reserved) for x in three)
+    after = ledger.node_state(["n1"])["n1"]
+    assert after.generation == start + 4
+    assert after.requested["pods"] == 4

@@ -102,10 +102,17 @@ end
 -- The hand-off to the cache as text: (new text) when the pod is inflight under this epoch
 -- and uid, else (nil, why). Same rule as rec_assumable + rec_assume.
 local INFLIGHT_PATTERN = '^inflight|(%d+)|[^|]*|[^|]*|[^|]*|[^|]*|[^|]*|[^|]*|[^|]*|[^|]*|[^|]*|(.*)$'
-local function rec_assume_text(text, epoch, uid)
+-- `epoch_text`, when given, is the epoch as text, and `epoch` may then be nil: a record
+-- that says the same text matches without a parse (strtod); one that differs is compared
+-- as a number (a record writes its epoch as %d, the text may not be canonical).
+local function rec_assume_text(text, epoch, uid, epoch_text)
   -- The usual case first: an inflight record (two captures instead of rec_fencing's three).
   local e_text, inflight_uid = nil, nil
   if text then e_text, inflight_uid = string.match(text, INFLIGHT_PATTERN) end
+  if e_text and e_text == epoch_text and (inflight_uid == '' or inflight_uid == uid) then
+    return 'assumed' .. string.sub(text, 9)
+  end
+  epoch = epoch or tonumber(epoch_text)
   if e_text and tonumber(e_text) == epoch and (inflight_uid == '' or inflight_uid == uid) then
     return 'assumed' .. string.sub(text, 9)
   end
