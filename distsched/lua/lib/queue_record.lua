@@ -109,13 +109,11 @@ local function rec_assume_text(text, epoch, uid, epoch_text)
   -- The usual case first: an inflight record (two captures instead of rec_fencing's three).
   local e_text, inflight_uid = nil, nil
   if text then e_text, inflight_uid = string.match(text, INFLIGHT_PATTERN) end
-  if e_text and e_text == epoch_text and (inflight_uid == '' or inflight_uid == uid) then
+  if e_text and (inflight_uid == '' or inflight_uid == uid)
+      and (e_text == epoch_text or tonumber(e_text) == (epoch or tonumber(epoch_text))) then
     return 'assumed' .. string.sub(text, 9)
   end
   epoch = epoch or tonumber(epoch_text)
-  if e_text and tonumber(e_text) == epoch and (inflight_uid == '' or inflight_uid == uid) then
-    return 'assumed' .. string.sub(text, 9)
-  end
   local w, e, have_uid = rec_fencing(text)
   if not w then return nil, 'pod has no queue record' end
   if w ~= 'inflight' then return nil, 'pod is not inflight' end
