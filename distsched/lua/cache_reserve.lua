@@ -108,19 +108,22 @@ local any_aks = false
 local a, n_args, d = 4 + n_nodes, #ARGV, 0
 while a <= n_args do
   d = d + 1
-  local key, uid, epoch_text, ni = ARGV[a], ARGV[a + 1], ARGV[a + 2], number_of(ARGV[a + 3])
-  -- A canonical decimal (what workers send) is the token as it is, and the fencing check
-  -- compares it as text: no strtod and no string.format per decision (15 digits: a count).
-  local epoch = false
-  if not (epoch_text and #epoch_text <= 15 and find(epoch_text, '^[1-9]%d*$')) then
-    epoch = tonumber(epoch_text) or -1  -- (-1: refused below)
+  local key, uid, epoch, ni = ARGV[a], ARGV[a + 1], ARGV[a + 2], number_of(ARGV[a + 3])
+  -- The lease epoch stays text, canonical decimal: the token as it is, and the fencing
+  -- check compares it with the queue record's as text (no strtod, no string.format per
+  -- decision). Workers send it so (15 digits at most: a count); another spelling of a
+  -- count is rewritten once here.
+  if not (epoch and #epoch <= 15 and find(epoch, '^[1-9]%d*$')) then
+    local n = tonumber(epoch)
+    if not is_count(n) then return fail('malformed decision #' .. d) end
+    epoch = string.format('%d', n)
   end
   local req_text, ports_text, ak = ARGV[a + 4], ARGV[a + 5], ARGV[a + 6]
   -- (most decisions send 0 for both: no parse for those)
   local aa = ARGV[a + 7] == '0' and 0 or tonumber(ARGV[a + 7])
   local seen = number_of(ARGV[a + 8])
   local n_checks = ARGV[a + 9] == '0' and 0 or tonumber(ARGV[a + 9])
-  if not key or key == '' or find(key, ' ', 1, true) or not uid or (epoch and not is_count(epoch))
+  if not key or key == '' or find(key, ' ', 1, true) or not uid
       or not is_count(ni) or ni < 1 or ni > n_nodes or not req_text or not ports_text
       or not ak or find(ak, ' ', 1, true) or not is_count(aa) or not is_count(seen)
       or not is_count(n_checks) then
@@ -177,8 +180,7 @@ while a <= n_args do
     parsed_aks[ak] = aks
   end
   if #aks > 0 then any_aks = true end
-  decisions[d] = { key = key, uid = uid, epoch = epoch, epoch_text = epoch_text, ni = ni,
-                   req_text = req_text,
+  decisions[d] = { key = key, uid = uid, epoch = epoch, ni = ni, req_text = req_text,
                    limits = parsed_limits[req_text], items = parsed_items[req_text],
                    ports = ports, ports_text = ports_text, ak = ak, aks = aks, aa = aa,
                    seen = seen, checks = checks, invalid = req_invalid[req_text] }
@@ -363,7 +365,7 @@ local function check(d, dec)
   local key = dec.key
   if dec.invalid then return 'I', dec.invalid end
   if taken[key] then return 'S', 'pod is not inflight' end
-  local assumed, why = rec_assume_text(records[d], dec.epoch or nil, dec.uid, dec.epoch_text)
+  local assumed, why = rec_assume_text(records[d], dec.epoch, dec.uid)
   if not assumed then return 'S', why end
   local old = led_decode(held[d])
   if old then
@@ -445,10 +447,9 @@ local function check(d, dec)
     end
   end
   taken[key] = true
-  local token = dec.epoch and string.format('%d', dec.epoch) or dec.epoch_text
-  reserved[#reserved + 1] = { d = d, key = key, queued = assumed, node = st.name, token = token,
-                              before = before }
-  return 'R', token
+  reserved[#reserved + 1] = { d = d, key = key, queued = assumed, node = st.name,
+                              token = dec.epoch, before = before }
+  return 'R', dec.epoch
 end
 
 -- Take back what check() applied to the batch overlay for a reserved decision (its group

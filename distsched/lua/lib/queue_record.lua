@@ -102,18 +102,17 @@ end
 -- The hand-off to the cache as text: (new text) when the pod is inflight under this epoch
 -- and uid, else (nil, why). Same rule as rec_assumable + rec_assume.
 local INFLIGHT_PATTERN = '^inflight|(%d+)|[^|]*|[^|]*|[^|]*|[^|]*|[^|]*|[^|]*|[^|]*|[^|]*|[^|]*|(.*)$'
--- `epoch_text`, when given, is the epoch as text, and `epoch` may then be nil: a record
--- that says the same text matches without a parse (strtod); one that differs is compared
--- as a number (a record writes its epoch as %d, the text may not be canonical).
-local function rec_assume_text(text, epoch, uid, epoch_text)
+-- `epoch_text` is the lease epoch as canonical decimal text, as records write it: the usual case
+-- compares texts, without strtod; any other record is read by rec_fencing and compared as
+-- a number.
+local function rec_assume_text(text, epoch_text, uid)
   -- The usual case first: an inflight record (two captures instead of rec_fencing's three).
   local e_text, inflight_uid = nil, nil
   if text then e_text, inflight_uid = string.match(text, INFLIGHT_PATTERN) end
-  if e_text and (inflight_uid == '' or inflight_uid == uid)
-      and (e_text == epoch_text or tonumber(e_text) == (epoch or tonumber(epoch_text))) then
+  if e_text == epoch_text and (inflight_uid == '' or inflight_uid == uid) then
     return 'assumed' .. string.sub(text, 9)
   end
-  epoch = epoch or tonumber(epoch_text)
+  local epoch = tonumber(epoch_text)
   local w, e, have_uid = rec_fencing(text)
   if not w then return nil, 'pod has no queue record' end
   if w ~= 'inflight' then return nil, 'pod is not inflight' end
