@@ -23,17 +23,25 @@ INCLUDE = "--!include "
 def source(name: str) -> str:
     """The text of ``distsched/lua/<name>.lua``, with each ``--!include <lib>`` line
     replaced by ``distsched/lua/lib/<lib>.lua`` (Redis scripts cannot load code, so shared
-    helpers are pasted in when the script is registered)."""
+    helpers are pasted in when the script is registered). A lib may include others; each
+    lib is pasted once, where it is first included, so what it defines comes before every
+    use."""
     root = resources.files(__package__)
-    text = root.joinpath(f"{name}.lua").read_text(encoding="utf-8")
-    lines = []
-    for line in text.splitlines(keepends=True):
-        if line.startswith(INCLUDE):
+    pasted: set[str] = set()
+
+    def expand(text: str) -> str:
+        lines = []
+        for line in text.splitlines(keepends=True):
+            if not line.startswith(INCLUDE):
+                lines.append(line)
+                continue
             lib = line[len(INCLUDE) :].strip()
-            lines.append(root.joinpath("lib", f"{lib}.lua").read_text(encoding="utf-8"))
-        else:
-            lines.append(line)
-    return "".join(lines)
+            if lib not in pasted:
+                pasted.add(lib)
+                lines.append(expand(root.joinpath("lib", f"{lib}.lua").read_text("utf-8")))
+        return "".join(lines)
+
+    return expand(root.joinpath(f"{name}.lua").read_text(encoding="utf-8"))
 
 
 class ScriptSet:

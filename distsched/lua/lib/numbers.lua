@@ -1,4 +1,5 @@
--- Number helpers shared by the ledger scripts (included with "--!include numbers").
+-- Number helpers shared by the ledger and store scripts and by lib/queue_record.lua (included
+-- with "--!include numbers").
 
 -- A non-negative integer that a double holds exactly (JSON numbers arrive as doubles).
 -- (v % 1 is NaN for an infinity; a NaN fails v >= 0.)

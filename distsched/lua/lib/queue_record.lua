@@ -23,6 +23,8 @@
 -- distsched.queue_types.encode_info / decode_info are the Python twins of rec_encode /
 -- rec_decode. A pod's activeQ member is derived, never stored: active_member(ts, key).
 
+--!include numbers
+
 local REC_PATTERN = '^(%l*)|(%d+)|(%d+)|(%d+)|(%d+)|([01])|(%-?%d+)|(%d+)|(%d+)|(%d+)|([^|]*)|(.*)$'
 
 -- A record written as JSON by versions before this layout (a deployment upgraded in
@@ -58,18 +60,6 @@ local HEAD_PATTERN = '^(%l*)|(%d+)|(%d+)|(%d+)|(%d+)|[01]|(.*)$'
 local POP_PATTERN = '^%l*|%d+|%d+|(%d+)|(%d+)|[01]|(.*)$'  -- what a pop rewrites: a, d, the rest
 local UID_PATTERN = '^(%l*)|(%d+)|[^|]*|[^|]*|[^|]*|[^|]*|[^|]*|[^|]*|[^|]*|[^|]*|[^|]*|(.*)$'
 
--- Attempts and deliveries (digits) as numbers, parsed once per distinct text per call:
--- tonumber runs strtod, and a batch's pods mostly share the same few counts.
-local parsed_counts = {}
-local function record_count(digits)
-  local n = parsed_counts[digits]
-  if not n then
-    n = tonumber(digits)
-    parsed_counts[digits] = n
-  end
-  return n
-end
-
 -- queue_pop's move: returns the new text and whether the pod is dead-lettered instead
 -- (delivered max_deliveries times), or nil when the text is not a record.
 local function rec_pop(text, cycle, epoch, max_deliveries)
@@ -77,12 +67,12 @@ local function rec_pop(text, cycle, epoch, max_deliveries)
   if string.byte(text, 1) == 123 then text = rec_encode(rec_from_json(text) or {}) end
   local a, d, rest = string.match(text, POP_PATTERN)
   if not a then return nil end
-  local deliveries = record_count(d)
+  local deliveries = number_of(d)  -- (a batch's pods share a few counts: parsed once each)
   if deliveries >= max_deliveries then
     local _, e, cy = string.match(text, HEAD_PATTERN)
     return 'dead|' .. e .. '|' .. cy .. '|' .. a .. '|' .. d .. '|0|' .. rest, true
   end
-  return string.format('inflight|%d|%d|%d|%d|0|', epoch, cycle, record_count(a) + 1,
+  return string.format('inflight|%d|%d|%d|%d|0|', epoch, cycle, number_of(a) + 1,
     deliveries + 1) .. rest, false
 end
 
